@@ -1,0 +1,113 @@
+// DeepSeek-V4 sparse MLA decode on plain rows (SPEC section 1).
+//
+// Each query token attends its own sparse set of KV rows: columns 0..127 of
+// `indices` name rows of the sliding-window pool, columns 128..W-1 rows of the
+// compressed pool. One KV head of 512 dims serves as both key and value.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "sparse_decode/status.h"
+
+struct CUstream_st;  // cudaStream_t without the CUDA headers
+
+namespace sparse_decode {
+
+inline constexpr int kHeadDim = 512;       // dims of q, k and v
+inline constexpr int kSwaColumns = 128;    // leading columns of `indices` that address swa_kv
+inline constexpr int kMaxQueryLen = 16;    // query tokens per request
+
+enum class DType : int32_t {
+  kFloat8E4M3 = 0,  // 1 byte an element
+  kBFloat16 = 1,    // 2 bytes an element
+};
+
+// Where every pointer of a call lives. Host memory runs the double-precision
+// CPU backend (the reference of SPEC.md); device memory runs the GPU kernels.
+enum class MemorySpace : int32_t { kDevice = 0, kHost = 1 };
+
+// A float given either by value or as a pointer to one float32 that the
+// kernel reads when it runs (so a captured CUDA graph sees new values).
+struct ScalarArg {
+  float value = 1.0f;             // used when `device` is null
+  const float* device = nullptr;  // [1] float32, same memory space as the call
+};
+
+// A pool of 512-element rows stored as pages. Row r is page r / page_size,
+// slot r % page_size. NHD [pages, page_size, 1, 512] and HND
+// [pages, 1, page_size, 512] caches with one KV head are both this.
+struct KvPool {
+  const void* data = nullptr;  // [pages, page_size, 512] elements of the call's dtype
+  int64_t pages = 0;           // number of pages
+  int64_t page_size = 1;       // rows per page, >= 1
+  int64_t page_stride = 0;     // elements between pages, >= page_size * row_stride
+  int64_t row_stride = kHeadDim;  // elements between rows of a page, >= 512
+
+  int64_t rows() const { return pages * page_size; }
+};
+
+struct Dsv4DecodeArgs {
+  MemorySpace memory = MemorySpace::kDevice;
+  DType dtype = DType::kFloat8E4M3;  // of q, swa_kv and compressed_kv
+  int64_t num_tokens = 0;            // T: query tokens of all requests, request-major
+  int32_t num_heads = 16;            // H: query heads, one KV head shared by all
+
+  const void* q = nullptr;         // [T, H, 512] of dtype, dims contiguous
+  int64_t q_token_stride = 0;      // elements between tokens
+  int64_t q_head_stride = kHeadDim;  // elements between heads
+
+  KvPool swa_kv;         // addressed by columns 0..127
+  KvPool compressed_kv;  // addressed by columns 128..W-1 (may be empty when W == 128)
+
+  const int32_t* indices = nullptr;  // [T, W] row of the column's pool, -1 = unused
+  int32_t width = 0;                 // W: >= 128, W % 4 == 0
+  int64_t indices_stride = 0;        // elements between tokens, >= W
+
+  const int32_t* lens = nullptr;  // optional [T]: active columns per token, counting the 128 SWA ones
+
+  // Optional sliding-window validity from the KV length of each request.
+  const int32_t* seq_lens = nullptr;        // optional [B]: KV length of each request
+  int32_t num_requests = 0;                 // B, required with seq_lens
+  const int32_t* cum_seq_lens_q = nullptr;  // optional [B + 1]: varlen query offsets
+  int32_t q_len = 0;                        // uniform query length (1..16) without cum_seq_lens_q
+  int32_t max_q_len = 0;                    // max query length (1..16) with cum_seq_lens_q
+
+  const float* sinks = nullptr;  // optional [H] float32 attention sink logits
+  ScalarArg bmm1_scale;          // applied to q.k
+  ScalarArg bmm2_scale;          // applied to the output
+
+  void* out = nullptr;              // [T, H, 512] bfloat16, dims contiguous
+  int64_t out_token_stride = 0;     // elements between tokens
+  int64_t out_head_stride = kHeadDim;  // elements between heads
+
+  float* lse = nullptr;          // optional [T, H] float32: natural-log sum of exp of the scores
+  int64_t lse_token_stride = 0;  // elements between tokens (heads contiguous)
+
+  int32_t* out_of_range_count = nullptr;  // optional [1]: += active columns whose index is past its pool
+
+  bool enable_pdl = false;  // programmatic dependent launch (device memory only)
+};
+
+// Checks every argument that the host can check. InvalidArgument names the
+// argument and the expected value.
+Status validate(const Dsv4DecodeArgs& args);
+
+// validate(), then whether a path of this build serves the call (NotSupported
+// says why not). Reads the current device's properties for device memory.
+Status supports(const Dsv4DecodeArgs& args);
+
+// Bytes of scratch memory that dsv4_decode needs for these arguments.
+size_t workspace_size(const Dsv4DecodeArgs& args);
+
+// Runs the decode on `stream` (ignored for host memory, which runs
+// synchronously on the CPU). No allocation, no host synchronization: safe to
+// capture in a CUDA graph. Nothing is launched or written when it fails.
+Status dsv4_decode(const Dsv4DecodeArgs& args, void* workspace, size_t workspace_bytes,
+                   CUstream_st* stream);
+
+// The most tokens for which the small-batch cluster kernel runs in one wave on
+// the current device (0 without a device).
+int64_t dsv4_small_batch_max_tokens(const Dsv4DecodeArgs& args);
+
+}  // namespace sparse_decode

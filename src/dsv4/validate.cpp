@@ -1,0 +1,145 @@
+// Host-side validation of Dsv4DecodeArgs: everything that can be checked
+// without reading device memory, before anything is launched.
+#include <cstdint>
+#include <sstream>
+#include <string>
+
+#include "sparse_decode/dsv4_decode.h"
+
+namespace sparse_decode {
+namespace {
+
+constexpr int32_t kMaxWidth = kSwaColumns + 16384;
+
+int64_t element_bytes(DType dtype) { return dtype == DType::kFloat8E4M3 ? 1 : 2; }
+
+bool aligned16(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; }
+
+// Builds "argument: expected ..., got ..." messages.
+template <typename... Parts>
+Status invalid(const Parts&... parts) {
+  std::ostringstream message;
+  (message << ... << parts);
+  return Status::InvalidArgument(message.str());
+}
+
+Status check_pool(const char* name, const KvPool& pool, DType dtype) {
+  const int64_t bytes = element_bytes(dtype);
+  if (pool.data == nullptr) return invalid(name, ".data: expected a non-null pointer");
+  if (!aligned16(pool.data)) return invalid(name, ".data: expected a 16-byte aligned pointer");
+  if (pool.pages < 1) return invalid(name, ".pages: expected >= 1, got ", pool.pages);
+  if (pool.page_size < 1) return invalid(name, ".page_size: expected >= 1, got ", pool.page_size);
+  if (pool.row_stride < kHeadDim) {
+    return invalid(name, ".row_stride: expected >= 512 elements, got ", pool.row_stride);
+  }
+  if (pool.row_stride * bytes % 16 != 0) {
+    return invalid(name, ".row_stride: expected a multiple of 16 bytes, got ", pool.row_stride, " elements");
+  }
+  if (pool.page_stride < pool.page_size * pool.row_stride) {
+    return invalid(name, ".page_stride: expected >= page_size * row_stride = ",
+                   pool.page_size * pool.row_stride, " elements, got ", pool.page_stride);
+  }
+  if (pool.page_stride * bytes % 16 != 0) {
+    return invalid(name, ".page_stride: expected a multiple of 16 bytes, got ", pool.page_stride, " elements");
+  }
+  return Status::Ok();
+}
+
+Status check_rows(const char* name, const void* data, int64_t token_stride, int64_t head_stride,
+                  int64_t heads, DType dtype, bool written) {
+  const int64_t bytes = element_bytes(dtype);
+  const std::string n = name;
+  if (data == nullptr) return invalid(n, ": expected a non-null pointer");
+  if (!aligned16(data)) return invalid(n, ": expected a 16-byte aligned pointer");
+  if (head_stride < (written ? kHeadDim : 0) || head_stride * bytes % 16 != 0) {
+    return invalid(n, "_head_stride: expected ", written ? ">= 512 elements and " : "",
+                   "a multiple of 16 bytes, got ", head_stride, " elements");
+  }
+  const int64_t row_extent = (heads - 1) * head_stride + kHeadDim;
+  if (token_stride < (written ? row_extent : 0) || token_stride * bytes % 16 != 0) {
+    return invalid(n, "_token_stride: expected ", written ? ">= (H - 1) * head_stride + 512 = " : "",
+                   written ? std::to_string(row_extent) + " elements and " : std::string(),
+                   "a multiple of 16 bytes, got ", token_stride, " elements");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status validate(const Dsv4DecodeArgs& args) {
+  if (args.memory != MemorySpace::kDevice && args.memory != MemorySpace::kHost) {
+    return invalid("memory: expected kDevice or kHost, got ", static_cast<int>(args.memory));
+  }
+  if (args.dtype != DType::kFloat8E4M3 && args.dtype != DType::kBFloat16) {
+    return invalid("dtype: expected kFloat8E4M3 or kBFloat16, got ", static_cast<int>(args.dtype));
+  }
+  if (args.num_tokens < 0) return invalid("num_tokens: expected >= 0, got ", args.num_tokens);
+  const int32_t H = args.num_heads;
+  if (H != 8 && H != 16 && H != 32 && H != 64 && H != 128) {
+    return invalid("num_heads: expected one of 8, 16, 32, 64, 128, got ", H);
+  }
+  const int32_t W = args.width;
+  if (W < kSwaColumns || W > kMaxWidth || W % 4 != 0) {
+    return invalid("width: expected a multiple of 4 in [128, ", kMaxWidth, "], got ", W);
+  }
+  if (args.num_tokens == 0) return Status::Ok();  // nothing is read or written
+
+  if (Status s = check_rows("q", args.q, args.q_token_stride, args.q_head_stride, H, args.dtype, false); !s.ok()) {
+    return s;
+  }
+  if (Status s = check_rows("out", args.out, args.out_token_stride, args.out_head_stride, H,
+                            DType::kBFloat16, true);
+      !s.ok()) {
+    return s;
+  }
+  if (Status s = check_pool("swa_kv", args.swa_kv, args.dtype); !s.ok()) return s;
+  const bool has_compressed = args.compressed_kv.data != nullptr || args.compressed_kv.pages != 0;
+  if (W > kSwaColumns || has_compressed) {
+    if (Status s = check_pool("compressed_kv", args.compressed_kv, args.dtype); !s.ok()) {
+      return W > kSwaColumns ? invalid(s.message(), " (required when width > 128)") : s;
+    }
+  }
+
+  if (args.indices == nullptr) return invalid("indices: expected a non-null pointer");
+  if (!aligned16(args.indices)) return invalid("indices: expected a 16-byte aligned pointer");
+  if (args.indices_stride < W || args.indices_stride % 4 != 0) {
+    return invalid("indices_stride: expected a multiple of 4 that is >= width = ", W, ", got ",
+                   args.indices_stride);
+  }
+
+  if (args.seq_lens) {
+    if (args.num_requests < 1) {
+      return invalid("num_requests: expected >= 1 with seq_lens, got ", args.num_requests);
+    }
+    if (args.cum_seq_lens_q) {
+      if (args.max_q_len < 1 || args.max_q_len > kMaxQueryLen) {
+        return invalid("max_q_len: expected 1..16 with cum_seq_lens_q, got ", args.max_q_len);
+      }
+      if (args.num_tokens > int64_t{args.num_requests} * args.max_q_len) {
+        return invalid("num_tokens: expected <= num_requests * max_q_len = ",
+                       int64_t{args.num_requests} * args.max_q_len, ", got ", args.num_tokens);
+      }
+    } else {
+      if (args.q_len < 1 || args.q_len > kMaxQueryLen) {
+        return invalid("q_len: expected 1..16 with seq_lens and no cum_seq_lens_q, got ", args.q_len);
+      }
+      if (args.num_tokens != int64_t{args.num_requests} * args.q_len) {
+        return invalid("num_tokens: expected num_requests * q_len = ", int64_t{args.num_requests} * args.q_len,
+                       ", got ", args.num_tokens);
+      }
+    }
+  }
+
+  if (args.lse && args.lse_token_stride < H) {
+    return invalid("lse_token_stride: expected >= num_heads = ", H, ", got ", args.lse_token_stride);
+  }
+  if (args.bmm1_scale.device == nullptr && !(args.bmm1_scale.value == args.bmm1_scale.value)) {
+    return invalid("bmm1_scale: expected a number, got NaN");
+  }
+  if (args.bmm2_scale.device == nullptr && !(args.bmm2_scale.value == args.bmm2_scale.value)) {
+    return invalid("bmm2_scale: expected a number, got NaN");
+  }
+  return Status::Ok();
+}
+
+}  // namespace sparse_decode

@@ -1,0 +1,128 @@
+#include "reference/dsv4_reference.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "reference/formats.h"
+
+namespace sparse_decode::reference {
+namespace {
+
+double element(const void* base, DType dtype, int64_t offset) {
+  if (dtype == DType::kFloat8E4M3) return decode_e4m3(static_cast<const uint8_t*>(base)[offset]);
+  return decode_bf16(static_cast<const uint16_t*>(base)[offset]);
+}
+
+double scalar(const ScalarArg& arg) { return arg.device ? *arg.device : arg.value; }
+
+// Position of `token` in its request's KV sequence, or -1 when no request holds it.
+int64_t token_position(const Dsv4DecodeArgs& args, int64_t token) {
+  if (args.cum_seq_lens_q) {
+    for (int32_t b = 0; b < args.num_requests; ++b) {
+      const int64_t begin = args.cum_seq_lens_q[b];
+      const int64_t end = args.cum_seq_lens_q[b + 1];
+      if (token >= begin && token < end) return args.seq_lens[b] - (end - begin) + (token - begin);
+    }
+    return -1;
+  }
+  const int64_t request = token / args.q_len;
+  if (request >= args.num_requests) return -1;
+  return int64_t{args.seq_lens[request]} - args.q_len + token % args.q_len;
+}
+
+}  // namespace
+
+ColumnState dsv4_column(const Dsv4DecodeArgs& args, int64_t token, int32_t column) {
+  ColumnState state;
+  if (args.lens && column >= args.lens[token]) return state;
+  const int32_t index = args.indices[token * args.indices_stride + column];
+  if (index < 0) return state;
+  if (column < kSwaColumns && args.seq_lens) {
+    const int64_t position = token_position(args, token);
+    if (column >= std::min<int64_t>(kSwaColumns, position + 1)) return state;
+  }
+  state.pool = column < kSwaColumns ? &args.swa_kv : &args.compressed_kv;
+  if (index >= state.pool->rows()) {
+    state.out_of_range = true;
+    state.pool = nullptr;
+    return state;
+  }
+  state.active = true;
+  state.row = index;
+  return state;
+}
+
+Dsv4Result dsv4_decode(const Dsv4DecodeArgs& args) {
+  const int64_t T = args.num_tokens;
+  const int H = args.num_heads;
+  const double bmm1 = scalar(args.bmm1_scale);
+  const double bmm2 = scalar(args.bmm2_scale);
+  const double inf = std::numeric_limits<double>::infinity();
+
+  Dsv4Result result;
+  result.out.assign(static_cast<size_t>(T) * H * kHeadDim, 0.0);
+  result.lse.assign(static_cast<size_t>(T) * H, -inf);
+
+  std::vector<double> q(kHeadDim), score, kv;
+  for (int64_t t = 0; t < T; ++t) {
+    // Decode the token's active rows once; every head reads them.
+    kv.clear();
+    for (int32_t c = 0; c < args.width; ++c) {
+      const ColumnState column = dsv4_column(args, t, c);
+      result.out_of_range += column.out_of_range;
+      if (!column.active) continue;
+      const KvPool& pool = *column.pool;
+      const int64_t offset =
+          (column.row / pool.page_size) * pool.page_stride + (column.row % pool.page_size) * pool.row_stride;
+      for (int d = 0; d < kHeadDim; ++d) kv.push_back(element(pool.data, args.dtype, offset + d));
+    }
+    const size_t active = kv.size() / kHeadDim;
+    if (active == 0) continue;  // zeros and lse = -inf, with or without a sink
+
+    for (int h = 0; h < H; ++h) {
+      const int64_t q_offset = t * args.q_token_stride + h * args.q_head_stride;
+      for (int d = 0; d < kHeadDim; ++d) q[d] = element(args.q, args.dtype, q_offset + d);
+      score.assign(active, 0.0);
+      double max_score = -inf;
+      for (size_t c = 0; c < active; ++c) {
+        double dot = 0.0;
+        for (int d = 0; d < kHeadDim; ++d) dot += q[d] * kv[c * kHeadDim + d];
+        score[c] = bmm1 * dot;
+        max_score = std::max(max_score, score[c]);
+      }
+      // Normalize by the score maximum alone: the same value as SPEC's
+      // m = max(scores, sink), and a sink of +inf gives the limit 0, not NaN.
+      double sum = 0.0;
+      for (size_t c = 0; c < active; ++c) sum += (score[c] = std::exp(score[c] - max_score));
+      const double sink = args.sinks ? args.sinks[h] : -inf;
+      const double denominator = sum + std::exp(sink - max_score);
+      double* out = &result.out[(static_cast<size_t>(t) * H + h) * kHeadDim];
+      for (size_t c = 0; c < active; ++c) {
+        const double weight = bmm2 * score[c] / denominator;
+        for (int d = 0; d < kHeadDim; ++d) out[d] += weight * kv[c * kHeadDim + d];
+      }
+      result.lse[static_cast<size_t>(t) * H + h] = max_score + std::log(sum);
+    }
+  }
+  return result;
+}
+
+void dsv4_decode_host(const Dsv4DecodeArgs& args) {
+  const Dsv4Result result = dsv4_decode(args);
+  const int H = args.num_heads;
+  auto* out = static_cast<uint16_t*>(args.out);
+  for (int64_t t = 0; t < args.num_tokens; ++t) {
+    for (int h = 0; h < H; ++h) {
+      const double* src = &result.out[(static_cast<size_t>(t) * H + h) * kHeadDim];
+      uint16_t* dst = out + t * args.out_token_stride + h * args.out_head_stride;
+      for (int d = 0; d < kHeadDim; ++d) dst[d] = encode_bf16(src[d]);
+      if (args.lse) {
+        args.lse[t * args.lse_token_stride + h] = static_cast<float>(result.lse[static_cast<size_t>(t) * H + h]);
+      }
+    }
+  }
+  if (args.out_of_range_count) *args.out_of_range_count += static_cast<int32_t>(result.out_of_range);
+}
+
+}  // namespace sparse_decode::reference

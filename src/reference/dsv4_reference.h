@@ -1,0 +1,36 @@
+// The double-precision CPU implementation of SPEC section 1: the oracle of
+// every test and the CPU backend of dsv4_decode for host memory.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sparse_decode/dsv4_decode.h"
+
+namespace sparse_decode::reference {
+
+struct Dsv4Result {
+  std::vector<double> out;   // [T, H, 512]
+  std::vector<double> lse;   // [T, H]; -inf for a token with no active column
+  int64_t out_of_range = 0;  // active columns whose index is past its pool
+};
+
+// Computes SPEC section 1 from host pointers (args.memory is not looked at;
+// args.out, args.lse and args.out_of_range_count are not written).
+Dsv4Result dsv4_decode(const Dsv4DecodeArgs& args);
+
+// Whether column `column` of token `token` takes part in the softmax, and the
+// row it names. Shared by the reference and the tests that build edge cases.
+struct ColumnState {
+  bool active = false;
+  bool out_of_range = false;  // would be active but its index is past its pool
+  const KvPool* pool = nullptr;
+  int64_t row = -1;
+};
+ColumnState dsv4_column(const Dsv4DecodeArgs& args, int64_t token, int32_t column);
+
+// Runs dsv4_decode() and writes args.out (BF16, nearest even), args.lse and
+// adds to *args.out_of_range_count: the CPU backend.
+void dsv4_decode_host(const Dsv4DecodeArgs& args);
+
+}  // namespace sparse_decode::reference

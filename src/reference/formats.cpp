@@ -1,0 +1,67 @@
+#include "reference/formats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace sparse_decode::reference {
+
+double decode_e4m3(uint8_t bits) {
+  const int sign = bits >> 7;
+  const int exponent = (bits >> 3) & 0xF;
+  const int mantissa = bits & 0x7;
+  if (exponent == 0xF && mantissa == 0x7) return std::numeric_limits<double>::quiet_NaN();
+  const double magnitude = exponent == 0 ? std::ldexp(mantissa, -9)  // subnormal: m/8 * 2^-6
+                                         : std::ldexp(8 + mantissa, exponent - 10);
+  return sign ? -magnitude : magnitude;
+}
+
+double decode_bf16(uint16_t bits) {
+  const uint32_t word = static_cast<uint32_t>(bits) << 16;
+  float value;
+  std::memcpy(&value, &word, sizeof(value));
+  return value;
+}
+
+double decode_ue8m0(uint8_t bits) {
+  if (bits == 0xFF) return std::numeric_limits<double>::quiet_NaN();
+  return std::ldexp(1.0, static_cast<int>(bits) - 127);
+}
+
+uint8_t encode_e4m3(double value) {
+  if (std::isnan(value)) return 0x7F;
+  const uint8_t sign = std::signbit(value) ? 0x80 : 0x00;
+  const double magnitude = std::fabs(value);
+  // Search the 127 finite magnitudes (0x00..0x7E, increasing) for the nearest,
+  // ties to the even code. Saturates at 448 (0x7E).
+  uint8_t best = 0;
+  for (uint8_t code = 1; code <= 0x7E; ++code) {
+    const double candidate = decode_e4m3(code);
+    const double best_value = decode_e4m3(best);
+    const double d_candidate = std::fabs(candidate - magnitude);
+    const double d_best = std::fabs(best_value - magnitude);
+    if (d_candidate < d_best || (d_candidate == d_best && (code & 1) == 0)) best = code;
+  }
+  return sign | best;
+}
+
+uint16_t encode_bf16(double value) {
+  double rounded = value;
+  if (std::isfinite(value) && value != 0.0) {
+    // Round the magnitude once, to 8 significant bits (or to the subnormal
+    // quantum 2^-133), so that no double rounding through float32 happens.
+    int exponent;
+    std::frexp(std::fabs(value), &exponent);
+    const int quantum = std::max(exponent - 8, -133);
+    const double units = std::nearbyint(std::ldexp(std::fabs(value), -quantum));
+    rounded = std::copysign(std::ldexp(units, quantum), value);
+  }
+  const float single = static_cast<float>(rounded);  // exact, or +-inf past the range
+  uint32_t word;
+  std::memcpy(&word, &single, sizeof(word));
+  if (std::isnan(single)) return static_cast<uint16_t>((word >> 16) | 0x40);
+  return static_cast<uint16_t>(word >> 16);
+}
+
+}  // namespace sparse_decode::reference

@@ -1,0 +1,81 @@
+#include "testing/device_buffer.h"
+
+#include <cuda_runtime_api.h>
+
+#include <stdexcept>
+#include <utility>
+
+namespace sparse_decode::testing {
+
+bool cuda_device_available(std::string* why) {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess || count == 0) {
+    if (why) *why = status != cudaSuccess ? cudaGetErrorString(status) : "no CUDA device";
+    cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
+void check_cuda(int status, const char* what) {
+  if (status != cudaSuccess) {
+    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(static_cast<cudaError_t>(status)));
+  }
+}
+
+DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
+  if (bytes) check_cuda(cudaMalloc(&data_, bytes), "cudaMalloc");
+}
+
+DeviceBuffer::DeviceBuffer(const void* host, size_t bytes) : DeviceBuffer(bytes) {
+  if (bytes) check_cuda(cudaMemcpy(data_, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device");
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (data_) cudaFree(data_);
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    if (data_) cudaFree(data_);
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+void DeviceBuffer::fill_bytes(uint8_t value) {
+  if (bytes_) check_cuda(cudaMemset(data_, value, bytes_), "cudaMemset");
+}
+
+void DeviceBuffer::download(void* host, size_t bytes) const {
+  if (bytes) check_cuda(cudaMemcpy(host, data_, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
+}
+
+Dsv4DeviceProblem::Dsv4DeviceProblem(const Dsv4Problem& problem)
+    : q(problem.q),
+      swa_kv(problem.swa_kv),
+      compressed_kv(problem.compressed_kv),
+      indices(problem.indices),
+      lens(problem.lens),
+      sinks(problem.sinks),
+      out(static_cast<size_t>(problem.config.tokens) * problem.config.heads * kHeadDim * 2),
+      lse(static_cast<size_t>(problem.config.tokens) * problem.config.heads * sizeof(float)),
+      out_of_range_count(sizeof(int32_t)) {
+  out_of_range_count.fill_bytes(0);
+  args = problem.host_args(out.get(), lse.as<float>());
+  args.memory = MemorySpace::kDevice;
+  args.q = q.get();
+  args.swa_kv.data = swa_kv.get();
+  args.compressed_kv.data = compressed_kv.get();
+  args.indices = indices.as<int32_t>();
+  args.lens = problem.lens.empty() ? nullptr : lens.as<int32_t>();
+  args.sinks = problem.sinks.empty() ? nullptr : sinks.as<float>();
+  args.out_of_range_count = out_of_range_count.as<int32_t>();
+}
+
+}  // namespace sparse_decode::testing

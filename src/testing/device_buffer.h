@@ -1,0 +1,58 @@
+// Owning device allocations for the tests, the demo and the benchmark, and a
+// device-side copy of a synthetic problem.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "testing/dsv4_problem.h"
+
+namespace sparse_decode::testing {
+
+// Whether a CUDA device is present; `why` says why not.
+bool cuda_device_available(std::string* why = nullptr);
+
+// Throws std::runtime_error with the CUDA error string when `status` is an error.
+void check_cuda(int status, const char* what);
+
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes);
+  DeviceBuffer(const void* host, size_t bytes);  // allocate and copy
+  template <typename T>
+  explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.data(), host.size() * sizeof(T)) {}
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* get() const { return data_; }
+  template <typename T>
+  T* as() const { return static_cast<T*>(data_); }
+  size_t bytes() const { return bytes_; }
+  void fill_bytes(uint8_t value);                   // synchronous memset
+  void download(void* host, size_t bytes) const;    // synchronous copy to the host
+  template <typename T>
+  std::vector<T> download() const {
+    std::vector<T> host(bytes_ / sizeof(T));
+    download(host.data(), host.size() * sizeof(T));
+    return host;
+  }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// A problem's inputs on the device, plus out [T, H, 512] BF16 and lse [T, H].
+struct Dsv4DeviceProblem {
+  explicit Dsv4DeviceProblem(const Dsv4Problem& problem);
+  DeviceBuffer q, swa_kv, compressed_kv, indices, lens, sinks, out, lse, out_of_range_count;
+  Dsv4DecodeArgs args;  // device memory; lse and out_of_range_count set
+};
+
+}  // namespace sparse_decode::testing
