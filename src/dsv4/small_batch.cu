@@ -40,7 +40,9 @@ Status configure_kernel() {
 PoolParams pool_params(const KvPool& pool, int64_t element_bytes) {
   PoolParams params{static_cast<const uint8_t*>(pool.data), pool.rows(), pool.page_size,
                     pool.page_stride * element_bytes, pool.row_stride * element_bytes};
-  if (pool.page_stride == pool.page_size * pool.row_stride) params.page_size = 1;  // rows evenly spaced
+  // page_size 1 in the kernel means "rows evenly spaced by row_stride".
+  if (pool.page_size == 1) params.row_stride = params.page_stride;
+  if (pool.page_stride == pool.page_size * pool.row_stride) params.page_size = 1;
   return params;
 }
 

@@ -42,16 +42,13 @@ __device__ __forceinline__ void gather_chunk(SmallBatchSmem<Traits>& s, const Ds
   const int32_t index = in_width ? p.indices[token * p.indices_stride + column] : -1;
   const bool swa = column < kSwaColumns;
   const int64_t rows = swa ? p.swa.rows : p.compressed.rows;
-  bool active = false;
-  const uint8_t* src = p.swa.data;
-  if (index >= 0 && column < len) {
-    if (index < rows) {
-      active = true;
-      src = swa ? p.swa.data + row_offset(p.swa, index) : p.compressed.data + row_offset(p.compressed, index);
-    } else if (lane < 16 && p.out_of_range_count) {
-      atomicAdd(p.out_of_range_count, 1);
-    }
-  }
+  const bool listed = index >= 0 && column < len;
+  const bool active = listed && index < rows;
+  if (listed && !active && lane < 16 && p.out_of_range_count) atomicAdd(p.out_of_range_count, 1);
+  __syncwarp();  // reconverge before the barriers that follow
+  const uint8_t* src = !active ? p.swa.data
+                       : swa   ? p.swa.data + row_offset(p.swa, index)
+                               : p.compressed.data + row_offset(p.compressed, index);
   const uint32_t mask = __ballot_sync(0xffffffffu, active) & 0xffffu;
   if (lane == 0) s.column_mask[warp] = static_cast<uint16_t>(mask);
 #pragma unroll

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# One call on a machine with an H200: build (unless BUILD_DIR already holds the
+# binaries), run every GPU test, compute-sanitizer (memcheck, racecheck,
+# synccheck) over the GPU tests, the demo and the benchmark. Logs and CSV go
+# to $OUT (default ./gpu-check-out); a summary is printed last.
+#
+#   scripts/gpu_check.sh [--quick]      --quick: tests + sanitizers only
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-check-out}
+BUILD_DIR=${BUILD_DIR:-build}
+SANITIZER_FILTER=${SANITIZER_FILTER:-"-*BitwiseIdentical*:*ManyTokens*"}
+BENCH_ARGS=${BENCH_ARGS:-}
+mkdir -p "$OUT"
+summary="$OUT/summary.txt"
+: > "$summary"
+note() { echo "$*" | tee -a "$summary"; }
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee -a "$summary"
+
+if [ ! -x "$BUILD_DIR/tests/sparse_decode_gpu_tests" ]; then
+  cmake --preset release -DSPARSE_DECODE_RESOURCE_USAGE=ON > "$OUT/build.log" 2>&1 &&
+    cmake --build build -j16 >> "$OUT/build.log" 2>&1
+  note "build: rc=$?"
+  BUILD_DIR=build
+fi
+export LD_LIBRARY_PATH="$PWD/$BUILD_DIR:${LD_LIBRARY_PATH:-}"
+tests="$BUILD_DIR/tests/sparse_decode_gpu_tests"
+
+"$tests" 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|error" | head -40
+note "gpu tests: rc=${PIPESTATUS[0]} ($(grep -c '^\[       OK' "$OUT/gpu_tests.log") ok)"
+
+for tool in memcheck racecheck synccheck; do
+  compute-sanitizer --tool "$tool" --error-exitcode 9 "$tests" --gtest_filter="$SANITIZER_FILTER" \
+    > "$OUT/sanitizer_$tool.log" 2>&1
+  note "compute-sanitizer $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tail -1)"
+done
+cat "$OUT"/sanitizer_*.log > "$OUT/sanitizer.log" && rm -f "$OUT"/sanitizer_*.log
+
+if [ "${1:-}" != "--quick" ] && [ -x "$BUILD_DIR/tools/sparse-decode" ]; then
+  "$BUILD_DIR/tools/sparse-decode" demo > "$OUT/demo.log" 2>&1
+  note "demo: rc=$?"; tail -5 "$OUT/demo.log"
+  # shellcheck disable=SC2086
+  "$BUILD_DIR/tools/sparse-decode" bench --csv "$OUT/bench.csv" $BENCH_ARGS > "$OUT/bench.log" 2>&1
+  note "bench: rc=$?"; cat "$OUT/bench.log" | tail -30
+fi
+echo "==== summary"; cat "$summary"

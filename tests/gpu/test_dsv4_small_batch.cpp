@@ -1,0 +1,300 @@
+// GPU tests of dsv4_decode against the fp64 reference (SPEC section 1).
+// Without a CUDA device every test reports SKIPPED.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "reference/dsv4_reference.h"
+#include "reference/formats.h"
+#include "sparse_decode/dsv4_decode.h"
+#include "testing/device_buffer.h"
+#include "testing/dsv4_problem.h"
+
+namespace sparse_decode {
+namespace {
+
+using testing::DeviceBuffer;
+using testing::Dsv4DeviceProblem;
+using testing::Dsv4Problem;
+using testing::Dsv4ProblemConfig;
+
+constexpr double kMaxRelativeError = 3e-3;  // DESIGN.md "Accuracy"
+constexpr uint8_t kPoisonByte = 0xFF;       // BF16 0xFFFF and float 0xFFFFFFFF are NaN
+
+class Dsv4Gpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!testing::cuda_device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+  }
+};
+
+struct Comparison {
+  double relative_error = 0.0;
+  int64_t non_finite = 0;
+  int64_t nonzero_in_empty_tokens = 0;
+  double max_lse_error = 0.0;
+};
+
+// Tokens with no active column, from the reference's own masking rule.
+std::vector<bool> empty_tokens(const Dsv4DecodeArgs& host) {
+  std::vector<bool> empty(host.num_tokens, true);
+  for (int64_t t = 0; t < host.num_tokens; ++t)
+    for (int32_t c = 0; c < host.width && empty[t]; ++c) empty[t] = !reference::dsv4_column(host, t, c).active;
+  return empty;
+}
+
+// Runs `args` (device) after poisoning out and lse, and compares with the
+// reference of `host` (same problem over host pointers).
+Comparison run_and_compare(const Dsv4DecodeArgs& args, const Dsv4DecodeArgs& host, DeviceBuffer& out,
+                           DeviceBuffer& lse, int64_t* device_out_of_range = nullptr) {
+  out.fill_bytes(kPoisonByte);
+  lse.fill_bytes(kPoisonByte);
+  const Status status = dsv4_decode(args, nullptr, 0, nullptr);
+  EXPECT_TRUE(status.ok()) << status.message();
+  testing::check_cuda(static_cast<int>(cudaDeviceSynchronize()), "kernel");
+
+  const reference::Dsv4Result ref = reference::dsv4_decode(host);
+  const int H = host.num_heads;
+  std::vector<uint16_t> got(out.bytes() / 2);
+  out.download(got.data(), out.bytes());
+  std::vector<float> got_lse(lse.bytes() / 4);
+  lse.download(got_lse.data(), lse.bytes());
+  const std::vector<bool> empty = empty_tokens(host);
+
+  Comparison result;
+  double err2 = 0.0, ref2 = 0.0;
+  for (int64_t t = 0; t < host.num_tokens; ++t) {
+    for (int h = 0; h < H; ++h) {
+      for (int d = 0; d < kHeadDim; ++d) {
+        const double value = reference::decode_bf16(got[t * args.out_token_stride + h * args.out_head_stride + d]);
+        const double expected = ref.out[(t * H + h) * kHeadDim + d];
+        if (!std::isfinite(value)) ++result.non_finite;
+        if (empty[t] && value != 0.0) ++result.nonzero_in_empty_tokens;
+        err2 += (value - expected) * (value - expected);
+        ref2 += expected * expected;
+      }
+      if (args.lse) {
+        const double l = got_lse[t * args.lse_token_stride + h], e = ref.lse[t * H + h];
+        const double error = std::isinf(e) ? (l == e ? 0.0 : std::numeric_limits<double>::infinity())
+                                           : std::fabs(l - e) / std::max(1.0, std::fabs(e));
+        result.max_lse_error = std::max(result.max_lse_error, std::isnan(l) ? 1e300 : error);
+      }
+    }
+  }
+  result.relative_error = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
+  if (device_out_of_range) *device_out_of_range = ref.out_of_range;
+  return result;
+}
+
+void expect_matches(const Comparison& c) {
+  EXPECT_LE(c.relative_error, kMaxRelativeError);
+  EXPECT_EQ(c.non_finite, 0);
+  EXPECT_EQ(c.nonzero_in_empty_tokens, 0);
+  EXPECT_LE(c.max_lse_error, 1e-3);
+}
+
+// Builds a problem, lets `edit` change it, and checks the device against the reference.
+void check_problem(Dsv4ProblemConfig config, const std::function<void(Dsv4Problem&)>& edit = {},
+                   const std::function<void(Dsv4DecodeArgs&)>& edit_args = {}) {
+  SCOPED_TRACE("seed " + std::to_string(config.seed) + ", T " + std::to_string(config.tokens) + ", W " +
+               std::to_string(config.width));
+  Dsv4Problem problem = testing::make_dsv4_problem(config);
+  if (edit) edit(problem);
+  Dsv4DeviceProblem device(problem);
+  Dsv4DecodeArgs host = problem.host_args(nullptr, nullptr);
+  if (edit_args) edit_args(device.args), edit_args(host);
+  int64_t expected_out_of_range = 0;
+  expect_matches(run_and_compare(device.args, host, device.out, device.lse, &expected_out_of_range));
+  int32_t counted = 0;
+  device.out_of_range_count.download(&counted, sizeof(counted));
+  EXPECT_EQ(counted, expected_out_of_range);
+}
+
+uint64_t fresh_seed() {
+  static std::random_device device;
+  return (uint64_t{device()} << 32) | device();
+}
+
+Dsv4ProblemConfig config_for(int64_t tokens, int32_t width) {
+  Dsv4ProblemConfig config;
+  config.tokens = tokens;
+  config.width = width;
+  config.seed = fresh_seed();
+  return config;
+}
+
+TEST_F(Dsv4Gpu, WidthsAndTokenCounts) {
+  for (int32_t width : {128, 192, 640, 1024, 1088, 2176})
+    for (int64_t tokens : {1, 6, 12, 48}) check_problem(config_for(tokens, width));
+}
+
+TEST_F(Dsv4Gpu, ManyTokens) { check_problem(config_for(700, 640)); }
+
+TEST_F(Dsv4Gpu, NoSinksNoLens) {
+  Dsv4ProblemConfig config = config_for(12, 640);
+  config.sinks = false;
+  config.lens = false;
+  check_problem(config);
+}
+
+TEST_F(Dsv4Gpu, InfiniteSinks) {
+  Dsv4ProblemConfig config = config_for(6, 640);
+  check_problem(config, [](Dsv4Problem& p) {
+    for (size_t h = 0; h < p.sinks.size(); ++h) {
+      p.sinks[h] = h % 3 == 0 ? std::numeric_limits<float>::infinity()
+                   : h % 3 == 1 ? -std::numeric_limits<float>::infinity()
+                                : 30.0f;
+    }
+  });
+}
+
+TEST_F(Dsv4Gpu, HolesAndShortLens) {
+  Dsv4ProblemConfig config = config_for(48, 640);
+  config.hole_fraction = 0.3;
+  check_problem(config, [](Dsv4Problem& p) {
+    std::mt19937 rng(static_cast<uint32_t>(p.config.seed));
+    // Shorter lens only: columns past the generated lens name NaN rows.
+    for (auto& len : p.lens) len = static_cast<int32_t>(rng() % (len + 1));
+    for (int64_t t = 0; t < p.config.tokens; t += 5) {
+      for (int c = 0; c < kSwaColumns; c += 3) p.indices[t * p.config.width + c] = -1;  // SWA holes
+    }
+  });
+}
+
+TEST_F(Dsv4Gpu, TokensWithNoActiveColumn) {
+  Dsv4ProblemConfig config = config_for(12, 640);
+  check_problem(config, [](Dsv4Problem& p) {
+    p.lens[0] = 0;                                                          // lens = 0
+    for (int c = 0; c < p.config.width; ++c) p.indices[3 * p.config.width + c] = -1;  // all -1
+    p.lens[7] = 64;                                                         // only masked SWA columns
+    for (int c = 0; c < 64; ++c) p.indices[7 * p.config.width + c] = -1;
+  });
+}
+
+TEST_F(Dsv4Gpu, OutOfRangeIndicesAreMaskedAndCounted) {
+  Dsv4ProblemConfig config = config_for(12, 640);
+  config.lens = false;
+  check_problem(config, [](Dsv4Problem& p) {
+    const int W = p.config.width;
+    for (int64_t t = 0; t < p.config.tokens; ++t) {
+      p.indices[t * W + 5] = static_cast<int32_t>(p.config.swa_rows);              // first row past the pool
+      p.indices[t * W + 200] = std::numeric_limits<int32_t>::max();
+      p.indices[t * W + W - 1] = static_cast<int32_t>(p.config.compressed_rows + t);
+    }
+  });
+}
+
+TEST_F(Dsv4Gpu, ScalesFromDevicePointers) {
+  Dsv4ProblemConfig config = config_for(6, 640);
+  const std::vector<float> scales = {0.03f, 1.7f};
+  DeviceBuffer device_scales(scales);
+  const float* bmm1 = device_scales.as<float>();
+  check_problem(config, {}, [&](Dsv4DecodeArgs& args) {
+    // Host args read the host copy, device args the device copy.
+    const bool device = args.memory == MemorySpace::kDevice;
+    args.bmm1_scale.device = device ? bmm1 : &scales[0];
+    args.bmm2_scale.device = device ? bmm1 + 1 : &scales[1];
+  });
+}
+
+TEST_F(Dsv4Gpu, PagedPoolsWithGapsAndWideRows) {
+  for (int64_t page_size : {1, 2, 61, 64}) {
+    Dsv4ProblemConfig config = config_for(6, 640);
+    config.page_size = page_size;
+    config.swa_rows = 61 * 64;
+    config.compressed_rows = 61 * 128;
+    config.row_stride = 512 + 32;
+    config.page_gap = 48;
+    check_problem(config);
+  }
+}
+
+TEST_F(Dsv4Gpu, StridedQueryAndOutput) {
+  Dsv4ProblemConfig config = config_for(6, 640);
+  Dsv4Problem problem = testing::make_dsv4_problem(config);
+  // q with a head stride of 1024 and a token stride of 20000 elements; out likewise padded.
+  const int H = config.heads;
+  const int64_t q_head = 1024, q_token = 20000, out_head = 640, out_token = H * 640 + 64;
+  std::vector<uint8_t> q(static_cast<size_t>(config.tokens) * q_token, 0x7F);
+  for (int64_t t = 0; t < config.tokens; ++t)
+    for (int h = 0; h < H; ++h)
+      std::memcpy(&q[t * q_token + h * q_head], &problem.q[(t * H + h) * kHeadDim], kHeadDim);
+  Dsv4DeviceProblem device(problem);
+  DeviceBuffer q_device(q), out(static_cast<size_t>(config.tokens) * out_token * 2), lse(config.tokens * 32 * 4);
+  Dsv4DecodeArgs args = device.args;
+  args.q = q_device.get();
+  args.q_token_stride = q_token;
+  args.q_head_stride = q_head;
+  args.out = out.get();
+  args.out_token_stride = out_token;
+  args.out_head_stride = out_head;
+  args.lse = lse.as<float>();
+  args.lse_token_stride = 32;
+  Dsv4DecodeArgs host = problem.host_args(nullptr, nullptr);
+  Dsv4DecodeArgs host_strided = host;
+  host_strided.q = q.data();
+  host_strided.q_token_stride = q_token;
+  host_strided.q_head_stride = q_head;
+  host_strided.out_token_stride = out_token;
+  host_strided.out_head_stride = out_head;
+  host_strided.lse_token_stride = 32;
+  expect_matches(run_and_compare(args, host_strided, out, lse));
+  // The padding between heads and tokens is never written.
+  std::vector<uint16_t> got(out.bytes() / 2);
+  out.download(got.data(), out.bytes());
+  for (int64_t t = 0; t < config.tokens; ++t)
+    for (int h = 0; h < H; ++h)
+      for (int d = kHeadDim; d < out_head && h * out_head + d < out_token; ++d)
+        ASSERT_EQ(got[t * out_token + h * out_head + d], 0xFFFF);
+}
+
+TEST_F(Dsv4Gpu, WithPdlAndWithoutLse) {
+  Dsv4ProblemConfig config = config_for(12, 640);
+  check_problem(config, {}, [](Dsv4DecodeArgs& args) {
+    args.enable_pdl = true;
+    args.lse = nullptr;
+  });
+}
+
+TEST_F(Dsv4Gpu, BitwiseIdenticalOverRepeatedRuns) {
+  for (int32_t width : {640, 2176}) {
+    Dsv4ProblemConfig config = config_for(12, width);
+    config.hole_fraction = 0.1;
+    SCOPED_TRACE("seed " + std::to_string(config.seed));
+    Dsv4Problem problem = testing::make_dsv4_problem(config);
+    Dsv4DeviceProblem device(problem);
+    std::vector<uint16_t> first;
+    for (int run = 0; run < 100; ++run) {
+      device.out.fill_bytes(static_cast<uint8_t>(run));
+      ASSERT_TRUE(dsv4_decode(device.args, nullptr, 0, nullptr).ok());
+      std::vector<uint16_t> got = device.out.download<uint16_t>();
+      if (run == 0) first = got;
+      ASSERT_EQ(std::memcmp(first.data(), got.data(), got.size() * 2), 0) << "run " << run;
+    }
+  }
+}
+
+TEST_F(Dsv4Gpu, ZeroTokensLaunchesNothing) {
+  Dsv4ProblemConfig config = config_for(0, 640);
+  Dsv4Problem problem = testing::make_dsv4_problem(config);
+  Dsv4DeviceProblem device(problem);
+  EXPECT_TRUE(dsv4_decode(device.args, nullptr, 0, nullptr).ok());
+  testing::check_cuda(static_cast<int>(cudaDeviceSynchronize()), "sync");
+}
+
+TEST_F(Dsv4Gpu, SmallBatchLimitIsReported) {
+  Dsv4DecodeArgs args;
+  args.width = 640;
+  EXPECT_GT(dsv4_small_batch_max_tokens(args), 0);
+}
+
+}  // namespace
+}  // namespace sparse_decode
