@@ -1,0 +1,127 @@
+#include "bench/bench_kernels.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "bench/cuda_check.h"
+#include "sparse_decode/dsv4_decode.h"
+
+namespace sparse_decode::bench {
+namespace {
+
+constexpr int kFillThreads = 256;
+constexpr int kGatherWarps = 8;  // warps per thread block of the gather
+constexpr int kGatherThreads = kGatherWarps * 32;
+
+__device__ __forceinline__ uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// A random byte to an E4M3 code with exponent field 4..8 (never zero, never
+// NaN): values of either sign in [1/8, 3.75], so scores of 512-dim dots stay
+// in a range where the softmax is neither flat nor one-hot.
+__device__ __forceinline__ uint32_t random_e4m3(uint32_t random_byte) {
+  const uint32_t sign = random_byte & 0x80u;
+  const uint32_t exponent = 4u + ((random_byte >> 3) & 0xFu) % 5u;
+  const uint32_t mantissa = random_byte & 0x7u;
+  return sign | (exponent << 3) | mantissa;
+}
+
+__device__ __forceinline__ uint32_t random_e4m3x4(uint32_t random_bits) {
+  uint32_t word = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) word |= random_e4m3((random_bits >> (8 * i)) & 0xFFu) << (8 * i);
+  return word;
+}
+
+// Each thread writes 16-byte pieces, grid-stride; the tail (< 16 bytes) byte by byte.
+__global__ void fill_random_e4m3_kernel(uint8_t* data, size_t bytes, uint64_t seed) {
+  const size_t pieces = bytes / 16;
+  const size_t stride = size_t{gridDim.x} * blockDim.x;
+  for (size_t i = size_t{blockIdx.x} * blockDim.x + threadIdx.x; i < pieces; i += stride) {
+    const uint64_t a = splitmix64(seed ^ (2 * i)), b = splitmix64(seed ^ (2 * i + 1));
+    const uint4 piece = {random_e4m3x4(static_cast<uint32_t>(a)), random_e4m3x4(static_cast<uint32_t>(a >> 32)),
+                         random_e4m3x4(static_cast<uint32_t>(b)), random_e4m3x4(static_cast<uint32_t>(b >> 32))};
+    reinterpret_cast<uint4*>(data)[i] = piece;
+  }
+  const size_t tail = pieces * 16 + blockIdx.x * blockDim.x + threadIdx.x;
+  if (tail < bytes) data[tail] = static_cast<uint8_t>(random_e4m3(static_cast<uint32_t>(splitmix64(seed ^ ~tail))));
+}
+
+// Warp w of the grid reads the rows of columns kRows*w .. kRows*w + kRows-1
+// (of all tokens, flattened): lanes 0..kRows-1 load the indices in one load,
+// then every lane issues its 16-byte load of each row before using any.
+template <int kRows>
+__global__ void __launch_bounds__(kGatherThreads) gather_rows_kernel(GatherLayer layer) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t first_column = (int64_t{blockIdx.x} * kGatherWarps + warp) * kRows;
+  const uint8_t* my_row = nullptr;  // lane i < kRows: the row of column first_column + i, null if not read
+  if (lane < kRows && first_column + lane < layer.tokens * layer.width) {
+    const int64_t token = (first_column + lane) / layer.width;
+    const int32_t column = static_cast<int32_t>((first_column + lane) % layer.width);
+    const int32_t index = layer.indices[token * layer.indices_stride + column];
+    const bool swa = column < kSwaColumns;
+    if (index >= 0 && index < (swa ? layer.swa_rows : layer.compressed_rows)) {
+      my_row = (swa ? layer.swa : layer.compressed) + index * layer.row_bytes;
+    }
+  }
+  uint4 pieces[kRows];
+#pragma unroll
+  for (int i = 0; i < kRows; ++i) {
+    const auto* row = reinterpret_cast<const uint4*>(__shfl_sync(0xFFFFFFFFu, reinterpret_cast<uintptr_t>(my_row), i));
+    pieces[i] = row ? __ldcg(row + lane) : make_uint4(0u, 0u, 0u, 0u);  // L2 only, like cp.async.cg
+  }
+  uint32_t word = 0;
+#pragma unroll
+  for (int i = 0; i < kRows; ++i) word ^= pieces[i].x ^ pieces[i].y ^ pieces[i].z ^ pieces[i].w;
+  // XOR of everything the block read: one word a block, so that the loads
+  // cannot be dropped while the stores stay a rounding error of the traffic.
+  word = __reduce_xor_sync(0xFFFFFFFFu, word);
+  __shared__ uint32_t warp_words[kGatherWarps];
+  if (lane == 0) warp_words[warp] = word;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kGatherWarps; ++w) word ^= warp_words[w];
+    layer.checksum[blockIdx.x] = word;  // thread 0 holds warp 0's word
+  }
+}
+
+}  // namespace
+
+void fill_random_e4m3(void* data, size_t bytes, uint64_t seed, CUstream_st* stream) {
+  if (bytes == 0) return;
+  const size_t pieces = std::max<size_t>(bytes / 16, 1);
+  const unsigned blocks = static_cast<unsigned>(std::min<size_t>((pieces + kFillThreads - 1) / kFillThreads, 65536));
+  fill_random_e4m3_kernel<<<blocks, kFillThreads, 0, stream>>>(static_cast<uint8_t*>(data), bytes, seed);
+  SPARSE_DECODE_CUDA_CHECK(cudaGetLastError());
+}
+
+int64_t gather_checksum_words(int64_t tokens, int32_t width, int rows_per_warp) {
+  const int64_t columns_per_block = int64_t{kGatherWarps} * rows_per_warp;
+  return (tokens * width + columns_per_block - 1) / columns_per_block;
+}
+
+bool valid_gather_rows_per_warp(int rows_per_warp) {
+  return rows_per_warp == 1 || rows_per_warp == 2 || rows_per_warp == 4 || rows_per_warp == 8;
+}
+
+void launch_gather_rows(const GatherLayer& layer, int rows_per_warp, CUstream_st* stream) {
+  const int64_t blocks = gather_checksum_words(layer.tokens, layer.width, rows_per_warp);
+  if (blocks == 0) return;
+  const unsigned grid = static_cast<unsigned>(blocks);
+  switch (rows_per_warp) {
+    case 1: gather_rows_kernel<1><<<grid, kGatherThreads, 0, stream>>>(layer); break;
+    case 2: gather_rows_kernel<2><<<grid, kGatherThreads, 0, stream>>>(layer); break;
+    case 4: gather_rows_kernel<4><<<grid, kGatherThreads, 0, stream>>>(layer); break;
+    case 8: gather_rows_kernel<8><<<grid, kGatherThreads, 0, stream>>>(layer); break;
+    default: throw std::invalid_argument("gather rows_per_warp must be 1, 2, 4 or 8");
+  }
+  SPARSE_DECODE_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace sparse_decode::bench

@@ -1,0 +1,163 @@
+#include "bench/bench_layers.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+#include <string>
+
+#include "bench/cuda_check.h"
+
+namespace sparse_decode::bench {
+namespace {
+
+constexpr int64_t kRowBytes = kHeadDim;  // one FP8 row
+constexpr int64_t kSwaWindowRows = kSwaColumns + kMaxQueryLen;  // a request's window: 128 rows + its query tokens
+
+int64_t region_rows_for(size_t pool_bytes, int layers) {
+  return static_cast<int64_t>(pool_bytes / kRowBytes / layers) / kBenchPageSize * kBenchPageSize;
+}
+
+// The order in which requests take the disjoint SWA windows of a region.
+std::vector<int64_t> shuffled_windows(int64_t swa_rows, std::mt19937_64& rng) {
+  std::vector<int64_t> windows(static_cast<size_t>(swa_rows / kSwaWindowRows));
+  if (windows.empty()) throw std::runtime_error("SWA region too small for one window of 144 rows");
+  std::iota(windows.begin(), windows.end(), int64_t{0});
+  std::shuffle(windows.begin(), windows.end(), rng);
+  return windows;
+}
+
+std::vector<float> random_sinks(int32_t heads, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> sinks(static_cast<size_t>(heads));
+  for (float& sink : sinks) sink = normal(rng);
+  return sinks;
+}
+
+}  // namespace
+
+KvPools::KvPools(size_t swa_bytes, size_t compressed_bytes, int layers, uint64_t seed, CUstream_st* stream)
+    : layers_(layers),
+      swa_region_rows_(region_rows_for(swa_bytes, layers)),
+      compressed_region_rows_(region_rows_for(compressed_bytes, layers)),
+      swa_(static_cast<size_t>(swa_region_rows_ * layers * kRowBytes)),
+      compressed_(static_cast<size_t>(compressed_region_rows_ * layers * kRowBytes)) {
+  fill_random_e4m3(swa_.get(), swa_.bytes(), seed, stream);
+  fill_random_e4m3(compressed_.get(), compressed_.bytes(), seed + 1, stream);
+  SPARSE_DECODE_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+KvPool KvPools::region(const testing::DeviceBuffer& pool, int64_t region_rows, int layer) {
+  KvPool region;
+  region.data = pool.as<uint8_t>() + layer * region_rows * kRowBytes;
+  region.page_size = kBenchPageSize;
+  region.pages = region_rows / kBenchPageSize;
+  region.row_stride = kHeadDim;
+  region.page_stride = kBenchPageSize * kHeadDim;  // contiguous pages: row r at r * 512 bytes
+  return region;
+}
+
+std::vector<int32_t> make_layer_indices(const BenchShape& shape, int64_t swa_rows, int64_t compressed_rows,
+                                        uint64_t seed) {
+  const int32_t topk = shape.width - kSwaColumns;
+  if (topk < 0) throw std::runtime_error("width " + std::to_string(shape.width) + " is under the 128 SWA columns");
+  if (topk > compressed_rows) {
+    throw std::runtime_error("compressed region has " + std::to_string(compressed_rows) + " rows, fewer than top-k " +
+                             std::to_string(topk));
+  }
+  std::mt19937_64 rng(seed);
+  const std::vector<int64_t> windows = shuffled_windows(swa_rows, rng);
+  std::uniform_int_distribution<int64_t> any_row(0, std::max<int64_t>(compressed_rows - 1, 0));
+  std::vector<int64_t> last_token_of_row(static_cast<size_t>(compressed_rows), -1);  // keeps a token's rows distinct
+
+  std::vector<int32_t> indices(static_cast<size_t>(shape.tokens * shape.width));
+  for (int64_t t = 0; t < shape.tokens; ++t) {
+    int32_t* row = &indices[static_cast<size_t>(t * shape.width)];
+    const int64_t request = t / kBenchQueryLen, in_request = t % kBenchQueryLen;
+    const int64_t window_start = windows[static_cast<size_t>(request) % windows.size()] * kSwaWindowRows;
+    for (int32_t c = 0; c < kSwaColumns; ++c) row[c] = static_cast<int32_t>(window_start + in_request + c);
+    for (int32_t k = 0; k < topk; ++k) {
+      int64_t r;
+      do r = any_row(rng);
+      while (last_token_of_row[static_cast<size_t>(r)] == t);
+      last_token_of_row[static_cast<size_t>(r)] = t;
+      row[kSwaColumns + k] = static_cast<int32_t>(r);
+    }
+  }
+  return indices;
+}
+
+BenchLayers::BenchLayers(const KvPools& pools, const BenchShape& shape, uint64_t seed, CUstream_st* stream)
+    : shape_(shape) {
+  layers_.reserve(static_cast<size_t>(pools.layers()));
+  for (int i = 0; i < pools.layers(); ++i) layers_.push_back(make_layer(pools, i, seed + 1000003ull * i, stream));
+  // The output memsets ran on the legacy default stream, the fills on `stream`.
+  SPARSE_DECODE_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+BenchLayer BenchLayers::make_layer(const KvPools& pools, int index, uint64_t seed, CUstream_st* stream) {
+  const BenchShape& s = shape_;
+  const bool has_compressed = s.width > kSwaColumns;
+  const KvPool swa = pools.swa_region(index);
+  const KvPool compressed = has_compressed ? pools.compressed_region(index) : KvPool{};
+  const std::vector<int32_t> host_indices = make_layer_indices(s, swa.rows(), pools.compressed_region_rows(), seed);
+
+  BenchLayer layer;
+  layer.indices = testing::DeviceBuffer(host_indices);
+  layer.q = testing::DeviceBuffer(static_cast<size_t>(s.tokens * s.heads * kHeadDim));
+  fill_random_e4m3(layer.q.get(), layer.q.bytes(), seed ^ 0x51u, stream);
+  layer.sinks = testing::DeviceBuffer(random_sinks(s.heads, seed ^ 0x5Eu));
+  layer.out = testing::DeviceBuffer(static_cast<size_t>(s.tokens * s.heads * kHeadDim * 2));
+  layer.out.fill_bytes(0xFF);  // BF16 NaN: an element the kernel never writes fails the check
+  layer.checksum = testing::DeviceBuffer(static_cast<size_t>(gather_checksum_words(s.tokens, s.width, 1) * 4));
+  layer.active_rows = s.tokens * s.width;  // make_layer_indices names an in-range row in every column
+
+  Dsv4DecodeArgs& a = layer.args;
+  a.memory = MemorySpace::kDevice;
+  a.dtype = DType::kFloat8E4M3;
+  a.num_tokens = s.tokens;
+  a.num_heads = s.heads;
+  a.q = layer.q.get();
+  a.q_token_stride = int64_t{s.heads} * kHeadDim;
+  a.q_head_stride = kHeadDim;
+  a.swa_kv = swa;
+  a.compressed_kv = compressed;
+  a.indices = layer.indices.as<int32_t>();
+  a.width = s.width;
+  a.indices_stride = s.width;
+  a.sinks = layer.sinks.as<float>();
+  a.bmm1_scale.value = static_cast<float>(1.0 / std::sqrt(double{kHeadDim}));
+  a.bmm2_scale.value = 1.0f;
+  a.out = layer.out.get();
+  a.out_token_stride = int64_t{s.heads} * kHeadDim;
+  a.out_head_stride = kHeadDim;
+  a.enable_pdl = s.enable_pdl;
+
+  GatherLayer& g = layer.gather;
+  g.indices = a.indices;
+  g.tokens = s.tokens;
+  g.width = s.width;
+  g.indices_stride = s.width;
+  g.swa = static_cast<const uint8_t*>(swa.data);
+  g.swa_rows = swa.rows();
+  g.compressed = static_cast<const uint8_t*>(compressed.data);
+  g.compressed_rows = compressed.rows();
+  g.row_bytes = kRowBytes;
+  g.checksum = layer.checksum.as<uint32_t>();
+  return layer;
+}
+
+int64_t BenchLayers::active_rows_per_layer() const {
+  int64_t rows = 0;
+  for (const BenchLayer& layer : layers_) rows += layer.active_rows;
+  return layers_.empty() ? 0 : rows / count();
+}
+
+int64_t BenchLayers::gathered_bytes_per_layer() const {
+  const int64_t q_and_out = shape_.tokens * shape_.heads * kHeadDim * (1 + 2);
+  return active_rows_per_layer() * kRowBytes + q_and_out;
+}
+
+}  // namespace sparse_decode::bench

@@ -1,0 +1,84 @@
+// The data of one benchmark shape: two large FP8 pools on the device, one
+// region of each per layer, and L layers that each have their own q, indices
+// and output, so that a graph of L decode calls reads its rows from DRAM as a
+// real model does.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "bench/bench_kernels.h"
+#include "sparse_decode/dsv4_decode.h"
+#include "testing/device_buffer.h"
+
+namespace sparse_decode::bench {
+
+inline constexpr int32_t kBenchHeads = 16;
+inline constexpr int32_t kBenchQueryLen = 6;   // query tokens per request (DeepSeek-V4 MTP decode)
+inline constexpr int64_t kBenchPageSize = 64;  // rows per page of both pools
+
+// The SWA and compressed pools, filled on the device with random non-zero
+// E4M3 values and split into `layers` equal regions of whole pages.
+class KvPools {
+ public:
+  KvPools(size_t swa_bytes, size_t compressed_bytes, int layers, uint64_t seed, CUstream_st* stream);
+
+  KvPool swa_region(int layer) const { return region(swa_, swa_region_rows_, layer); }
+  KvPool compressed_region(int layer) const { return region(compressed_, compressed_region_rows_, layer); }
+  int64_t swa_region_rows() const { return swa_region_rows_; }
+  int64_t compressed_region_rows() const { return compressed_region_rows_; }
+  size_t total_bytes() const { return swa_.bytes() + compressed_.bytes(); }
+  int layers() const { return layers_; }
+
+ private:
+  static KvPool region(const testing::DeviceBuffer& pool, int64_t region_rows, int layer);
+
+  int layers_;
+  int64_t swa_region_rows_, compressed_region_rows_;
+  testing::DeviceBuffer swa_, compressed_;
+};
+
+// What every layer of a shape shares.
+struct BenchShape {
+  int64_t tokens = 6;   // T
+  int32_t width = 640;  // W = 128 SWA + top-k
+  int32_t heads = kBenchHeads;
+  bool enable_pdl = false;
+};
+
+// Indices [T, W] of one layer: per request of kBenchQueryLen tokens a window
+// of consecutive SWA rows (token i of a request starts i rows later; requests
+// use disjoint windows while the region has room), and per token W - 128
+// distinct scattered top-k rows. Every column is active.
+std::vector<int32_t> make_layer_indices(const BenchShape& shape, int64_t swa_rows, int64_t compressed_rows,
+                                        uint64_t seed);
+
+// One layer: its own q, indices, sinks and output, its decode arguments on
+// device memory, and the same reads as a GatherLayer.
+struct BenchLayer {
+  testing::DeviceBuffer q, indices, sinks, out, checksum;
+  Dsv4DecodeArgs args;
+  GatherLayer gather;
+  int64_t active_rows = 0;  // columns whose row is read
+};
+
+class BenchLayers {
+ public:
+  BenchLayers(const KvPools& pools, const BenchShape& shape, uint64_t seed, CUstream_st* stream);
+
+  const BenchShape& shape() const { return shape_; }
+  int count() const { return static_cast<int>(layers_.size()); }
+  const BenchLayer& layer(int i) const { return layers_[i]; }
+
+  // Bytes one layer moves at the least: its active rows (512 B each), q (FP8) and out (BF16).
+  int64_t gathered_bytes_per_layer() const;
+  int64_t active_rows_per_layer() const;  // the mean over layers (they are equal here)
+
+ private:
+  BenchLayer make_layer(const KvPools& pools, int index, uint64_t seed, CUstream_st* stream);
+
+  BenchShape shape_;
+  std::vector<BenchLayer> layers_;
+};
+
+}  // namespace sparse_decode::bench

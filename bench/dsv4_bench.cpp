@@ -1,0 +1,215 @@
+#include "bench/dsv4_bench.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "bench/accuracy.h"
+#include "bench/bench_layers.h"
+#include "bench/cuda_check.h"
+#include "bench/graph_timer.h"
+#include "bench/layer_check.h"
+#include "sparse_decode/dsv4_decode.h"
+
+namespace sparse_decode::bench {
+namespace {
+
+struct StreamDeleter {
+  void operator()(cudaStream_t stream) const { cudaStreamDestroy(stream); }
+};
+using Stream = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDeleter>;
+
+Stream make_stream() {
+  cudaStream_t stream = nullptr;
+  SPARSE_DECODE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  return Stream(stream);
+}
+
+// Everything that outlives one shape.
+struct BenchContext {
+  const BenchOptions& options;
+  cudaStream_t stream;
+  const KvPools& pools;
+  GraphTimer& timer;
+};
+
+std::string check_options(const BenchOptions& o) {
+  if (o.layers < 1) return "--layers must be >= 1";
+  if (o.replays < 1) return "--replays must be >= 1";
+  if (o.gather_rows_per_warp != 0 && !valid_gather_rows_per_warp(o.gather_rows_per_warp)) {
+    return "--gather-rows must be 1, 2, 4 or 8 (or 0: the fastest of them)";
+  }
+  if (o.tokens.empty() || o.widths.empty()) return "--tokens and --widths need at least one value";
+  for (int64_t t : o.tokens) {
+    if (t < 1) return "--tokens: every value must be >= 1";
+  }
+  return {};
+}
+
+void print_device() {
+  int device = 0;
+  SPARSE_DECODE_CUDA_CHECK(cudaGetDevice(&device));
+  cudaDeviceProp prop{};
+  SPARSE_DECODE_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  std::printf("device %d: %s, sm_%d%d, %d SMs, L2 %.0f MB, %.1f GiB\n", device, prop.name, prop.major, prop.minor,
+              prop.multiProcessorCount, prop.l2CacheSize / 1e6, prop.totalGlobalMem / double(1 << 30));
+}
+
+void print_header(const BenchOptions& o, const KvPools& pools, const GraphTimer& timer) {
+  std::printf("%d layers a graph, each its own indices and pool region; pools %.2f GiB FP8; L2 flushed with %zu MiB\n",
+              o.layers, pools.total_bytes() / double(1 << 30), timer.flush_bytes() / kMiB);
+  std::printf("16 heads, q_len %d, sinks on, every column active; median of %d replays (per layer = replay / L)%s\n",
+              kBenchQueryLen, o.replays, o.enable_pdl ? ", PDL on" : "");
+  if (o.gather_rows_per_warp) {
+    std::printf("reference gather: %d row(s) in flight a warp, index then row, 16-byte loads\n\n", o.gather_rows_per_warp);
+  } else {
+    std::printf("reference gather: the fastest of 1, 2, 4, 8 rows in flight a warp (column rows/w), index then row\n\n");
+  }
+  std::printf("%6s %6s %11s %12s %9s %11s %7s %10s %10s\n", "T", "width", "decode_us", "gathered_MB", "GB/s",
+              "gather_us", "rows/w", "fraction", "check_err");
+}
+
+void print_row(const BenchRow& r) {
+  std::printf("%6lld %6d %11.2f %12.3f %9.1f %11.2f %7d %10.3f %10.2e\n", static_cast<long long>(r.tokens), r.width,
+              r.decode_us, r.gathered_bytes / 1e6, r.gbps(), r.gather_us, r.gather_rows_per_warp, r.gather_fraction(),
+              r.check_error);
+  std::fflush(stdout);
+}
+
+void write_csv_header(std::ofstream& csv) {
+  csv << "kernel,tokens,width,heads,layers,us_per_layer,gathered_bytes,gbps,gather_us,gather_fraction\n";
+}
+
+void write_csv_row(std::ofstream& csv, const BenchRow& r) {
+  csv << "dsv4_decode," << r.tokens << ',' << r.width << ',' << r.heads << ',' << r.layers << ',' << r.decode_us << ','
+      << r.gathered_bytes << ',' << r.gbps() << ',' << r.gather_us << ',' << r.gather_fraction() << '\n';
+  csv.flush();
+}
+
+// Per-layer median time of the L launches that `launch_layer(i, stream)` makes.
+template <typename LaunchLayer>
+double time_per_layer(BenchContext& ctx, int layers, LaunchLayer launch_layer) {
+  const auto replays = ctx.timer.time_replays(
+      [&](cudaStream_t stream) {
+        for (int i = 0; i < layers; ++i) launch_layer(i, stream);
+      },
+      ctx.options.replays, ctx.options.warmup);
+  return median(replays) / layers;
+}
+
+// The fastest per-layer time of the reference gather over the allowed variants.
+void time_reference_gather(BenchContext& ctx, const BenchLayers& layers, BenchRow& row) {
+  row.gather_us = 0.0;
+  for (int rows_per_warp : kGatherRowsPerWarpChoices) {
+    if (ctx.options.gather_rows_per_warp && rows_per_warp != ctx.options.gather_rows_per_warp) continue;
+    const double us = time_per_layer(ctx, layers.count(), [&](int i, cudaStream_t stream) {
+      launch_gather_rows(layers.layer(i).gather, rows_per_warp, stream);
+    });
+    if (row.gather_us == 0.0 || us < row.gather_us) {
+      row.gather_us = us;
+      row.gather_rows_per_warp = rows_per_warp;
+    }
+  }
+}
+
+enum class ShapeOutcome { kTimed, kSkipped, kCheckFailed };
+
+ShapeOutcome run_shape(BenchContext& ctx, const BenchShape& shape, BenchRow& row) {
+  const char* skip = "skip T=%lld width=%d: %s\n";
+  if (shape.width < kSwaColumns) {
+    std::printf(skip, static_cast<long long>(shape.tokens), shape.width, "width must be >= 128");
+    return ShapeOutcome::kSkipped;
+  }
+  const BenchLayers layers(ctx.pools, shape, ctx.options.seed + 7919ull * shape.tokens + shape.width, ctx.stream);
+  if (Status status = supports(layers.layer(0).args); !status.ok()) {
+    std::printf(skip, static_cast<long long>(shape.tokens), shape.width, status.message().c_str());
+    return ShapeOutcome::kSkipped;
+  }
+  const LayerCheck check = check_layer(layers.layer(0).args, ctx.options.check_tokens, ctx.stream);
+  if (!check.passes()) {
+    std::printf("FAIL T=%lld width=%d, not timed: %s\n", static_cast<long long>(shape.tokens), shape.width,
+                check.summary().c_str());
+    return ShapeOutcome::kCheckFailed;
+  }
+
+  size_t workspace_bytes = 0;
+  for (int i = 0; i < layers.count(); ++i) workspace_bytes = std::max(workspace_bytes, workspace_size(layers.layer(i).args));
+  const testing::DeviceBuffer workspace(workspace_bytes);
+  auto decode_layer = [&](int i, cudaStream_t stream) {
+    if (Status status = dsv4_decode(layers.layer(i).args, workspace.get(), workspace_bytes, stream); !status.ok()) {
+      throw std::runtime_error("dsv4_decode: " + status.message());
+    }
+  };
+
+  row.tokens = shape.tokens;
+  row.width = shape.width;
+  row.heads = shape.heads;
+  row.layers = layers.count();
+  row.gathered_bytes = layers.gathered_bytes_per_layer();
+  row.check_error = check.first_tokens.relative_l2;
+  row.decode_us = time_per_layer(ctx, layers.count(), decode_layer);
+  time_reference_gather(ctx, layers, row);
+  return ShapeOutcome::kTimed;
+}
+
+}  // namespace
+
+int run_dsv4_bench(const BenchOptions& options) {
+  if (const std::string problem = check_options(options); !problem.empty()) {
+    std::fprintf(stderr, "bench: %s\n", problem.c_str());
+    return 2;
+  }
+  std::string why;
+  if (!testing::cuda_device_available(&why)) {
+    std::fprintf(stderr,
+                 "bench: needs a CUDA device (Hopper, sm_90a) and found none: %s.\n"
+                 "Times are only meaningful on the GPU; run `sparse-decode demo` for the CPU backend.\n",
+                 why.c_str());
+    return 2;
+  }
+  std::ofstream csv;
+  if (!options.csv_path.empty()) {
+    csv.open(options.csv_path);
+    if (!csv) {
+      std::fprintf(stderr, "bench: cannot write %s\n", options.csv_path.c_str());
+      return 2;
+    }
+    write_csv_header(csv);
+  }
+
+  print_device();
+  const Stream stream = make_stream();
+  const KvPools pools(options.swa_pool_bytes, options.compressed_pool_bytes, options.layers, options.seed, stream.get());
+  GraphTimer timer(stream.get(), options.flush_bytes);
+  BenchContext ctx{options, stream.get(), pools, timer};
+  print_header(options, pools, timer);
+
+  int failed = 0;
+  for (int32_t width : options.widths) {
+    for (int64_t tokens : options.tokens) {
+      BenchShape shape;
+      shape.tokens = tokens;
+      shape.width = width;
+      shape.enable_pdl = options.enable_pdl;
+      BenchRow row;
+      const ShapeOutcome outcome = run_shape(ctx, shape, row);
+      failed += outcome == ShapeOutcome::kCheckFailed;
+      if (outcome != ShapeOutcome::kTimed) continue;
+      print_row(row);
+      if (csv.is_open()) write_csv_row(csv, row);
+    }
+  }
+  std::printf("\nGB/s = gathered bytes / decode time; fraction = gather_us / decode_us (1.0: as fast as the pure gather)\n");
+  if (csv.is_open()) std::printf("wrote %s\n", options.csv_path.c_str());
+  if (failed) std::printf("%d shape(s) failed the accuracy check and were not timed\n", failed);
+  return failed ? 1 : 0;
+}
+
+}  // namespace sparse_decode::bench

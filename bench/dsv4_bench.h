@@ -1,0 +1,51 @@
+// `sparse-decode bench`: per-layer time of dsv4_decode measured as DESIGN.md
+// "How performance is measured" says, beside a plain gather of the same rows.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sparse_decode::bench {
+
+inline constexpr size_t kMiB = size_t{1} << 20;
+
+struct BenchOptions {
+  std::vector<int64_t> tokens = {1, 6, 12, 48, 128, 512, 2048};  // T of each shape
+  std::vector<int32_t> widths = {640, 128};                       // W of each shape
+  int layers = 8;         // L: decode calls in the graph, each with its own rows
+  int replays = 30;       // timed replays; the median is reported
+  int warmup = 3;         // untimed replays first
+  std::string csv_path;   // empty: no CSV
+  bool enable_pdl = false;
+  int gather_rows_per_warp = 0;  // of the reference gather: 1, 2, 4, 8, or 0 = the fastest of these a shape
+  size_t swa_pool_bytes = 512 * kMiB;          // split into L regions
+  size_t compressed_pool_bytes = 1536 * kMiB;  // split into L regions
+  size_t flush_bytes = 512 * kMiB;             // written before each replay to evict the L2
+  int64_t check_tokens = 6;                    // tokens of layer 0 checked against the fp64 reference
+  uint64_t seed = 1;
+};
+
+// One timed shape (a CSV row).
+struct BenchRow {
+  int64_t tokens = 0;
+  int32_t width = 0;
+  int32_t heads = 0;
+  int layers = 0;
+  double decode_us = 0.0;      // median replay time / L
+  int64_t gathered_bytes = 0;  // per layer: active rows * 512 + q + out
+  double gather_us = 0.0;      // the plain gather of the same rows, median replay time / L
+  int gather_rows_per_warp = 0;  // the gather variant that gather_us timed
+  double check_error = 0.0;    // relative L2 error of layer 0's first tokens
+
+  double gbps() const { return decode_us > 0 ? gathered_bytes / decode_us / 1e3 : 0.0; }
+  double gather_fraction() const { return decode_us > 0 ? gather_us / decode_us : 0.0; }
+};
+
+// Runs every shape and prints the table (and writes the CSV). Returns the
+// exit code: 0 when every shape was timed or skipped as unsupported, 1 when a
+// check failed, 2 when there is no usable CUDA device or an option is bad.
+int run_dsv4_bench(const BenchOptions& options);
+
+}  // namespace sparse_decode::bench

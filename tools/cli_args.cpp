@@ -1,0 +1,50 @@
+#include "cli_args.h"
+
+#include <charconv>
+
+namespace sparse_decode::cli {
+namespace {
+
+int64_t parse_int(const std::string& option, const std::string& text, int64_t min, int64_t max) {
+  int64_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(text.data(), end, value);
+  if (error != std::errc() || stop != end) throw CliError(option + ": expected an integer, got '" + text + "'");
+  if (value < min || value > max) {
+    throw CliError(option + ": expected a value in [" + std::to_string(min) + ", " + std::to_string(max) + "], got " +
+                   text);
+  }
+  return value;
+}
+
+}  // namespace
+
+std::string ArgReader::next_option() {
+  const std::string& arg = args_.at(position_++);
+  if (arg.rfind("--", 0) != 0) throw CliError("unexpected argument '" + arg + "'");
+  return arg;
+}
+
+std::string ArgReader::string_value(const std::string& option) {
+  if (done()) throw CliError(option + ": expected a value");
+  return args_[position_++];
+}
+
+int64_t ArgReader::int_value(const std::string& option, int64_t min, int64_t max) {
+  return parse_int(option, string_value(option), min, max);
+}
+
+std::vector<int64_t> ArgReader::int_list(const std::string& option, int64_t min, int64_t max) {
+  const std::string text = string_value(option);
+  std::vector<int64_t> values;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    const size_t stop = comma == std::string::npos ? text.size() : comma;
+    values.push_back(parse_int(option, text.substr(start, stop - start), min, max));
+    start = stop + 1;
+  }
+  return values;
+}
+
+}  // namespace sparse_decode::cli

@@ -1,0 +1,34 @@
+// A small reader of "--name value" command-line options, for the commands of
+// sparse-decode. Bad values throw CliError with a message naming the option.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace sparse_decode::cli {
+
+class CliError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class ArgReader {
+ public:
+  ArgReader(int argc, char** argv, int first) : args_(argv + (first < argc ? first : argc), argv + argc) {}
+
+  bool done() const { return position_ >= args_.size(); }
+  std::string next_option();  // the next "--name"; throws on anything else
+
+  // The value after the option just read.
+  std::string string_value(const std::string& option);
+  int64_t int_value(const std::string& option, int64_t min, int64_t max);
+  std::vector<int64_t> int_list(const std::string& option, int64_t min, int64_t max);  // "1,6,12"
+
+ private:
+  std::vector<std::string> args_;
+  size_t position_ = 0;
+};
+
+}  // namespace sparse_decode::cli

@@ -1,0 +1,166 @@
+#include "demo.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bench/accuracy.h"
+#include "bench/cuda_check.h"
+#include "reference/dsv4_reference.h"
+#include "testing/device_buffer.h"
+#include "testing/dsv4_problem.h"
+
+namespace sparse_decode::cli {
+namespace {
+
+constexpr int kDemoQueryLen = 6;  // query tokens per request
+constexpr int kWarmupLaunches = 10;
+
+struct DemoRun {
+  std::vector<uint16_t> out;  // [T, H, 512] BF16 bits
+  std::vector<float> lse;     // [T, H]
+  std::string path;           // what ran and why
+  std::string timing;         // how long it took and how that was measured
+};
+
+testing::Dsv4ProblemConfig demo_config(const DemoOptions& o) {
+  testing::Dsv4ProblemConfig config;
+  config.tokens = o.tokens;
+  config.heads = 16;
+  config.width = o.width;
+  config.dtype = DType::kFloat8E4M3;
+  config.q_len = kDemoQueryLen;
+  config.lens = o.ragged;
+  config.sinks = true;
+  config.seed = o.seed;
+  return config;
+}
+
+void print_shapes(const testing::Dsv4Problem& p) {
+  const auto& c = p.config;
+  const long long T = c.tokens;
+  std::printf("DeepSeek-V4 sparse MLA decode, one step: %lld query token(s) = %lld request(s) of up to %d\n", T,
+              (T + c.q_len - 1) / c.q_len, c.q_len);
+  std::printf("  q        [%lld, %d, 512] FP8 E4M3\n", T, c.heads);
+  std::printf("  indices  [%lld, %d] int32: %d SWA + %d top-k columns, %s\n", T, c.width, kSwaColumns,
+              c.width - kSwaColumns, c.lens ? "ragged lens in [W/2, W]" : "all active");
+  std::printf("  swa_kv   %lld rows, compressed_kv %lld rows: FP8 512-byte rows, pages of %lld\n",
+              static_cast<long long>(c.swa_rows), static_cast<long long>(c.compressed_rows),
+              static_cast<long long>(c.page_size));
+  std::printf("  sinks    [%d] float32; bmm1_scale %.4f, bmm2_scale %.4f\n", c.heads, p.bmm1_scale, p.bmm2_scale);
+  std::printf("  out      [%lld, %d, 512] BF16, lse [%lld, %d] float32\n", T, c.heads, T, c.heads);
+}
+
+DemoRun run_on_cpu(const testing::Dsv4Problem& problem, const std::string& why) {
+  const auto& c = problem.config;
+  DemoRun run;
+  run.out.resize(static_cast<size_t>(c.tokens * c.heads * kHeadDim));
+  run.lse.resize(static_cast<size_t>(c.tokens * c.heads));
+  const Dsv4DecodeArgs args = problem.host_args(run.out.data(), run.lse.data());
+  const auto start = std::chrono::steady_clock::now();
+  if (Status status = dsv4_decode(args, nullptr, 0, nullptr); !status.ok()) {
+    throw std::runtime_error("dsv4_decode (CPU backend): " + status.message());
+  }
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  run.path = "CPU backend (MemorySpace::kHost, fp64 reference code): " + why;
+  char text[80];
+  std::snprintf(text, sizeof(text), "%.1f ms wall time, one call", ms);
+  run.timing = text;
+  return run;
+}
+
+// Median of `launches` event-timed launches, all queued before the host waits.
+double median_launch_us(const testing::Dsv4DeviceProblem& device, int launches) {
+  auto launch = [&] {
+    if (Status status = dsv4_decode(device.args, nullptr, 0, nullptr); !status.ok()) {
+      throw std::runtime_error("dsv4_decode: " + status.message());
+    }
+  };
+  for (int i = 0; i < kWarmupLaunches; ++i) launch();
+  std::vector<cudaEvent_t> events(static_cast<size_t>(2 * launches));
+  for (cudaEvent_t& event : events) SPARSE_DECODE_CUDA_CHECK(cudaEventCreate(&event));
+  for (int i = 0; i < launches; ++i) {
+    SPARSE_DECODE_CUDA_CHECK(cudaEventRecord(events[2 * i], nullptr));
+    launch();
+    SPARSE_DECODE_CUDA_CHECK(cudaEventRecord(events[2 * i + 1], nullptr));
+  }
+  SPARSE_DECODE_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<double> us;
+  for (int i = 0; i < launches; ++i) {
+    float ms = 0.0f;
+    SPARSE_DECODE_CUDA_CHECK(cudaEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]));
+    us.push_back(1000.0 * ms);
+  }
+  for (cudaEvent_t event : events) SPARSE_DECODE_CUDA_CHECK(cudaEventDestroy(event));
+  return bench::median(us);
+}
+
+DemoRun run_on_gpu(const testing::Dsv4DeviceProblem& device, int launches) {
+  DemoRun run;
+  if (Status status = dsv4_decode(device.args, nullptr, 0, nullptr); !status.ok()) {
+    throw std::runtime_error("dsv4_decode: " + status.message());
+  }
+  SPARSE_DECODE_CUDA_CHECK(cudaDeviceSynchronize());
+  run.out = device.out.download<uint16_t>();  // the first launch's output: later ones write the same
+  run.lse = device.lse.download<float>();
+  const double us = median_launch_us(device, launches);
+  run.path = "GPU kernel (MemorySpace::kDevice): supports() accepted the call";
+  char text[200];
+  std::snprintf(text, sizeof(text),
+                "%.2f us, median of %d CUDA-event-timed launches (L2 warm, no graph: `sparse-decode bench` measures "
+                "the DESIGN.md way)",
+                us, launches);
+  run.timing = text;
+  return run;
+}
+
+// The GPU run when a device serves the call; otherwise the CPU run, saying why.
+DemoRun run_decode(const testing::Dsv4Problem& problem, const DemoOptions& o) {
+  std::string why;
+  if (o.force_cpu) return run_on_cpu(problem, "--cpu was given");
+  if (!testing::cuda_device_available(&why)) return run_on_cpu(problem, "no CUDA device (" + why + ")");
+  const testing::Dsv4DeviceProblem device(problem);
+  if (Status status = supports(device.args); !status.ok()) {
+    return run_on_cpu(problem, "the GPU does not serve this call: " + status.message());
+  }
+  return run_on_gpu(device, o.launches);
+}
+
+// Largest |lse - reference| over heads with a finite reference; infinity when
+// a finite/infinite mismatch exists.
+double lse_max_error(const std::vector<float>& lse, const std::vector<double>& reference) {
+  double worst = 0.0;
+  for (size_t i = 0; i < reference.size(); ++i) {
+    if (std::isfinite(reference[i])) {
+      worst = std::max(worst, std::fabs(lse[i] - reference[i]));
+    } else if (lse[i] != reference[i]) {
+      worst = INFINITY;
+    }
+  }
+  return worst;
+}
+
+}  // namespace
+
+int run_demo(const DemoOptions& options) {
+  const testing::Dsv4Problem problem = testing::make_dsv4_problem(demo_config(options));
+  print_shapes(problem);
+  const DemoRun run = run_decode(problem, options);
+  const reference::Dsv4Result reference = reference::dsv4_decode(problem.host_args(nullptr, nullptr));
+  const bench::OutputComparison comparison = bench::compare_bf16(run.out.data(), reference.out);
+
+  std::printf("path:     %s\n", run.path.c_str());
+  std::printf("accuracy: out vs fp64 reference: %s\n", comparison.summary().c_str());
+  std::printf("          lse max abs error %.3e (information only)\n", lse_max_error(run.lse, reference.lse));
+  std::printf("time:     %s\n", run.timing.c_str());
+  std::printf("result:   %s\n", comparison.passes() ? "PASS" : "FAIL");
+  return comparison.passes() ? 0 : 1;
+}
+
+}  // namespace sparse_decode::cli

@@ -1,0 +1,113 @@
+// sparse-decode: the command-line program of the library.
+//   demo   one DeepSeek-V4 decode step, checked against the fp64 reference
+//   bench  per-layer times the DESIGN.md way (GPU only)
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "bench/dsv4_bench.h"
+#include "cli_args.h"
+#include "demo.h"
+
+namespace sparse_decode::cli {
+namespace {
+
+constexpr const char* kUsage = R"(usage: sparse-decode <command> [options]
+
+commands:
+  demo    one DeepSeek-V4-shaped decode step (16 heads, FP8 E4M3 synthetic data),
+          on the GPU when one serves the call, else on the CPU backend; checks the
+          BF16 output against the fp64 reference (relative L2 error <= 3e-3).
+            --tokens N   query tokens, requests of 6 (default 6)
+            --width W    128 SWA + top-k columns (default 640)
+            --seed S     random seed (default 1)
+            --ragged     per-token active lengths in [W/2, W] (default: all W active)
+            --cpu        run the CPU backend even when a GPU is present
+  bench   per-layer time of dsv4_decode inside a CUDA graph of L layers, L2 flushed
+          before each replay, beside a plain gather of the same rows (needs a GPU).
+            --tokens 1,6,12,...   T of each shape (default 1,6,12,48,128,512,2048)
+            --widths 640,128      widths (default 640,128)
+            --layers L            layers a graph, each its own rows (default 8)
+            --replays R           timed replays, median reported (default 30)
+            --csv PATH            also write the rows as CSV
+            --pdl                 enable programmatic dependent launch
+            --gather-rows N       rows each warp of the reference gather keeps in flight:
+                                  1, 2, 4 or 8; 0 (default) times all four and keeps
+                                  the fastest for each shape
+            --seed S              random seed (default 1)
+  help    this text (also --help, -h)
+)";
+
+DemoOptions parse_demo(ArgReader& args) {
+  DemoOptions o;
+  while (!args.done()) {
+    const std::string option = args.next_option();
+    if (option == "--tokens") o.tokens = args.int_value(option, 1, 65536);
+    else if (option == "--width") o.width = static_cast<int32_t>(args.int_value(option, 128, 128 + 16384));
+    else if (option == "--seed") o.seed = static_cast<uint64_t>(args.int_value(option, 0, INT64_MAX));
+    else if (option == "--ragged") o.ragged = true;
+    else if (option == "--cpu") o.force_cpu = true;
+    else throw CliError("demo: unknown option " + option);
+  }
+  if (o.width % 4 != 0) throw CliError("--width: expected a multiple of 4");
+  return o;
+}
+
+bench::BenchOptions parse_bench(ArgReader& args) {
+  bench::BenchOptions o;
+  while (!args.done()) {
+    const std::string option = args.next_option();
+    if (option == "--tokens") {
+      o.tokens = args.int_list(option, 1, 65536);
+    } else if (option == "--widths") {
+      o.widths.clear();
+      for (int64_t w : args.int_list(option, 128, 128 + 16384)) o.widths.push_back(static_cast<int32_t>(w));
+    } else if (option == "--layers") {
+      o.layers = static_cast<int>(args.int_value(option, 1, 1024));
+    } else if (option == "--replays") {
+      o.replays = static_cast<int>(args.int_value(option, 1, 100000));
+    } else if (option == "--csv") {
+      o.csv_path = args.string_value(option);
+    } else if (option == "--gather-rows") {
+      o.gather_rows_per_warp = static_cast<int>(args.int_value(option, 0, 8));
+    } else if (option == "--pdl") {
+      o.enable_pdl = true;
+    } else if (option == "--seed") {
+      o.seed = static_cast<uint64_t>(args.int_value(option, 0, INT64_MAX));
+    } else {
+      throw CliError("bench: unknown option " + option);
+    }
+  }
+  if (o.layers < 8) std::fprintf(stderr, "bench: note: DESIGN.md asks for >= 8 layers, got %d\n", o.layers);
+  if (o.replays < 30) std::fprintf(stderr, "bench: note: DESIGN.md asks for >= 30 replays, got %d\n", o.replays);
+  return o;
+}
+
+int run(int argc, char** argv) {
+  const std::string command = argc > 1 ? argv[1] : "";
+  if (command == "help" || command == "--help" || command == "-h") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  ArgReader args(argc, argv, 2);
+  if (command == "demo") return run_demo(parse_demo(args));
+  if (command == "bench") return bench::run_dsv4_bench(parse_bench(args));
+  std::fprintf(stderr, "%s%s", command.empty() ? "" : ("unknown command '" + command + "'\n").c_str(), kUsage);
+  return 2;
+}
+
+}  // namespace
+}  // namespace sparse_decode::cli
+
+int main(int argc, char** argv) {
+  try {
+    return sparse_decode::cli::run(argc, argv);
+  } catch (const sparse_decode::cli::CliError& error) {
+    std::fprintf(stderr, "sparse-decode: %s (see sparse-decode --help)\n", error.what());
+    return 2;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "sparse-decode: error: %s\n", error.what());
+    return 1;
+  }
+}
