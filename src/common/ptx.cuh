@@ -68,4 +68,67 @@ __device__ __forceinline__ void launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 }
 
+
+// ---- clusters and distributed shared memory ----
+
+// Arrive at / wait for the cluster barrier. The arrive is relaxed: it orders
+// nothing, so it costs no GPU-scope fence (the release form emits MEMBAR.GPU).
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }
+
+__device__ __forceinline__ uint32_t cluster_ctarank() {
+  uint32_t rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  return rank;
+}
+__device__ __forceinline__ uint32_t cluster_nctarank() {
+  uint32_t count;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(count));
+  return count;
+}
+
+// The address of the same shared-memory location in CTA `rank` of the cluster.
+__device__ __forceinline__ uint32_t map_to_peer(uint32_t smem_addr, uint32_t rank) {
+  uint32_t result;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(result) : "r"(smem_addr), "r"(rank));
+  return result;
+}
+
+__device__ __forceinline__ void mbarrier_init(uint32_t barrier, uint32_t arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(barrier), "r"(arrivals) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t barrier, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(barrier), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbarrier_wait_parity(uint32_t barrier, uint32_t parity) {
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile(
+        "{ .reg .pred ready;\n"
+        "  mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 ready, [%1], %2;\n"
+        "  selp.u32 %0, 1, 0, ready; }\n"
+        : "=r"(done)
+        : "r"(barrier), "r"(parity)
+        : "memory");
+  }
+}
+
+// Stores to a peer CTA's shared memory that complete bytes on its mbarrier
+// (fire and forget: the receiver waits on its barrier, the sender never waits).
+__device__ __forceinline__ void st_async_peer(uint32_t peer_addr, float4 value, uint32_t peer_barrier) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(
+                   peer_addr),
+               "f"(value.x), "f"(value.y), "f"(value.z), "f"(value.w), "r"(peer_barrier)
+               : "memory");
+}
+__device__ __forceinline__ void st_async_peer(uint32_t peer_addr, float2 value, uint32_t peer_barrier) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];\n" ::"r"(
+                   peer_addr),
+               "f"(value.x), "f"(value.y), "r"(peer_barrier)
+               : "memory");
+}
+
 }  // namespace sparse_decode::ptx

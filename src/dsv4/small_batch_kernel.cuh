@@ -4,8 +4,6 @@
 // docs/kernels/small_batch.md explains the design and its measurements.
 #pragma once
 
-#include <cooperative_groups.h>
-
 #include <cmath>
 #include <cstdint>
 
@@ -14,8 +12,6 @@
 #include "dsv4/small_batch_traits.cuh"
 
 namespace sparse_decode::dsv4 {
-
-namespace cg = cooperative_groups;
 
 inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
@@ -183,24 +179,114 @@ __device__ __forceinline__ void accumulate_chunk(SmallBatchSmem<Traits>& s, floa
   }
 }
 
+// Sends this CTA's partial output and statistics to the CTAs that own them:
+// granule g of the 128 4-dim granules goes to CTA g % n, slot
+// [source rank][g / n][head]; the (max, sum) pairs go to every CTA.
 template <class Traits>
-__global__ void __launch_bounds__(Traits::kThreads) small_batch_kernel(const __grid_constant__ Dsv4Params p) {
+__device__ __forceinline__ void send_partials(SmallBatchSmem<Traits>& s, const float (&acc)[4][2][2][4], int rank,
+                                              int ctas) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int per_owner = Traits::granules_per_owner(ctas);
+  const uint32_t received = ptx::smem_address(&s.received[0]);
+  const uint32_t barrier = ptx::smem_address(&s.received_barrier);
+  const int head = lane / 4;
+#pragma unroll
+  for (int g = 0; g < 4; ++g)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int granule = (warp * Traits::kDimsPerWarp + g * 32 + half * 16) / Traits::kGranuleDims + lane % 4;
+      const int owner = granule % ctas;
+      const int slot = ((rank * per_owner + granule / ctas) * Traits::kHeads + head);
+      const uint32_t peer_slot = ptx::map_to_peer(received + slot * 16, owner);
+      const uint32_t peer_barrier = ptx::map_to_peer(barrier, owner);
+      const float(&even)[4] = acc[g][half][0];
+      const float(&odd)[4] = acc[g][half][1];
+      ptx::st_async_peer(peer_slot, make_float4(even[0], odd[0], even[1], odd[1]), peer_barrier);
+      ptx::st_async_peer(peer_slot + 8 * 16, make_float4(even[2], odd[2], even[3], odd[3]), peer_barrier);
+    }
+  if (threadIdx.x < Traits::kHeads) {
+    const float2 stats = make_float2(s.running_max[threadIdx.x], s.running_sum[threadIdx.x]);
+    const uint32_t stats_slot = ptx::smem_address(&s.received_stats[rank][threadIdx.x]);
+    for (int peer = 0; peer < ctas; ++peer) {
+      ptx::st_async_peer(ptx::map_to_peer(stats_slot, peer), stats, ptx::map_to_peer(barrier, peer));
+    }
+  }
+}
+
+// Bytes this CTA receives: its granules from every CTA, and every CTA's statistics.
+template <class Traits>
+__device__ __forceinline__ uint32_t bytes_to_receive(int rank, int ctas) {
+  const int owned = (Traits::kGranules - rank + ctas - 1) / ctas;
+  return static_cast<uint32_t>(ctas * (owned * Traits::kHeads * 16 + Traits::kHeads * 8));
+}
+
+// Sums the received partial outputs of this CTA's granules over the cluster,
+// in rank order (the same order every run), normalizes and stores BF16.
+// Thread t serves head t % 16 and granules t / 16, t / 16 + 8, ...: the
+// head's peer weights are computed once and kept in registers.
+template <class Traits>
+__device__ __forceinline__ void reduce_owned(const SmallBatchSmem<Traits>& s, const Dsv4Params& p, int64_t token,
+                                             int rank, int ctas) {
+  constexpr int kHeads = Traits::kHeads, kPeers = Traits::kMaxClusterCtas;
+  constexpr int kGranuleStride = Traits::kThreads / kHeads;
+  const int per_owner = Traits::granules_per_owner(ctas);
+  const int owned = (Traits::kGranules - rank + ctas - 1) / ctas;
+  const int head = threadIdx.x % kHeads;
+
+  float2 stats[kPeers];
+  float cluster_max = -INFINITY;
+#pragma unroll
+  for (int c = 0; c < kPeers; ++c) {
+    stats[c] = c < ctas ? s.received_stats[c][head] : make_float2(-INFINITY, 0.0f);
+    cluster_max = fmaxf(cluster_max, stats[c].x);
+  }
+  float weight[kPeers], sum = 0.0f;
+#pragma unroll
+  for (int c = 0; c < kPeers; ++c) {
+    weight[c] = stats[c].x == -INFINITY ? 0.0f : ptx::exp2_approx(stats[c].x - cluster_max);
+    sum += weight[c] * stats[c].y;
+  }
+  const bool none = cluster_max == -INFINITY;  // no active column: zeros, lse = -inf, sink or not
+  const float bmm2 = p.bmm2_scale_ptr ? *p.bmm2_scale_ptr : p.bmm2_scale;
+  const float scale = none ? 0.0f : bmm2 / (sum + ptx::exp2_approx(s.sink_log2[head] - cluster_max));
+  uint16_t* out = p.out + token * p.out_token_stride + head * p.out_head_stride;
+  if (rank == 0 && threadIdx.x < kHeads && p.lse) {
+    p.lse[token * p.lse_token_stride + head] = none ? -INFINITY : (cluster_max + __log2f(sum)) * kLn2;
+  }
+
+  for (int local = threadIdx.x / kHeads; local < owned; local += kGranuleStride) {
+    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int c = 0; c < kPeers; ++c) {
+      if (c < ctas) {
+        const float4 part = s.received[(c * per_owner + local) * kHeads + head];
+        o.x += weight[c] * part.x, o.y += weight[c] * part.y, o.z += weight[c] * part.z, o.w += weight[c] * part.w;
+      }
+    }
+    const uint2 packed = make_uint2(pack_bf16x2(o.x * scale, o.y * scale), pack_bf16x2(o.z * scale, o.w * scale));
+    *reinterpret_cast<uint2*>(out + (local * ctas + rank) * Traits::kGranuleDims) = packed;
+  }
+}
+
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kThreads, 3) small_batch_kernel(const __grid_constant__ Dsv4Params p) {
   using Smem = SmallBatchSmem<Traits>;
   constexpr int kHeads = Traits::kHeads;
   extern __shared__ __align__(16) uint8_t smem_bytes[];
   Smem& s = *reinterpret_cast<Smem*>(smem_bytes);
-  const cg::cluster_group cluster = cg::this_cluster();
-  const int rank = static_cast<int>(cluster.block_rank());
-  const int ctas = static_cast<int>(cluster.num_blocks());
+  const int rank = static_cast<int>(ptx::cluster_ctarank());
+  const int ctas = static_cast<int>(ptx::cluster_nctarank());
   const int64_t token = blockIdx.x / ctas;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int tid = threadIdx.x;
 
-  // Sinks are weights, not outputs of the previous kernel: read them before the dependency wait.
+  // Sinks are weights, not outputs of the previous kernel: their load is
+  // issued before the dependency wait and lands while the gather is in flight.
+  const float sink = p.sinks && tid < kHeads ? p.sinks[tid] : -INFINITY;
   if (tid < kHeads) {
-    s.sink_log2[tid] = p.sinks ? p.sinks[tid] * kLog2e : -INFINITY;
     s.running_max[tid] = -INFINITY;
     s.running_sum[tid] = 0.0f;
   }
+  if (tid == 0) ptx::mbarrier_init(ptx::smem_address(&s.received_barrier), 1);
   ptx::grid_dependency_wait();
 
   const uint8_t* q = p.q + token * p.q_token_stride;
@@ -214,9 +300,13 @@ __global__ void __launch_bounds__(Traits::kThreads) small_batch_kernel(const __g
   float acc[4][2][2][4] = {};
   for (int step = 0; step < p.chunks_per_cta; ++step) {
     const int column0 = (rank * p.chunks_per_cta + step) * Traits::kChunkColumns;
+    if (step > 0) __syncthreads();  // the previous chunk's P V is done with the KV tile
     gather_chunk<Traits>(s, p, token, column0, len);
     ptx::cp_async_commit();
-    if (step == 0) ptx::launch_dependents();
+    if (step == 0) {
+      ptx::launch_dependents();
+      if (tid < kHeads) s.sink_log2[tid] = sink * kLog2e;
+    }
     ptx::cp_async_wait_all();
     __syncthreads();
     score_chunk<Traits>(s, scale_log2);
@@ -224,69 +314,19 @@ __global__ void __launch_bounds__(Traits::kThreads) small_batch_kernel(const __g
     softmax_chunk<Traits>(s);
     __syncthreads();
     accumulate_chunk<Traits>(s, acc, step > 0);
-    __syncthreads();  // the KV tile is rewritten next (next chunk or partial_out)
   }
 
-  // This CTA's unnormalized partial output, 4 consecutive dims a thread and head.
-  {
-    const int head = lane / 4, d0 = warp * Traits::kDimsPerWarp + 4 * (lane % 4);
-#pragma unroll
-    for (int g = 0; g < 4; ++g)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int d = d0 + g * 32 + half * 16;
-        const float(&even)[4] = acc[g][half][0];
-        const float(&odd)[4] = acc[g][half][1];
-        *reinterpret_cast<float4*>(&s.partial_out[head][d]) = make_float4(even[0], odd[0], even[1], odd[1]);
-        *reinterpret_cast<float4*>(&s.partial_out[head + 8][d]) = make_float4(even[2], odd[2], even[3], odd[3]);
-      }
+  // Every CTA of the cluster is past its last read of its KV tile (which
+  // receives the peers' partials) and has initialized its barrier.
+  // The expected bytes are set before the arrive, so no peer's bytes can land first.
+  if (tid == 0) {
+    ptx::mbarrier_arrive_expect_tx(ptx::smem_address(&s.received_barrier), bytes_to_receive<Traits>(rank, ctas));
   }
-  cluster.sync();  // every CTA's partial output and statistics are visible to the cluster
-
-  for (int i = tid; i < ctas * kHeads; i += Traits::kThreads) {
-    const Smem* peer = cluster.map_shared_rank(&s, i / kHeads);
-    s.peer_max[i / kHeads][i % kHeads] = peer->running_max[i % kHeads];
-    s.peer_sum[i / kHeads][i % kHeads] = peer->running_sum[i % kHeads];
-  }
-  __syncthreads();
-  if (tid < kHeads) {
-    float cluster_max = -INFINITY;
-    for (int c = 0; c < ctas; ++c) cluster_max = fmaxf(cluster_max, s.peer_max[c][tid]);
-    float sum = 0.0f;
-    for (int c = 0; c < ctas; ++c) {
-      const float m = s.peer_max[c][tid];
-      const float weight = m == -INFINITY ? 0.0f : ptx::exp2_approx(m - cluster_max);
-      s.peer_weight[c][tid] = weight;
-      sum += weight * s.peer_sum[c][tid];
-    }
-    const float bmm2 = p.bmm2_scale_ptr ? *p.bmm2_scale_ptr : p.bmm2_scale;
-    const bool none = cluster_max == -INFINITY;  // no active column: zeros, lse = -inf, sink or not
-    s.out_scale[tid] = none ? 0.0f : bmm2 / (sum + ptx::exp2_approx(s.sink_log2[tid] - cluster_max));
-    if (rank == 0 && p.lse) {
-      p.lse[token * p.lse_token_stride + tid] = none ? -INFINITY : (cluster_max + __log2f(sum)) * kLn2;
-    }
-  }
-  __syncthreads();
-
-  // Reduce: item = (head, 8 dims); the cluster's CTAs split the items.
-  constexpr int kItemsPerHead = kHeadDim / Traits::kOutputVector;
-  for (int item = rank * Traits::kThreads + tid; item < kHeads * kItemsPerHead; item += ctas * Traits::kThreads) {
-    const int head = item / kItemsPerHead, d = (item % kItemsPerHead) * Traits::kOutputVector;
-    float o[8] = {};
-#pragma unroll 4
-    for (int c = 0; c < ctas; ++c) {
-      const float4* src = reinterpret_cast<const float4*>(&cluster.map_shared_rank(&s, c)->partial_out[head][d]);
-      const float4 x = src[0], y = src[1];
-      const float w = s.peer_weight[c][head];
-      o[0] += w * x.x, o[1] += w * x.y, o[2] += w * x.z, o[3] += w * x.w;
-      o[4] += w * y.x, o[5] += w * y.y, o[6] += w * y.z, o[7] += w * y.w;
-    }
-    const float scale = s.out_scale[head];
-    const uint4 packed = make_uint4(pack_bf16x2(o[0] * scale, o[1] * scale), pack_bf16x2(o[2] * scale, o[3] * scale),
-                                    pack_bf16x2(o[4] * scale, o[5] * scale), pack_bf16x2(o[6] * scale, o[7] * scale));
-    *reinterpret_cast<uint4*>(p.out + token * p.out_token_stride + head * p.out_head_stride + d) = packed;
-  }
-  cluster.sync();  // keep this CTA's shared memory alive until every peer has read it
+  ptx::cluster_arrive_relaxed();
+  ptx::cluster_wait();
+  send_partials<Traits>(s, acc, rank, ctas);
+  ptx::mbarrier_wait_parity(ptx::smem_address(&s.received_barrier), 0);
+  reduce_owned<Traits>(s, p, token, rank, ctas);
 }
 
 }  // namespace sparse_decode::dsv4

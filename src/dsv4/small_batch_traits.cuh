@@ -21,9 +21,19 @@ struct SmallBatchTraits {
   static constexpr int kDimsPerWarp = kHeadDim / kWarps;               // O = P V: dims split over warps
   static constexpr int kScoreRowFloats = kChunkColumns + 8;  // +8: float2 stores of a half-warp hit distinct banks
   static constexpr int kProbRowHalves = kChunkColumns + 8;   // +8: ldmatrix rows on distinct banks
-  static constexpr int kPartialRowFloats = kHeadDim + 16;    // +16: rows g and g+1 on opposite bank halves
   static constexpr int kMaxClusterCtas = 16;                 // non-portable cluster size limit on Hopper
-  static constexpr int kOutputVector = 8;                    // BF16 values per 16-byte store
+  // The partial output travels in granules of 4 dims (one float4 of a thread's
+  // P V fragment); granule g belongs to CTA g % n of the n in the cluster.
+  static constexpr int kGranuleDims = 4;
+  static constexpr int kGranules = kHeadDim / kGranuleDims;
+  static constexpr int granules_per_owner(int ctas) { return (kGranules + ctas - 1) / ctas; }
+  // Receive slots [source CTA][owned granule][head] of float4, for the worst n.
+  static constexpr int max_receive_slots() {
+    int most = 0;
+    for (int n = 1; n <= kMaxClusterCtas; ++n) most = most > n * granules_per_owner(n) ? most : n * granules_per_owner(n);
+    return most * kHeads;
+  }
+  static constexpr int kReceiveSlots = max_receive_slots();
 
   static_assert(kHeads == 16, "mma.sync has M = 16: one query head a row");
   static_assert(kGatherRowsPerWarp == 16, "a warp's lanes 0..15 hold one row index each");
@@ -32,8 +42,7 @@ struct SmallBatchTraits {
   static_assert(kDimsPerWarp % 32 == 0, "P V walks 32-dim groups (one ldmatrix.x4.trans each)");
   static_assert(kChunkColumns % 16 == 0, "P V steps over 16 columns (k of m16n8k16)");
   static_assert(kThreads == kHeads * 8, "softmax: 8 threads a head, 8 columns each");
-  static_assert(kHeads * kPartialRowFloats * 4 <= kChunkColumns * kSmemRowBytes,
-                "the partial output reuses the KV tile");
+  static_assert(kDimsPerWarp % (4 * kGranuleDims) == 0, "a thread's P V fragment is 4 consecutive dims");
 };
 
 template <class Traits>
@@ -41,20 +50,18 @@ struct SmallBatchSmem {
   static constexpr int kHeads = Traits::kHeads;
   union {
     uint8_t kv[Traits::kChunkColumns][Traits::kSmemRowBytes];  // gathered rows: K and V
-    float partial_out[kHeads][Traits::kPartialRowFloats];     // this CTA's unnormalized O
+    float4 received[Traits::kReceiveSlots];                   // peers' partial O granules (after P V)
   };
   uint8_t q[kHeads][Traits::kSmemRowBytes];
   float scores[kHeads][Traits::kScoreRowFloats];      // log2-domain scores of the chunk
   uint16_t probs[kHeads][Traits::kProbRowHalves];     // FP16 bits of exp2(score - running max)
+  float2 received_stats[Traits::kMaxClusterCtas][kHeads];  // (running max, running sum) of every CTA
+  uint64_t received_barrier;                          // completes when every peer's bytes have landed
   float running_max[kHeads];                          // log2 domain, over this CTA's columns
   float running_sum[kHeads];                          // sum of the FP16-rounded probabilities
   float rescale[kHeads];                              // factor on O when the running max moves
   float sink_log2[kHeads];                            // sink * log2(e), -inf without sinks
   uint16_t column_mask[Traits::kWarps];               // active columns of the chunk, 16 a warp
-  float peer_max[Traits::kMaxClusterCtas][kHeads];    // running_max of every CTA of the cluster
-  float peer_sum[Traits::kMaxClusterCtas][kHeads];
-  float peer_weight[Traits::kMaxClusterCtas][kHeads]; // exp2(peer_max - cluster max)
-  float out_scale[kHeads];                            // bmm2_scale / softmax denominator
 };
 
 }  // namespace sparse_decode::dsv4
