@@ -13,6 +13,8 @@
 
 #include "bench/accuracy.h"
 #include "bench/bench_layers.h"
+#include <cstdlib>
+
 #include "bench/cuda_check.h"
 #include "bench/graph_timer.h"
 #include "bench/layer_check.h"
@@ -133,7 +135,9 @@ ShapeOutcome run_shape(BenchContext& ctx, const BenchShape& shape, BenchRow& row
     return ShapeOutcome::kSkipped;
   }
   const LayerCheck check = check_layer(layers.layer(0).args, ctx.options.check_tokens, ctx.stream);
-  if (!check.passes()) {
+  // With SPARSE_DECODE_SKIP_STAGES (a measurement aid that skips kernel
+  // stages) the output is wrong by design: time it anyway.
+  if (!check.passes() && !std::getenv("SPARSE_DECODE_SKIP_STAGES")) {
     std::printf("FAIL T=%lld width=%d, not timed: %s\n", static_cast<long long>(shape.tokens), shape.width,
                 check.summary().c_str());
     return ShapeOutcome::kCheckFailed;

@@ -131,4 +131,30 @@ __device__ __forceinline__ void st_async_peer(uint32_t peer_addr, float2 value, 
                : "memory");
 }
 
+// ---- warpgroup MMA (sm_90a) ----
+
+// Shared-memory matrix descriptor of a K-major operand without swizzle: core
+// matrices of 8 rows x 16 bytes stored contiguously, `k_stride` bytes apart
+// along K (leading dimension) and `row_group_stride` bytes apart along M/N.
+__device__ __forceinline__ uint64_t wgmma_descriptor(uint32_t smem_addr, uint32_t k_stride, uint32_t row_group_stride) {
+  return static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(k_stride >> 4) << 16) |
+         (static_cast<uint64_t>(row_group_stride >> 4) << 32);
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// Makes generic-proxy writes to shared memory (cp.async, st.shared) visible to wgmma.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// D (64 x 16, FP32) (+)= A (64 x 32 E4M3, smem) * B (32 x 16 E4M3, smem), both K-major.
+__device__ __forceinline__ void wgmma_e4m3_64x16x32(float (&d)[8], uint64_t a, uint64_t b, bool accumulate) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %10, 0;\n"
+      " wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));
+}
+
 }  // namespace sparse_decode::ptx

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "dsv4/kernel_params.h"
@@ -134,6 +135,11 @@ Status launch_small_batch(const Dsv4DecodeArgs& args, CUstream_st* stream) {
   p.out_of_range_count = args.out_of_range_count;
   p.num_tokens = args.num_tokens;
   p.chunks_per_cta = plan.chunks_per_cta;
+  static const int32_t skip_stages = [] {
+    const char* value = std::getenv("SPARSE_DECODE_SKIP_STAGES");
+    return value ? std::atoi(value) : 0;
+  }();
+  p.skip_stages = skip_stages;
 
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned>(args.num_tokens * plan.cluster_ctas));

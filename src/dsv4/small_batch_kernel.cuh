@@ -26,104 +26,103 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&pair);
 }
 
-// Gathers the chunk's rows (warp w: rows 16w..16w+15, lane l: bytes 16l..16l+15
-// of each) and records which columns are active. Masked columns read nothing
-// and are zero-filled, so NaN in their rows never reaches the MMAs.
+// Gathers the chunk's rows into the core-matrix tile: warp w takes row group
+// w (rows 8w..8w+7); lane l copies pieces l/8, l/8 + 4, ... of row 8w + l%8,
+// so each copy instruction of a warp fills four whole core matrices (no bank
+// conflicts). Masked columns read nothing and are zero-filled, so NaN in
+// their rows never reaches the MMAs.
 template <class Traits>
 __device__ __forceinline__ void gather_chunk(SmallBatchSmem<Traits>& s, const Dsv4Params& p, int64_t token,
                                              int column0, int len) {
+  constexpr int kRows = Traits::kGatherRowsPerWarp;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int column = column0 + warp * Traits::kGatherRowsPerWarp + (lane & 15);
-  const bool in_width = column < p.width;
-  const int32_t index = in_width ? p.indices[token * p.indices_stride + column] : -1;
+  const int column = column0 + warp * kRows + lane % kRows;
+  const int32_t index = column < p.width ? p.indices[token * p.indices_stride + column] : -1;
   const bool swa = column < kSwaColumns;
   const int64_t rows = swa ? p.swa.rows : p.compressed.rows;
   const bool listed = index >= 0 && column < len;
   const bool active = listed && index < rows;
-  if (listed && !active && lane < 16 && p.out_of_range_count) atomicAdd(p.out_of_range_count, 1);
+  if (listed && !active && lane < kRows && p.out_of_range_count) atomicAdd(p.out_of_range_count, 1);
   __syncwarp();  // reconverge before the barriers that follow
   const uint8_t* src = !active ? p.swa.data
                        : swa   ? p.swa.data + row_offset(p.swa, index)
                                : p.compressed.data + row_offset(p.compressed, index);
-  const uint32_t mask = __ballot_sync(0xffffffffu, active) & 0xffffu;
-  if (lane == 0) s.column_mask[warp] = static_cast<uint16_t>(mask);
+  const uint32_t mask = __ballot_sync(0xffffffffu, active) & ((1u << kRows) - 1);
+  if (lane == 0) s.column_mask[warp] = static_cast<uint8_t>(mask);
+  const int row = lane % kRows;
+  const uint32_t dst = ptx::smem_address(&s.kv[warp][lane / kRows][row][0]);
+  constexpr int kLanesPerRow = 32 / kRows;
 #pragma unroll
-  for (int i = 0; i < Traits::kGatherRowsPerWarp; ++i) {
-    const uint8_t* row = reinterpret_cast<const uint8_t*>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(src), i));
-    const bool row_active = (mask >> i) & 1u;
-    const uint32_t dst = ptx::smem_address(&s.kv[warp * Traits::kGatherRowsPerWarp + i][lane * 16]);
-    ptx::cp_async_16(dst, row + (row_active ? lane * 16 : 0), row_active ? 16u : 0u);
+  for (int i = 0; i < Traits::kPieces / kLanesPerRow; ++i) {
+    const int piece = lane / kRows + i * kLanesPerRow;
+    const bool load = active && !(p.skip_stages & 1);
+    ptx::cp_async_16(dst + i * kLanesPerRow * Traits::kCoreBytes, src + (load ? piece * 16 : 0), load ? 16u : 0u);
   }
 }
 
-// S = Q K^T for the warp's 16 columns, scaled to the log2 domain, into s.scores.
+// Partial S^T = K Q^T (64 columns x 16 heads) of this warpgroup's half of
+// the dims, with wgmma on the FP8 tiles: no conversion, each operand byte
+// read once. Stored as scores[warpgroup][head][column].
 template <class Traits>
-__device__ __forceinline__ void score_chunk(SmallBatchSmem<Traits>& s, float scale_log2) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int n0 = warp * Traits::kScoreColumnsPerWarp;
-  const uint32_t q_base = ptx::smem_address(&s.q[(lane & 7) + ((lane >> 3) & 1) * 8][(lane >> 4) * 16]);
-  const uint32_t k_base =
-      ptx::smem_address(&s.kv[n0 + (lane & 7) + ((lane >> 4) & 1) * 8][((lane >> 3) & 1) * 16]);
-  // Two accumulator sets (even and odd k-steps) halve the dependent MMA chain.
-  float acc[2][2][4] = {};
+__device__ __forceinline__ void score_chunk(SmallBatchSmem<Traits>& s) {
+  const int warpgroup = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  const int piece0 = warpgroup * Traits::kPiecesPerWarpgroup;
+  const uint32_t kv = ptx::smem_address(&s.kv[0][piece0][0][0]);
+  const uint32_t q = ptx::smem_address(&s.q[0][piece0][0][0]);
+  float d[8];
+  ptx::wgmma_fence();
 #pragma unroll
-  for (int ks = 0; ks < kHeadDim / 32; ++ks) {
-    uint32_t a[4], b[4];
-    ptx::ldmatrix_x4(a, q_base + ks * 32);
-    ptx::ldmatrix_x4(b, k_base + ks * 32);
-    ptx::mma_e4m3_16x8x32(acc[ks & 1][0], a, b[0], b[1]);
-    ptx::mma_e4m3_16x8x32(acc[ks & 1][1], a, b[2], b[3]);
+  for (int k = 0; k < Traits::kPiecesPerWarpgroup / 2; ++k) {  // one k32 step = two 16-byte pieces
+    const uint64_t a = ptx::wgmma_descriptor(kv + k * 2 * Traits::kCoreBytes, Traits::kCoreBytes, Traits::kRowGroupBytes);
+    const uint64_t b = ptx::wgmma_descriptor(q + k * 2 * Traits::kCoreBytes, Traits::kCoreBytes, Traits::kRowGroupBytes);
+    ptx::wgmma_e4m3_64x16x32(d, a, b, k > 0);
   }
-  const int head = lane / 4, column = n0 + 2 * (lane % 4);
+  ptx::wgmma_commit();
+  ptx::wgmma_wait_all();
+  // Fragment: rows (columns of the chunk) 16 warp + lane/4 (+8), heads 8j + 2(lane%4) (+1).
+  const int column = 16 * warp + lane / 4, head = 2 * (lane % 4);
+  float(&scores)[Traits::kHeads][Traits::kScoreRowFloats] = s.scores[warpgroup];
 #pragma unroll
-  for (int tile = 0; tile < 2; ++tile) {
-    const float* even = acc[0][tile];
-    const float* odd = acc[1][tile];
-    *reinterpret_cast<float2*>(&s.scores[head][column + 8 * tile]) =
-        make_float2((even[0] + odd[0]) * scale_log2, (even[1] + odd[1]) * scale_log2);
-    *reinterpret_cast<float2*>(&s.scores[head + 8][column + 8 * tile]) =
-        make_float2((even[2] + odd[2]) * scale_log2, (even[3] + odd[3]) * scale_log2);
+  for (int j = 0; j < 2; ++j) {
+    scores[8 * j + head][column] = d[4 * j + 0];
+    scores[8 * j + head + 1][column] = d[4 * j + 1];
+    scores[8 * j + head][column + 8] = d[4 * j + 2];
+    scores[8 * j + head + 1][column + 8] = d[4 * j + 3];
   }
 }
 
-// Online softmax over the chunk: 8 threads a head, columns 4j..4j+3 and
-// 32+4j..32+4j+3 each. Writes FP16 probabilities and the running statistics.
+// Online softmax over the chunk: 16 threads a head, 4 columns each. Writes
+// FP16 probabilities and the running statistics.
 template <class Traits>
-__device__ __forceinline__ void softmax_chunk(SmallBatchSmem<Traits>& s) {
-  const int head = threadIdx.x / 8, part = threadIdx.x % 8;
-  const uint64_t mask = uint64_t{s.column_mask[0]} | (uint64_t{s.column_mask[1]} << 16) |
-                        (uint64_t{s.column_mask[2]} << 32) | (uint64_t{s.column_mask[3]} << 48);
-  float v[8];
-  const float4 lo = *reinterpret_cast<const float4*>(&s.scores[head][part * 4]);
-  const float4 hi = *reinterpret_cast<const float4*>(&s.scores[head][32 + part * 4]);
-  v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+__device__ __forceinline__ void softmax_chunk(SmallBatchSmem<Traits>& s, float scale_log2) {
+  static_assert(Traits::kWarpgroups == 2, "the score is the sum of the two warpgroups' halves");
+  const int head = threadIdx.x / 16, part = threadIdx.x % 16;
+  const uint64_t mask = *reinterpret_cast<const uint64_t*>(s.column_mask) >> (part * 4);
+  const float4 lo = *reinterpret_cast<const float4*>(&s.scores[0][head][part * 4]);
+  const float4 hi = *reinterpret_cast<const float4*>(&s.scores[1][head][part * 4]);
+  float v[4] = {(lo.x + hi.x) * scale_log2, (lo.y + hi.y) * scale_log2, (lo.z + hi.z) * scale_log2,
+                (lo.w + hi.w) * scale_log2};
   float chunk_max = -INFINITY;
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int column = (i < 4 ? 0 : 32) + part * 4 + (i & 3);
-    if (!((mask >> column) & 1u)) v[i] = -INFINITY;
+  for (int i = 0; i < 4; ++i) {
+    if (!((mask >> i) & 1u)) v[i] = -INFINITY;
     chunk_max = fmaxf(chunk_max, v[i]);
   }
 #pragma unroll
-  for (int offset = 1; offset < 8; offset *= 2) {
+  for (int offset = 1; offset < 16; offset *= 2) {
     chunk_max = fmaxf(chunk_max, __shfl_xor_sync(0xffffffffu, chunk_max, offset));
   }
   const float old_max = s.running_max[head];
   const float new_max = fmaxf(old_max, chunk_max);
   const float base = new_max == -INFINITY ? 0.0f : new_max;  // no active column yet: all p = 0
-  float sum = 0.0f;
-  uint32_t packed[4];
+  const __half2 p01 = __floats2half2_rn(ptx::exp2_approx(v[0] - base), ptx::exp2_approx(v[1] - base));
+  const __half2 p23 = __floats2half2_rn(ptx::exp2_approx(v[2] - base), ptx::exp2_approx(v[3] - base));
+  *reinterpret_cast<uint2*>(&s.probs[head][part * 4]) =
+      make_uint2(*reinterpret_cast<const uint32_t*>(&p01), *reinterpret_cast<const uint32_t*>(&p23));
+  const float2 f01 = __half22float2(p01), f23 = __half22float2(p23);
+  float sum = (f01.x + f01.y) + (f23.x + f23.y);  // the denominator sums what P V multiplies
 #pragma unroll
-  for (int i = 0; i < 8; i += 2) {
-    const __half2 pair = __floats2half2_rn(ptx::exp2_approx(v[i] - base), ptx::exp2_approx(v[i + 1] - base));
-    const float2 rounded = __half22float2(pair);
-    sum += rounded.x + rounded.y;  // the denominator sums what P V multiplies
-    packed[i / 2] = *reinterpret_cast<const uint32_t*>(&pair);
-  }
-  *reinterpret_cast<uint2*>(&s.probs[head][part * 4]) = make_uint2(packed[0], packed[1]);
-  *reinterpret_cast<uint2*>(&s.probs[head][32 + part * 4]) = make_uint2(packed[2], packed[3]);
-#pragma unroll
-  for (int offset = 1; offset < 8; offset *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  for (int offset = 1; offset < 16; offset *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
   __syncwarp();
   if (part == 0) {
     const float factor = ptx::exp2_approx(old_max - base);  // 0 while old_max is -inf
@@ -133,19 +132,20 @@ __device__ __forceinline__ void softmax_chunk(SmallBatchSmem<Traits>& s) {
   }
 }
 
-// O += P V for the warp's 128 dims. V comes from the FP8 tile through
+// O += P V for the warp's 64 dims. V comes from the FP8 tile through
 // ldmatrix.trans on byte pairs: a byte permute splits each pair into the
 // even-dim and odd-dim B fragments, converted exactly to FP16. So n-tile
 // (half, parity) column n is dim 16*half + 2n + parity, and a thread ends up
 // holding 4 consecutive dims of its two heads.
 template <class Traits>
-__device__ __forceinline__ void accumulate_chunk(SmallBatchSmem<Traits>& s, float (&acc)[4][2][2][4],
+__device__ __forceinline__ void accumulate_chunk(SmallBatchSmem<Traits>& s, float (&acc)[Traits::kDimsPerWarp / 32][2][2][4],
                                                  bool rescale) {
+  constexpr int kGroups = Traits::kDimsPerWarp / 32;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (rescale) {
     const float top = s.rescale[lane / 4], bottom = s.rescale[lane / 4 + 8];
 #pragma unroll
-    for (int g = 0; g < 4; ++g)
+    for (int g = 0; g < kGroups; ++g)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
@@ -156,15 +156,16 @@ __device__ __forceinline__ void accumulate_chunk(SmallBatchSmem<Traits>& s, floa
   }
   const int d0 = warp * Traits::kDimsPerWarp;
   const uint32_t p_base = ptx::smem_address(&s.probs[(lane & 7) + ((lane >> 3) & 1) * 8][(lane >> 4) * 8]);
-  const uint32_t v_base = ptx::smem_address(&s.kv[(lane & 7) + ((lane >> 3) & 1) * 8][d0 + (lane >> 4) * 16]);
+  // Matrices of an ldmatrix.x4: rows k..k+7 / k+8..k+15 (row groups) x dims d..d+15 / d+16..d+31 (pieces).
+  const uint32_t v_base = ptx::smem_address(&s.kv[(lane >> 3) & 1][d0 / 16 + (lane >> 4)][lane & 7][0]);
 #pragma unroll
   for (int kk = 0; kk < Traits::kChunkColumns / 16; ++kk) {
     uint32_t a[4];
     ptx::ldmatrix_x4(a, p_base + kk * 16 * 2);
 #pragma unroll
-    for (int g = 0; g < Traits::kDimsPerWarp / 32; ++g) {
+    for (int g = 0; g < kGroups; ++g) {
       uint32_t r[4];
-      ptx::ldmatrix_x4_trans(r, v_base + kk * 16 * Traits::kSmemRowBytes + g * 32);
+      ptx::ldmatrix_x4_trans(r, v_base + kk * 2 * Traits::kRowGroupBytes + g * 2 * Traits::kCoreBytes);
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         // bytes (k, 2j), (k, 2j+1), (k+1, 2j), (k+1, 2j+1) -> (k, 2j), (k+1, 2j) | (k, 2j+1), (k+1, 2j+1)
@@ -183,7 +184,8 @@ __device__ __forceinline__ void accumulate_chunk(SmallBatchSmem<Traits>& s, floa
 // granule g of the 128 4-dim granules goes to CTA g % n, slot
 // [source rank][g / n][head]; the (max, sum) pairs go to every CTA.
 template <class Traits>
-__device__ __forceinline__ void send_partials(SmallBatchSmem<Traits>& s, const float (&acc)[4][2][2][4], int rank,
+__device__ __forceinline__ void send_partials(SmallBatchSmem<Traits>& s,
+                                              const float (&acc)[Traits::kDimsPerWarp / 32][2][2][4], int rank,
                                               int ctas) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int per_owner = Traits::granules_per_owner(ctas);
@@ -191,12 +193,12 @@ __device__ __forceinline__ void send_partials(SmallBatchSmem<Traits>& s, const f
   const uint32_t barrier = ptx::smem_address(&s.received_barrier);
   const int head = lane / 4;
 #pragma unroll
-  for (int g = 0; g < 4; ++g)
+  for (int g = 0; g < Traits::kDimsPerWarp / 32; ++g)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int granule = (warp * Traits::kDimsPerWarp + g * 32 + half * 16) / Traits::kGranuleDims + lane % 4;
       const int owner = granule % ctas;
-      const int slot = ((rank * per_owner + granule / ctas) * Traits::kHeads + head);
+      const int slot = (rank * per_owner + granule / ctas) * Traits::kHeads + head;
       const uint32_t peer_slot = ptx::map_to_peer(received + slot * 16, owner);
       const uint32_t peer_barrier = ptx::map_to_peer(barrier, owner);
       const float(&even)[4] = acc[g][half][0];
@@ -204,12 +206,12 @@ __device__ __forceinline__ void send_partials(SmallBatchSmem<Traits>& s, const f
       ptx::st_async_peer(peer_slot, make_float4(even[0], odd[0], even[1], odd[1]), peer_barrier);
       ptx::st_async_peer(peer_slot + 8 * 16, make_float4(even[2], odd[2], even[3], odd[3]), peer_barrier);
     }
-  if (threadIdx.x < Traits::kHeads) {
-    const float2 stats = make_float2(s.running_max[threadIdx.x], s.running_sum[threadIdx.x]);
-    const uint32_t stats_slot = ptx::smem_address(&s.received_stats[rank][threadIdx.x]);
-    for (int peer = 0; peer < ctas; ++peer) {
-      ptx::st_async_peer(ptx::map_to_peer(stats_slot, peer), stats, ptx::map_to_peer(barrier, peer));
-    }
+  // (max, sum) of head h to CTA c: thread c * 16 + h.
+  if (threadIdx.x < ctas * Traits::kHeads) {
+    const int peer = threadIdx.x / Traits::kHeads, h = threadIdx.x % Traits::kHeads;
+    const float2 stats = make_float2(s.running_max[h], s.running_sum[h]);
+    const uint32_t stats_slot = ptx::smem_address(&s.received_stats[rank][h]);
+    ptx::st_async_peer(ptx::map_to_peer(stats_slot, peer), stats, ptx::map_to_peer(barrier, peer));
   }
 }
 
@@ -222,12 +224,12 @@ __device__ __forceinline__ uint32_t bytes_to_receive(int rank, int ctas) {
 
 // Sums the received partial outputs of this CTA's granules over the cluster,
 // in rank order (the same order every run), normalizes and stores BF16.
-// Thread t serves head t % 16 and granules t / 16, t / 16 + 8, ...: the
-// head's peer weights are computed once and kept in registers.
-template <class Traits>
+// Thread t serves head t % 16 and granules t / 16, t / 16 + 16, ...; kPeers
+// >= the cluster size bounds the unrolled loops (unused peers weigh 0).
+template <class Traits, int kPeers>
 __device__ __forceinline__ void reduce_owned(const SmallBatchSmem<Traits>& s, const Dsv4Params& p, int64_t token,
                                              int rank, int ctas) {
-  constexpr int kHeads = Traits::kHeads, kPeers = Traits::kMaxClusterCtas;
+  constexpr int kHeads = Traits::kHeads;
   constexpr int kGranuleStride = Traits::kThreads / kHeads;
   const int per_owner = Traits::granules_per_owner(ctas);
   const int owned = (Traits::kGranules - rank + ctas - 1) / ctas;
@@ -237,13 +239,13 @@ __device__ __forceinline__ void reduce_owned(const SmallBatchSmem<Traits>& s, co
   float cluster_max = -INFINITY;
 #pragma unroll
   for (int c = 0; c < kPeers; ++c) {
-    stats[c] = c < ctas ? s.received_stats[c][head] : make_float2(-INFINITY, 0.0f);
+    stats[c] = s.received_stats[c < ctas ? c : 0][head];
     cluster_max = fmaxf(cluster_max, stats[c].x);
   }
   float weight[kPeers], sum = 0.0f;
 #pragma unroll
   for (int c = 0; c < kPeers; ++c) {
-    weight[c] = stats[c].x == -INFINITY ? 0.0f : ptx::exp2_approx(stats[c].x - cluster_max);
+    weight[c] = c >= ctas || stats[c].x == -INFINITY ? 0.0f : ptx::exp2_approx(stats[c].x - cluster_max);
     sum += weight[c] * stats[c].y;
   }
   const bool none = cluster_max == -INFINITY;  // no active column: zeros, lse = -inf, sink or not
@@ -253,15 +255,15 @@ __device__ __forceinline__ void reduce_owned(const SmallBatchSmem<Traits>& s, co
   if (rank == 0 && threadIdx.x < kHeads && p.lse) {
     p.lse[token * p.lse_token_stride + head] = none ? -INFINITY : (cluster_max + __log2f(sum)) * kLn2;
   }
-
   for (int local = threadIdx.x / kHeads; local < owned; local += kGranuleStride) {
+    float4 part[kPeers];
+#pragma unroll
+    for (int c = 0; c < kPeers; ++c) part[c] = s.received[((c < ctas ? c : 0) * per_owner + local) * kHeads + head];
     float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
     for (int c = 0; c < kPeers; ++c) {
-      if (c < ctas) {
-        const float4 part = s.received[(c * per_owner + local) * kHeads + head];
-        o.x += weight[c] * part.x, o.y += weight[c] * part.y, o.z += weight[c] * part.z, o.w += weight[c] * part.w;
-      }
+      o.x += weight[c] * part[c].x, o.y += weight[c] * part[c].y;
+      o.z += weight[c] * part[c].z, o.w += weight[c] * part[c].w;
     }
     const uint2 packed = make_uint2(pack_bf16x2(o.x * scale, o.y * scale), pack_bf16x2(o.z * scale, o.w * scale));
     *reinterpret_cast<uint2*>(out + (local * ctas + rank) * Traits::kGranuleDims) = packed;
@@ -269,7 +271,7 @@ __device__ __forceinline__ void reduce_owned(const SmallBatchSmem<Traits>& s, co
 }
 
 template <class Traits>
-__global__ void __launch_bounds__(Traits::kThreads, 3) small_batch_kernel(const __grid_constant__ Dsv4Params p) {
+__global__ void __launch_bounds__(Traits::kThreads, 2) small_batch_kernel(const __grid_constant__ Dsv4Params p) {
   using Smem = SmallBatchSmem<Traits>;
   constexpr int kHeads = Traits::kHeads;
   extern __shared__ __align__(16) uint8_t smem_bytes[];
@@ -290,14 +292,16 @@ __global__ void __launch_bounds__(Traits::kThreads, 3) small_batch_kernel(const 
   ptx::grid_dependency_wait();
 
   const uint8_t* q = p.q + token * p.q_token_stride;
-  for (int piece = tid; piece < kHeads * (kHeadDim / 16); piece += Traits::kThreads) {
-    const int head = piece / (kHeadDim / 16), offset = (piece % (kHeadDim / 16)) * 16;
-    ptx::cp_async_16(ptx::smem_address(&s.q[head][offset]), q + head * p.q_head_stride + offset, 16);
+  // Lanes 8 apart copy the same head's consecutive pieces: whole core matrices a warp.
+  for (int i = tid; i < kHeads * Traits::kPieces; i += Traits::kThreads) {
+    const int head = i % 8 + 8 * (i / (8 * Traits::kPieces)), piece = (i / 8) % Traits::kPieces;
+    ptx::cp_async_16(ptx::smem_address(&s.q[head / 8][piece][head % 8][0]), q + head * p.q_head_stride + piece * 16,
+                     16);
   }
   const int len = p.lens ? p.lens[token] : p.width;
   const float scale_log2 = (p.bmm1_scale_ptr ? *p.bmm1_scale_ptr : p.bmm1_scale) * kLog2e;
 
-  float acc[4][2][2][4] = {};
+  float acc[Traits::kDimsPerWarp / 32][2][2][4] = {};
   for (int step = 0; step < p.chunks_per_cta; ++step) {
     const int column0 = (rank * p.chunks_per_cta + step) * Traits::kChunkColumns;
     if (step > 0) __syncthreads();  // the previous chunk's P V is done with the KV tile
@@ -308,10 +312,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 3) small_batch_kernel(const 
       if (tid < kHeads) s.sink_log2[tid] = sink * kLog2e;
     }
     ptx::cp_async_wait_all();
+    ptx::fence_proxy_async_shared();  // the copies are read by wgmma (async proxy)
     __syncthreads();
-    score_chunk<Traits>(s, scale_log2);
+    score_chunk<Traits>(s);
     __syncthreads();
-    softmax_chunk<Traits>(s);
+    softmax_chunk<Traits>(s, scale_log2);
     __syncthreads();
     accumulate_chunk<Traits>(s, acc, step > 0);
   }
@@ -319,6 +324,12 @@ __global__ void __launch_bounds__(Traits::kThreads, 3) small_batch_kernel(const 
   // Every CTA of the cluster is past its last read of its KV tile (which
   // receives the peers' partials) and has initialized its barrier.
   // The expected bytes are set before the arrive, so no peer's bytes can land first.
+  if (p.skip_stages & 2) {
+    if (tid < kHeads) s.received_stats[0][tid] = make_float2(s.running_max[tid], s.running_sum[tid]);
+    __syncthreads();
+    reduce_owned<Traits, 1>(s, p, token, 0, 1);
+    return;
+  }
   if (tid == 0) {
     ptx::mbarrier_arrive_expect_tx(ptx::smem_address(&s.received_barrier), bytes_to_receive<Traits>(rank, ctas));
   }
@@ -326,7 +337,15 @@ __global__ void __launch_bounds__(Traits::kThreads, 3) small_batch_kernel(const 
   ptx::cluster_wait();
   send_partials<Traits>(s, acc, rank, ctas);
   ptx::mbarrier_wait_parity(ptx::smem_address(&s.received_barrier), 0);
-  reduce_owned<Traits>(s, p, token, rank, ctas);
+  if (ctas <= 2) {
+    reduce_owned<Traits, 2>(s, p, token, rank, ctas);
+  } else if (ctas <= 4) {
+    reduce_owned<Traits, 4>(s, p, token, rank, ctas);
+  } else if (ctas <= 8) {
+    reduce_owned<Traits, 8>(s, p, token, rank, ctas);
+  } else {
+    reduce_owned<Traits, Traits::kMaxClusterCtas>(s, p, token, rank, ctas);
+  }
 }
 
 }  // namespace sparse_decode::dsv4
