@@ -69,16 +69,26 @@ __device__ __forceinline__ void score_chunk(SmallBatchSmem<Traits>& s) {
   const int piece0 = warpgroup * Traits::kPiecesPerWarpgroup;
   const uint32_t kv = ptx::smem_address(&s.kv[0][piece0][0][0]);
   const uint32_t q = ptx::smem_address(&s.q[0][piece0][0][0]);
-  float d[8];
+  // FP8 wgmma accumulates with reduced precision: each pair of k32 steps gets
+  // its own accumulator, summed in FP32 afterwards (all issued before one wait).
+  constexpr int kSteps = Traits::kPiecesPerWarpgroup / 2, kSets = kSteps / 2;
+  float partial[kSets][8];
   ptx::wgmma_fence();
 #pragma unroll
-  for (int k = 0; k < Traits::kPiecesPerWarpgroup / 2; ++k) {  // one k32 step = two 16-byte pieces
+  for (int k = 0; k < kSteps; ++k) {  // one k32 step = two 16-byte pieces
     const uint64_t a = ptx::wgmma_descriptor(kv + k * 2 * Traits::kCoreBytes, Traits::kCoreBytes, Traits::kRowGroupBytes);
     const uint64_t b = ptx::wgmma_descriptor(q + k * 2 * Traits::kCoreBytes, Traits::kCoreBytes, Traits::kRowGroupBytes);
-    ptx::wgmma_e4m3_64x16x32(d, a, b, k > 0);
+    ptx::wgmma_e4m3_64x16x32(partial[k / 2], a, b, k % 2 == 1);
   }
   ptx::wgmma_commit();
   ptx::wgmma_wait_all();
+  float d[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    d[i] = partial[0][i];
+#pragma unroll
+    for (int set = 1; set < kSets; ++set) d[i] += partial[set][i];
+  }
   // Fragment: rows (columns of the chunk) 16 warp + lane/4 (+8), heads 8j + 2(lane%4) (+1).
   const int column = 16 * warp + lane / 4, head = 2 * (lane % 4);
   float(&scores)[Traits::kHeads][Traits::kScoreRowFloats] = s.scores[warpgroup];
@@ -192,13 +202,16 @@ __device__ __forceinline__ void send_partials(SmallBatchSmem<Traits>& s,
   const uint32_t received = ptx::smem_address(&s.received[0]);
   const uint32_t barrier = ptx::smem_address(&s.received_barrier);
   const int head = lane / 4;
+  // granule / ctas as a multiply-high: exact for granule < 2^32 / ctas^2.
+  const uint32_t reciprocal = 0xffffffffu / static_cast<uint32_t>(ctas) + 1;
 #pragma unroll
   for (int g = 0; g < Traits::kDimsPerWarp / 32; ++g)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int granule = (warp * Traits::kDimsPerWarp + g * 32 + half * 16) / Traits::kGranuleDims + lane % 4;
-      const int owner = granule % ctas;
-      const int slot = (rank * per_owner + granule / ctas) * Traits::kHeads + head;
+      const int local = static_cast<int>(__umulhi(static_cast<uint32_t>(granule), reciprocal));
+      const int owner = granule - local * ctas;
+      const int slot = (rank * per_owner + local) * Traits::kHeads + head;
       const uint32_t peer_slot = ptx::map_to_peer(received + slot * 16, owner);
       const uint32_t peer_barrier = ptx::map_to_peer(barrier, owner);
       const float(&even)[4] = acc[g][half][0];
@@ -292,11 +305,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 2) small_batch_kernel(const 
   ptx::grid_dependency_wait();
 
   const uint8_t* q = p.q + token * p.q_token_stride;
-  // Lanes 8 apart copy the same head's consecutive pieces: whole core matrices a warp.
-  for (int i = tid; i < kHeads * Traits::kPieces; i += Traits::kThreads) {
-    const int head = i % 8 + 8 * (i / (8 * Traits::kPieces)), piece = (i / 8) % Traits::kPieces;
-    ptx::cp_async_16(ptx::smem_address(&s.q[head / 8][piece][head % 8][0]), q + head * p.q_head_stride + piece * 16,
-                     16);
+  // Thread t copies piece t/8 of heads t%8 and t%8 + 8: a warp fills whole core matrices.
+  static_assert(Traits::kThreads == 8 * Traits::kPieces, "one Q piece of each head group a thread");
+  {
+    const int head = tid % 8, piece = tid / 8;
+    const uint8_t* src = q + head * p.q_head_stride + piece * 16;
+    ptx::cp_async_16(ptx::smem_address(&s.q[0][piece][head][0]), src, 16);
+    ptx::cp_async_16(ptx::smem_address(&s.q[1][piece][head][0]), src + 8 * p.q_head_stride, 16);
   }
   const int len = p.lens ? p.lens[token] : p.width;
   const float scale_log2 = (p.bmm1_scale_ptr ? *p.bmm1_scale_ptr : p.bmm1_scale) * kLog2e;
