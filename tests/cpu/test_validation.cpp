@@ -1,0 +1,275 @@
+// Argument validation of dsv4_decode (src/dsv4/validate.cpp): every refusal,
+// through validate(), supports() and dsv4_decode(), names its argument and
+// writes nothing; valid calls pass; device memory without a GPU is refused
+// as not supported rather than crashing.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <ostream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "dsv4_checks.h"
+#include "testing/device_buffer.h"
+#include "testing/dsv4_problem.h"
+
+namespace sparse_decode {
+namespace {
+
+// A valid host-memory call with every optional argument in use (lens, sinks,
+// seq_lens with a uniform q_len, lse, counter) and poisoned outputs.
+class ValidCall {
+ public:
+  explicit ValidCall(DType dtype, uint64_t seed) {
+    testing::Dsv4ProblemConfig config;
+    config.dtype = dtype;
+    config.tokens = 4;
+    config.q_len = 2;
+    config.heads = 16;
+    config.width = 256;
+    config.swa_rows = 512;
+    config.compressed_rows = 1024;
+    config.seed = seed;
+    problem_ = testing::make_dsv4_problem(config);
+    out_.assign(4 * 16 * kHeadDim, test::kOutPoison);
+    lse_.assign(4 * 16, test::lse_poison());
+    args = problem_.host_args(out_.data(), lse_.data());
+    args.seq_lens = seq_lens_.data();
+    args.num_requests = 2;
+    args.q_len = 2;
+    args.out_of_range_count = &count_;
+  }
+
+  bool untouched() const {
+    uint32_t bits[64];
+    std::memcpy(bits, lse_.data(), sizeof(bits));
+    return std::all_of(out_.begin(), out_.end(), [](uint16_t v) { return v == test::kOutPoison; }) &&
+           std::all_of(std::begin(bits), std::end(bits), [](uint32_t v) { return v == test::kLsePoisonBits; }) &&
+           count_ == test::kCountStart;
+  }
+  bool fully_written() const {
+    return std::none_of(out_.begin(), out_.end(), [](uint16_t v) { return v == test::kOutPoison; }) &&
+           std::all_of(lse_.begin(), lse_.end(), [](float v) { return !std::isnan(v); });
+  }
+
+  Dsv4DecodeArgs args;
+
+ private:
+  testing::Dsv4Problem problem_;
+  std::vector<uint16_t> out_;
+  std::vector<float> lse_;
+  std::vector<int32_t> seq_lens_ = {300, 40};
+  int32_t count_ = test::kCountStart;
+};
+
+const int32_t kCumSeqLensQ[3] = {0, 2, 4};
+
+template <typename T>
+const T* shifted(const void* pointer, int bytes) {
+  return reinterpret_cast<const T*>(static_cast<const char*>(pointer) + bytes);
+}
+
+struct Refusal {
+  std::string label;
+  DType dtype;
+  std::function<void(Dsv4DecodeArgs&)> breaks;
+  std::string names;  // substring the message must contain
+};
+
+std::vector<Refusal> refusals() {
+  const DType fp8 = DType::kFloat8E4M3, bf16 = DType::kBFloat16;
+  using A = Dsv4DecodeArgs;
+  std::vector<Refusal> list = {
+      {"memory", fp8, [](A& a) { a.memory = static_cast<MemorySpace>(5); }, "memory"},
+      {"dtype", fp8, [](A& a) { a.dtype = static_cast<DType>(3); }, "dtype"},
+      {"num_tokens_negative", fp8, [](A& a) { a.num_tokens = -1; }, "num_tokens"},
+      {"num_heads_12", fp8, [](A& a) { a.num_heads = 12; }, "num_heads"},
+      {"num_heads_0", fp8, [](A& a) { a.num_heads = 0; }, "num_heads"},
+      {"num_heads_256", bf16, [](A& a) { a.num_heads = 256; }, "num_heads"},
+      {"width_124", fp8, [](A& a) { a.width = 124; }, "width"},
+      {"width_not_multiple_of_4", fp8, [](A& a) { a.width = 254; }, "width"},
+      {"width_too_large", fp8, [](A& a) { a.width = kSwaColumns + 16384 + 4; }, "width"},
+      {"q_null", fp8, [](A& a) { a.q = nullptr; }, "q: "},
+      {"q_unaligned_fp8", fp8, [](A& a) { a.q = shifted<void>(a.q, 1); }, "q: "},
+      {"q_unaligned_bf16", bf16, [](A& a) { a.q = shifted<void>(a.q, 2); }, "q: "},
+      {"q_head_stride_negative", fp8, [](A& a) { a.q_head_stride = -16; }, "q_head_stride"},
+      {"q_head_stride_fp8_520", fp8, [](A& a) { a.q_head_stride = 520; }, "q_head_stride"},
+      {"q_head_stride_bf16_516", bf16, [](A& a) { a.q_head_stride = 516; }, "q_head_stride"},
+      {"q_token_stride_negative", fp8, [](A& a) { a.q_token_stride = -a.q_token_stride; }, "q_token_stride"},
+      {"q_token_stride_unaligned", fp8, [](A& a) { a.q_token_stride += 8; }, "q_token_stride"},
+      {"out_null", fp8, [](A& a) { a.out = nullptr; }, "out: "},
+      {"out_unaligned", fp8, [](A& a) { a.out = static_cast<char*>(a.out) + 2; }, "out: "},
+      {"out_head_stride_511", fp8, [](A& a) { a.out_head_stride = 511; }, "out_head_stride"},
+      {"out_head_stride_unaligned", fp8, [](A& a) { a.out_head_stride = 516; }, "out_head_stride"},
+      {"out_token_stride_overlap", fp8, [](A& a) { a.out_token_stride = 16 * kHeadDim - 8; }, "out_token_stride"},
+      {"out_token_stride_unaligned", bf16, [](A& a) { a.out_token_stride += 4; }, "out_token_stride"},
+      {"indices_null", fp8, [](A& a) { a.indices = nullptr; }, "indices: "},
+      {"indices_unaligned", fp8, [](A& a) { a.indices = a.indices + 1; }, "indices: "},
+      {"indices_stride_short", fp8, [](A& a) { a.indices_stride = a.width - 4; }, "indices_stride"},
+      {"indices_stride_not_multiple_of_4", fp8, [](A& a) { a.indices_stride = a.width + 2; }, "indices_stride"},
+      {"num_requests_0", fp8, [](A& a) { a.num_requests = 0; }, "num_requests"},
+      {"q_len_0", fp8, [](A& a) { a.q_len = 0; }, "q_len"},
+      {"q_len_17", fp8, [](A& a) { a.q_len = 17; }, "q_len"},
+      {"num_tokens_not_requests_times_q_len", fp8, [](A& a) { a.num_requests = 3; }, "num_tokens"},
+      {"max_q_len_0", fp8, [](A& a) { a.cum_seq_lens_q = kCumSeqLensQ, a.max_q_len = 0; }, "max_q_len"},
+      {"max_q_len_17", bf16, [](A& a) { a.cum_seq_lens_q = kCumSeqLensQ, a.max_q_len = 17; }, "max_q_len"},
+      {"num_tokens_over_requests_times_max_q_len", fp8, [](A& a) { a.cum_seq_lens_q = kCumSeqLensQ, a.max_q_len = 1; },
+       "num_tokens"},
+      {"lse_token_stride", fp8, [](A& a) { a.lse_token_stride = a.num_heads - 1; }, "lse_token_stride"},
+      {"bmm1_scale_nan", fp8, [](A& a) { a.bmm1_scale.value = NAN; }, "bmm1_scale"},
+      {"bmm2_scale_nan", bf16, [](A& a) { a.bmm2_scale.value = NAN; }, "bmm2_scale"},
+      // A compressed pool given with W == 128 is still checked, without the W > 128 note.
+      {"compressed_kv_given_with_width_128", fp8, [](A& a) { a.width = kSwaColumns, a.compressed_kv.pages = 0; },
+       "compressed_kv.pages"},
+  };
+  // The same pool checks for both pools; a broken compressed pool with
+  // W > 128 also says that it is required.
+  for (const char* pool_name : {"swa_kv", "compressed_kv"}) {
+    const bool compressed = std::string(pool_name) == "compressed_kv";
+    auto pool = [compressed](A& a) -> KvPool& { return compressed ? a.compressed_kv : a.swa_kv; };
+    const std::string n = pool_name;
+    const std::vector<std::tuple<std::string, DType, std::function<void(KvPool&)>>> pool_cases = {
+        {".data", fp8, [](KvPool& p) { p.data = nullptr; }},
+        {".data", fp8, [](KvPool& p) { p.data = shifted<void>(p.data, 1); }},
+        {".data", bf16, [](KvPool& p) { p.data = shifted<void>(p.data, 8); }},
+        {".pages", fp8, [](KvPool& p) { p.pages = 0; }},
+        {".pages", fp8, [](KvPool& p) { p.pages = -3; }},
+        {".page_size", fp8, [](KvPool& p) { p.page_size = 0; }},
+        {".row_stride", fp8, [](KvPool& p) { p.row_stride = 256; }},
+        {".row_stride", fp8, [](KvPool& p) { p.row_stride = 520; }},   // 520 bytes
+        {".row_stride", bf16, [](KvPool& p) { p.row_stride = 516; }},  // 1032 bytes
+        {".page_stride", fp8, [](KvPool& p) { p.page_stride = p.page_size * p.row_stride - 16; }},
+        {".page_stride", fp8, [](KvPool& p) { p.page_stride += 8; }},
+        {".page_stride", bf16, [](KvPool& p) { p.page_stride += 4; }},
+    };
+    for (const auto& [field, dtype, breaks] : pool_cases) {
+      list.push_back({n + "_" + field.substr(1) + "_" + std::to_string(list.size()), dtype,
+                      [pool, breaks](A& a) { breaks(pool(a)); }, n + field + ": expected"});
+    }
+  }
+  return list;
+}
+
+// GoogleTest prints a parameter on failure: the label, not the bytes.
+void PrintTo(const Refusal& refusal, std::ostream* os) { *os << refusal.label; }
+
+class Dsv4ValidationRefusal : public ::testing::TestWithParam<Refusal> {};
+
+TEST_P(Dsv4ValidationRefusal, RefusedEverywhereNamingTheArgumentAndNothingWritten) {
+  const Refusal& r = GetParam();
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE(test::seed_message(seed));
+  ValidCall call(r.dtype, seed);
+  ASSERT_TRUE(validate(call.args).ok()) << validate(call.args).message();
+  Dsv4DecodeArgs args = call.args;
+  r.breaks(args);
+
+  for (MemorySpace memory : {MemorySpace::kHost, MemorySpace::kDevice}) {
+    // Validation comes before any device query: the same answer with a GPU or without.
+    if (r.label != "memory") args.memory = memory;
+    SCOPED_TRACE(memory == MemorySpace::kHost ? "host memory" : "device memory");
+    const Status statuses[] = {validate(args), supports(args), dsv4_decode(args, nullptr, 0, nullptr)};
+    for (const Status& status : statuses) {
+      EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.message();
+      EXPECT_NE(status.message().find(r.names), std::string::npos) << "message: " << status.message();
+      EXPECT_NE(status.message().find("expected"), std::string::npos) << "message: " << status.message();
+    }
+    EXPECT_TRUE(call.untouched()) << "a refused call wrote to out, lse or the counter";
+  }
+  // The compressed pool is required when W > 128, and the message says so.
+  if (r.names.rfind("compressed_kv.", 0) == 0) {
+    EXPECT_EQ(validate(args).message().find("required when width > 128") != std::string::npos,
+              args.width > kSwaColumns);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryRefusal, Dsv4ValidationRefusal, ::testing::ValuesIn(refusals()),
+                         [](const auto& info) { return info.param.label; });
+
+TEST(Dsv4Validation, ValidCallsPassAndWriteEverything) {
+  for (DType dtype : {DType::kFloat8E4M3, DType::kBFloat16}) {
+    const uint64_t seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_message(seed));
+    ValidCall call(dtype, seed);
+    EXPECT_TRUE(validate(call.args).ok()) << validate(call.args).message();
+    EXPECT_TRUE(supports(call.args).ok()) << supports(call.args).message();
+    EXPECT_EQ(workspace_size(call.args), 0u);
+    const Status status = dsv4_decode(call.args, nullptr, 0, nullptr);
+    EXPECT_TRUE(status.ok()) << status.message();
+    EXPECT_TRUE(call.fully_written());
+  }
+}
+
+TEST(Dsv4Validation, ValidEdgeArguments) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE(test::seed_message(seed));
+  ValidCall call(DType::kFloat8E4M3, seed);
+  auto ok = [](const Dsv4DecodeArgs& a) {
+    const Status status = validate(a);
+    EXPECT_TRUE(status.ok()) << status.message();
+  };
+  Dsv4DecodeArgs a = call.args;
+  a.width = kSwaColumns;  // SWA only: no compressed pool needed
+  a.compressed_kv = KvPool{};
+  ok(a);
+  a = call.args;
+  a.cum_seq_lens_q = kCumSeqLensQ;  // varlen, T <= B * max_q_len
+  a.max_q_len = 16;
+  ok(a);
+  a = call.args;
+  a.lse = nullptr, a.lse_token_stride = 0, a.sinks = nullptr, a.lens = nullptr, a.seq_lens = nullptr;
+  a.num_requests = 0, a.q_len = 0, a.out_of_range_count = nullptr;
+  ok(a);
+  a = call.args;
+  a.bmm1_scale = {NAN, &call.args.bmm1_scale.value};  // the pointer wins over a NaN value
+  ok(a);
+  a = call.args;
+  a.width = kSwaColumns + 16384;
+  a.indices_stride = a.width;
+  ok(a);
+}
+
+// T = 0 is Ok and writes nothing; the checks before the T = 0 shortcut still apply.
+TEST(Dsv4Validation, ZeroTokens) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE(test::seed_message(seed));
+  ValidCall call(DType::kFloat8E4M3, seed);
+  Dsv4DecodeArgs a = call.args;
+  a.num_tokens = 0;
+  a.q = nullptr;  // not looked at
+  for (MemorySpace memory : {MemorySpace::kHost, MemorySpace::kDevice}) {
+    a.memory = memory;
+    EXPECT_TRUE(validate(a).ok()) << validate(a).message();
+    EXPECT_TRUE(supports(a).ok()) << supports(a).message();
+    EXPECT_TRUE(dsv4_decode(a, nullptr, 0, nullptr).ok());
+  }
+  EXPECT_TRUE(call.untouched());
+  a.num_heads = 12;
+  EXPECT_EQ(validate(a).code(), StatusCode::kInvalidArgument);
+}
+
+// Device memory on a machine without a GPU: a clean NotSupported, nothing written.
+TEST(Dsv4Validation, DeviceMemoryWithoutGpuIsNotSupported) {
+  std::string why;
+  if (testing::cuda_device_available(&why)) GTEST_SKIP() << "a CUDA device is present";
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE(test::seed_message(seed));
+  ValidCall call(DType::kFloat8E4M3, seed);
+  Dsv4DecodeArgs a = call.args;
+  a.memory = MemorySpace::kDevice;
+  EXPECT_TRUE(validate(a).ok()) << validate(a).message();
+  const Status support = supports(a);
+  EXPECT_EQ(support.code(), StatusCode::kNotSupported) << support.message();
+  EXPECT_FALSE(support.message().empty());
+  const Status run = dsv4_decode(a, nullptr, 0, nullptr);
+  EXPECT_EQ(run.code(), StatusCode::kNotSupported) << run.message();
+  EXPECT_EQ(dsv4_small_batch_max_tokens(a), 0);
+  EXPECT_TRUE(call.untouched());
+}
+
+}  // namespace
+}  // namespace sparse_decode
