@@ -14,6 +14,7 @@ constexpr int32_t kMaxWidth = kSwaColumns + 16384;
 int64_t element_bytes(DType dtype) { return dtype == DType::kFloat8E4M3 ? 1 : 2; }
 
 bool aligned16(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; }
+bool aligned4(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 4 == 0; }
 
 // Builds "argument: expected ..., got ..." messages.
 template <typename... Parts>
@@ -130,6 +131,21 @@ Status validate(const Dsv4DecodeArgs& args) {
     }
   }
 
+  // Optional 32-bit arrays: naturally aligned.
+  const struct {
+    const void* pointer;
+    const char* name;
+  } words[] = {{args.lens, "lens"},
+               {args.seq_lens, "seq_lens"},
+               {args.cum_seq_lens_q, "cum_seq_lens_q"},
+               {args.sinks, "sinks"},
+               {args.lse, "lse"},
+               {args.out_of_range_count, "out_of_range_count"},
+               {args.bmm1_scale.device, "bmm1_scale.device"},
+               {args.bmm2_scale.device, "bmm2_scale.device"}};
+  for (const auto& word : words) {
+    if (!aligned4(word.pointer)) return invalid(word.name, ": expected a 4-byte aligned pointer");
+  }
   if (args.lse && args.lse_token_stride < H) {
     return invalid("lse_token_stride: expected >= num_heads = ", H, ", got ", args.lse_token_stride);
   }

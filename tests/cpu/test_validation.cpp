@@ -120,6 +120,12 @@ std::vector<Refusal> refusals() {
       {"num_tokens_over_requests_times_max_q_len", fp8, [](A& a) { a.cum_seq_lens_q = kCumSeqLensQ, a.max_q_len = 1; },
        "num_tokens"},
       {"lse_token_stride", fp8, [](A& a) { a.lse_token_stride = a.num_heads - 1; }, "lse_token_stride"},
+      {"lens_unaligned", fp8, [](A& a) { a.lens = shifted<int32_t>(a.lens, 2); }, "lens: "},
+      {"sinks_unaligned", fp8, [](A& a) { a.sinks = shifted<float>(a.sinks, 1); }, "sinks: "},
+      {"seq_lens_unaligned", fp8, [](A& a) { a.seq_lens = shifted<int32_t>(a.seq_lens, 2); }, "seq_lens: "},
+      {"lse_unaligned", fp8, [](A& a) { a.lse = const_cast<float*>(shifted<float>(a.lse, 2)); }, "lse: "},
+      {"scale_pointer_unaligned", fp8,
+       [](A& a) { a.bmm1_scale.device = shifted<float>(a.sinks, 2); }, "bmm1_scale.device: "},
       {"bmm1_scale_nan", fp8, [](A& a) { a.bmm1_scale.value = NAN; }, "bmm1_scale"},
       {"bmm2_scale_nan", bf16, [](A& a) { a.bmm2_scale.value = NAN; }, "bmm2_scale"},
       // A compressed pool given with W == 128 is still checked, without the W > 128 note.
