@@ -37,7 +37,8 @@ struct Dsv4Params {
   int32_t* out_of_range_count;  // or null
   int64_t num_tokens;
   int32_t chunks_per_cta;   // 64-column chunks each CTA walks through
-  int32_t skip_stages;      // measurement aid (SPARSE_DECODE_SKIP_STAGES): 1 = no row loads, 2 = no exchange
+  int32_t skip_stages;      // measurement aid (SPARSE_DECODE_SKIP_STAGES): 1 = no row loads, 2 = no exchange,
+                            // 4 = stop after the gather, 8 = stop at once
 };
 
 }  // namespace sparse_decode::dsv4

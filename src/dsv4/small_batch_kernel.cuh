@@ -190,19 +190,34 @@ __device__ __forceinline__ void accumulate_chunk(SmallBatchSmem<Traits>& s, floa
   }
 }
 
-// Sends this CTA's partial output and statistics to the CTAs that own them:
-// granule g of the 128 4-dim granules goes to CTA g % n, slot
+__device__ __forceinline__ uint32_t pack_f16x2(float lo, float hi) {
+  const __half2 pair = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&pair);
+}
+
+// Sends this CTA's statistics and partial output to the CTAs that own them.
+// The partial output travels as FP16 divided by this CTA's softmax sum (a
+// weighted mean of V rows: |value| <= 448, no overflow), half the bytes of
+// FP32. Granule g of the 128 4-dim granules goes to CTA g % n, slot
 // [source rank][g / n][head]; the (max, sum) pairs go to every CTA.
 template <class Traits>
 __device__ __forceinline__ void send_partials(SmallBatchSmem<Traits>& s,
                                               const float (&acc)[Traits::kDimsPerWarp / 32][2][2][4], int rank,
-                                              int ctas) {
+                                              int ctas, float2 own_stats) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const uint32_t barrier = ptx::smem_address(&s.received_barrier);
+  // (max, sum) of head h to CTA c: thread c * 16 + h (first: the owners start with them).
+  if (threadIdx.x < ctas * Traits::kHeads) {
+    const int peer = threadIdx.x / Traits::kHeads, h = threadIdx.x % Traits::kHeads;
+    const uint32_t stats_slot = ptx::smem_address(&s.received_stats[rank][h]);
+    ptx::st_async_peer(ptx::map_to_peer(stats_slot, peer), own_stats, ptx::map_to_peer(barrier, peer));
+  }
   const int per_owner = Traits::granules_per_owner(ctas);
   const uint32_t received = ptx::smem_address(&s.received[0]);
-  const uint32_t barrier = ptx::smem_address(&s.received_barrier);
   const int head = lane / 4;
-  // granule / ctas as a multiply-high: exact for granule < 2^32 / ctas^2.
+  const float top_sum = s.running_sum[head], bottom_sum = s.running_sum[head + 8];
+  const float top = top_sum > 0.0f ? 1.0f / top_sum : 0.0f, bottom = bottom_sum > 0.0f ? 1.0f / bottom_sum : 0.0f;
+  // granule / ctas as a multiply-high: exact for granule < 2^32 / ctas^2 (ctas >= 2).
   const uint32_t reciprocal = 0xffffffffu / static_cast<uint32_t>(ctas) + 1;
 #pragma unroll
   for (int g = 0; g < Traits::kDimsPerWarp / 32; ++g)
@@ -212,27 +227,25 @@ __device__ __forceinline__ void send_partials(SmallBatchSmem<Traits>& s,
       const int local = static_cast<int>(__umulhi(static_cast<uint32_t>(granule), reciprocal));
       const int owner = granule - local * ctas;
       const int slot = (rank * per_owner + local) * Traits::kHeads + head;
-      const uint32_t peer_slot = ptx::map_to_peer(received + slot * 16, owner);
+      const uint32_t peer_slot = ptx::map_to_peer(received + slot * 8, owner);
       const uint32_t peer_barrier = ptx::map_to_peer(barrier, owner);
       const float(&even)[4] = acc[g][half][0];
       const float(&odd)[4] = acc[g][half][1];
-      ptx::st_async_peer(peer_slot, make_float4(even[0], odd[0], even[1], odd[1]), peer_barrier);
-      ptx::st_async_peer(peer_slot + 8 * 16, make_float4(even[2], odd[2], even[3], odd[3]), peer_barrier);
+      ptx::st_async_peer(peer_slot,
+                         make_uint2(pack_f16x2(even[0] * top, odd[0] * top), pack_f16x2(even[1] * top, odd[1] * top)),
+                         peer_barrier);
+      ptx::st_async_peer(peer_slot + 8 * 8,
+                         make_uint2(pack_f16x2(even[2] * bottom, odd[2] * bottom),
+                                    pack_f16x2(even[3] * bottom, odd[3] * bottom)),
+                         peer_barrier);
     }
-  // (max, sum) of head h to CTA c: thread c * 16 + h.
-  if (threadIdx.x < ctas * Traits::kHeads) {
-    const int peer = threadIdx.x / Traits::kHeads, h = threadIdx.x % Traits::kHeads;
-    const float2 stats = make_float2(s.running_max[h], s.running_sum[h]);
-    const uint32_t stats_slot = ptx::smem_address(&s.received_stats[rank][h]);
-    ptx::st_async_peer(ptx::map_to_peer(stats_slot, peer), stats, ptx::map_to_peer(barrier, peer));
-  }
 }
 
 // Bytes this CTA receives: its granules from every CTA, and every CTA's statistics.
 template <class Traits>
 __device__ __forceinline__ uint32_t bytes_to_receive(int rank, int ctas) {
   const int owned = (Traits::kGranules - rank + ctas - 1) / ctas;
-  return static_cast<uint32_t>(ctas * (owned * Traits::kHeads * 16 + Traits::kHeads * 8));
+  return static_cast<uint32_t>(ctas * (owned * Traits::kHeads * 8 + Traits::kHeads * 8));
 }
 
 // Sums the received partial outputs of this CTA's granules over the cluster,
@@ -240,8 +253,8 @@ __device__ __forceinline__ uint32_t bytes_to_receive(int rank, int ctas) {
 // Thread t serves head t % 16 and granules t / 16, t / 16 + 16, ...; kPeers
 // >= the cluster size bounds the unrolled loops (unused peers weigh 0).
 template <class Traits, int kPeers>
-__device__ __forceinline__ void reduce_owned(const SmallBatchSmem<Traits>& s, const Dsv4Params& p, int64_t token,
-                                             int rank, int ctas) {
+__device__ __forceinline__ void reduce_owned(const SmallBatchSmem<Traits>& s, uint16_t* out_head, float* lse_head,
+                                             float bmm2, int rank, int ctas) {
   constexpr int kHeads = Traits::kHeads;
   constexpr int kGranuleStride = Traits::kThreads / kHeads;
   const int per_owner = Traits::granules_per_owner(ctas);
@@ -255,31 +268,29 @@ __device__ __forceinline__ void reduce_owned(const SmallBatchSmem<Traits>& s, co
     stats[c] = s.received_stats[c < ctas ? c : 0][head];
     cluster_max = fmaxf(cluster_max, stats[c].x);
   }
+  // Each peer's mean weighs exp2(max_c - max) * sum_c.
   float weight[kPeers], sum = 0.0f;
 #pragma unroll
   for (int c = 0; c < kPeers; ++c) {
-    weight[c] = c >= ctas || stats[c].x == -INFINITY ? 0.0f : ptx::exp2_approx(stats[c].x - cluster_max);
-    sum += weight[c] * stats[c].y;
+    weight[c] = c >= ctas || stats[c].x == -INFINITY ? 0.0f : ptx::exp2_approx(stats[c].x - cluster_max) * stats[c].y;
+    sum += weight[c];
   }
   const bool none = cluster_max == -INFINITY;  // no active column: zeros, lse = -inf, sink or not
-  const float bmm2 = p.bmm2_scale_ptr ? *p.bmm2_scale_ptr : p.bmm2_scale;
   const float scale = none ? 0.0f : bmm2 / (sum + ptx::exp2_approx(s.sink_log2[head] - cluster_max));
-  uint16_t* out = p.out + token * p.out_token_stride + head * p.out_head_stride;
-  if (rank == 0 && threadIdx.x < kHeads && p.lse) {
-    p.lse[token * p.lse_token_stride + head] = none ? -INFINITY : (cluster_max + __log2f(sum)) * kLn2;
-  }
+  if (lse_head) *lse_head = none ? -INFINITY : (cluster_max + __log2f(sum)) * kLn2;
   for (int local = threadIdx.x / kHeads; local < owned; local += kGranuleStride) {
-    float4 part[kPeers];
+    uint2 part[kPeers];
 #pragma unroll
     for (int c = 0; c < kPeers; ++c) part[c] = s.received[((c < ctas ? c : 0) * per_owner + local) * kHeads + head];
     float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
     for (int c = 0; c < kPeers; ++c) {
-      o.x += weight[c] * part[c].x, o.y += weight[c] * part[c].y;
-      o.z += weight[c] * part[c].z, o.w += weight[c] * part[c].w;
+      const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&part[c].x));
+      const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&part[c].y));
+      o.x += weight[c] * lo.x, o.y += weight[c] * lo.y, o.z += weight[c] * hi.x, o.w += weight[c] * hi.y;
     }
     const uint2 packed = make_uint2(pack_bf16x2(o.x * scale, o.y * scale), pack_bf16x2(o.z * scale, o.w * scale));
-    *reinterpret_cast<uint2*>(out + (local * ctas + rank) * Traits::kGranuleDims) = packed;
+    *reinterpret_cast<uint2*>(out_head + (local * ctas + rank) * Traits::kGranuleDims) = packed;
   }
 }
 
@@ -294,6 +305,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 2) small_batch_kernel(const 
   const int64_t token = blockIdx.x / ctas;
   const int tid = threadIdx.x;
 
+  if (p.skip_stages & 8) return;
   // Sinks are weights, not outputs of the previous kernel: their load is
   // issued before the dependency wait and lands while the gather is in flight.
   const float sink = p.sinks && tid < kHeads ? p.sinks[tid] : -INFINITY;
@@ -315,6 +327,12 @@ __global__ void __launch_bounds__(Traits::kThreads, 2) small_batch_kernel(const 
   }
   const int len = p.lens ? p.lens[token] : p.width;
   const float scale_log2 = (p.bmm1_scale_ptr ? *p.bmm1_scale_ptr : p.bmm1_scale) * kLog2e;
+  const float bmm2 = p.bmm2_scale_ptr ? *p.bmm2_scale_ptr : p.bmm2_scale;
+  // Output addresses of the reduction, computed now: the parameters they
+  // read would otherwise be fetched (and miss in the constant cache) at the end.
+  uint16_t* out_head = p.out + token * p.out_token_stride + (tid % kHeads) * p.out_head_stride;
+  float* lse_head = p.lse && rank == 0 && tid < kHeads ? p.lse + token * p.lse_token_stride + tid : nullptr;
+  asm volatile("" : "+l"(out_head), "+l"(lse_head));
 
   float acc[Traits::kDimsPerWarp / 32][2][2][4] = {};
   for (int step = 0; step < p.chunks_per_cta; ++step) {
@@ -329,6 +347,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 2) small_batch_kernel(const 
     ptx::cp_async_wait_all();
     ptx::fence_proxy_async_shared();  // the copies are read by wgmma (async proxy)
     __syncthreads();
+    if (p.skip_stages & 4) return;
     score_chunk<Traits>(s);
     __syncthreads();
     softmax_chunk<Traits>(s, scale_log2);
@@ -336,30 +355,34 @@ __global__ void __launch_bounds__(Traits::kThreads, 2) small_batch_kernel(const 
     accumulate_chunk<Traits>(s, acc, step > 0);
   }
 
-  // Every CTA of the cluster is past its last read of its KV tile (which
-  // receives the peers' partials) and has initialized its barrier.
-  // The expected bytes are set before the arrive, so no peer's bytes can land first.
+  const float2 own_stats = make_float2(s.running_max[tid % kHeads], s.running_sum[tid % kHeads]);
   if (p.skip_stages & 2) {
-    if (tid < kHeads) s.received_stats[0][tid] = make_float2(s.running_max[tid], s.running_sum[tid]);
+    if (tid < kHeads) s.received_stats[0][tid] = own_stats;
     __syncthreads();
-    reduce_owned<Traits, 1>(s, p, token, 0, 1);
+    reduce_owned<Traits, 1>(s, out_head, lse_head, bmm2, 0, 1);
     return;
   }
+  // The expected bytes are set before the arrive, so no peer's bytes can land first.
   if (tid == 0) {
     ptx::mbarrier_arrive_expect_tx(ptx::smem_address(&s.received_barrier), bytes_to_receive<Traits>(rank, ctas));
   }
+  // Every CTA of the cluster is past its last read of its KV tile (which
+  // receives the peers' partials) and has initialized its barrier.
   ptx::cluster_arrive_relaxed();
   ptx::cluster_wait();
-  send_partials<Traits>(s, acc, rank, ctas);
+  send_partials<Traits>(s, acc, rank, ctas, own_stats);
   ptx::mbarrier_wait_parity(ptx::smem_address(&s.received_barrier), 0);
-  if (ctas <= 2) {
-    reduce_owned<Traits, 2>(s, p, token, rank, ctas);
+  // Exact peer counts for DeepSeek-V4's widths (128: 2 CTAs, 640: 10), bounds otherwise.
+  if (ctas == 2) {
+    reduce_owned<Traits, 2>(s, out_head, lse_head, bmm2, rank, ctas);
   } else if (ctas <= 4) {
-    reduce_owned<Traits, 4>(s, p, token, rank, ctas);
+    reduce_owned<Traits, 4>(s, out_head, lse_head, bmm2, rank, ctas);
   } else if (ctas <= 8) {
-    reduce_owned<Traits, 8>(s, p, token, rank, ctas);
+    reduce_owned<Traits, 8>(s, out_head, lse_head, bmm2, rank, ctas);
+  } else if (ctas == 10) {
+    reduce_owned<Traits, 10>(s, out_head, lse_head, bmm2, rank, ctas);
   } else {
-    reduce_owned<Traits, Traits::kMaxClusterCtas>(s, p, token, rank, ctas);
+    reduce_owned<Traits, Traits::kMaxClusterCtas>(s, out_head, lse_head, bmm2, rank, ctas);
   }
 }
 

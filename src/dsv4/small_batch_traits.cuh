@@ -32,7 +32,7 @@ struct SmallBatchTraits {
   static constexpr int kGranuleDims = 4;
   static constexpr int kGranules = kHeadDim / kGranuleDims;
   static constexpr int granules_per_owner(int ctas) { return (kGranules + ctas - 1) / ctas; }
-  // Receive slots [source CTA][owned granule][head] of float4, for the worst n.
+  // Receive slots [source CTA][owned granule][head] (4 FP16 values each), for the worst n.
   static constexpr int max_receive_slots() {
     int most = 0;
     for (int n = 1; n <= kMaxClusterCtas; ++n) most = most > n * granules_per_owner(n) ? most : n * granules_per_owner(n);
@@ -56,7 +56,7 @@ struct SmallBatchSmem {
   static constexpr int kHeads = Traits::kHeads;
   union {
     uint8_t kv[Traits::kChunkColumns / 8][Traits::kPieces][8][16];  // gathered rows: K and V
-    float4 received[Traits::kReceiveSlots];                       // peers' partial O granules (after P V)
+    uint2 received[Traits::kReceiveSlots];                        // peers' partial O granules, FP16 (after P V)
   };
   uint8_t q[kHeads / 8][Traits::kPieces][8][16];
   float scores[Traits::kWarpgroups][kHeads][Traits::kScoreRowFloats];  // each warpgroup's share of Q K^T
