@@ -71,11 +71,13 @@ __device__ __forceinline__ void launch_dependents() {
 
 // ---- clusters and distributed shared memory ----
 
-// Arrive at / wait for the cluster barrier. The arrive is relaxed: it orders
-// nothing, so it costs no GPU-scope fence (the release form emits MEMBAR.GPU).
-__device__ __forceinline__ void cluster_arrive_relaxed() {
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+// Release form: orders this thread's earlier operations (an mbarrier's
+// initialization and expected bytes) before the peers see the barrier
+// complete. Compiles to a GPU-scope fence: use it where nothing is in flight.
+__device__ __forceinline__ void cluster_arrive_release() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
 }
+// Waits for the cluster barrier (acquire).
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }
 
 __device__ __forceinline__ uint32_t cluster_ctarank() {
@@ -114,6 +116,11 @@ __device__ __forceinline__ void mbarrier_wait_parity(uint32_t barrier, uint32_t 
         : "r"(barrier), "r"(parity)
         : "memory");
   }
+}
+
+// Ends the barrier's life before its shared memory is reused (by the next CTA on the SM).
+__device__ __forceinline__ void mbarrier_invalidate(uint32_t barrier) {
+  asm volatile("mbarrier.inval.shared::cta.b64 [%0];\n" ::"r"(barrier) : "memory");
 }
 
 // Stores to a peer CTA's shared memory that complete bytes on its mbarrier

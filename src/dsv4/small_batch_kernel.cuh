@@ -306,6 +306,15 @@ __global__ void __launch_bounds__(Traits::kThreads, 2) small_batch_kernel(const 
   const int tid = threadIdx.x;
 
   if (p.skip_stages & 8) return;
+  // The receive barrier expects its bytes before the cluster barrier's arrive
+  // (released: nothing is in flight yet, so the fence is cheap); the matching
+  // wait comes only before the first send, long after every CTA arrived.
+  if (tid == 0) {
+    const uint32_t barrier = ptx::smem_address(&s.received_barrier);
+    ptx::mbarrier_init(barrier, 1);
+    ptx::mbarrier_arrive_expect_tx(barrier, bytes_to_receive<Traits>(rank, ctas));
+  }
+  ptx::cluster_arrive_release();
   // Sinks are weights, not outputs of the previous kernel: their load is
   // issued before the dependency wait and lands while the gather is in flight.
   const float sink = p.sinks && tid < kHeads ? p.sinks[tid] : -INFINITY;
@@ -313,7 +322,6 @@ __global__ void __launch_bounds__(Traits::kThreads, 2) small_batch_kernel(const 
     s.running_max[tid] = -INFINITY;
     s.running_sum[tid] = 0.0f;
   }
-  if (tid == 0) ptx::mbarrier_init(ptx::smem_address(&s.received_barrier), 1);
   ptx::grid_dependency_wait();
 
   const uint8_t* q = p.q + token * p.q_token_stride;
@@ -356,22 +364,17 @@ __global__ void __launch_bounds__(Traits::kThreads, 2) small_batch_kernel(const 
   }
 
   const float2 own_stats = make_float2(s.running_max[tid % kHeads], s.running_sum[tid % kHeads]);
+  ptx::cluster_wait();  // every CTA's receive barrier is initialized
   if (p.skip_stages & 2) {
     if (tid < kHeads) s.received_stats[0][tid] = own_stats;
     __syncthreads();
     reduce_owned<Traits, 1>(s, out_head, lse_head, bmm2, 0, 1);
     return;
   }
-  // The expected bytes are set before the arrive, so no peer's bytes can land first.
-  if (tid == 0) {
-    ptx::mbarrier_arrive_expect_tx(ptx::smem_address(&s.received_barrier), bytes_to_receive<Traits>(rank, ctas));
-  }
-  // Every CTA of the cluster is past its last read of its KV tile (which
-  // receives the peers' partials) and has initialized its barrier.
-  ptx::cluster_arrive_relaxed();
-  ptx::cluster_wait();
   send_partials<Traits>(s, acc, rank, ctas, own_stats);
   ptx::mbarrier_wait_parity(ptx::smem_address(&s.received_barrier), 0);
+  __syncthreads();  // every thread has seen the phase complete
+  if (tid == 0) ptx::mbarrier_invalidate(ptx::smem_address(&s.received_barrier));
   // Exact peer counts for DeepSeek-V4's widths (128: 2 CTAs, 640: 10), bounds otherwise.
   if (ctas == 2) {
     reduce_owned<Traits, 2>(s, out_head, lse_head, bmm2, rank, ctas);

@@ -54,10 +54,8 @@ struct SmallBatchTraits {
 template <class Traits>
 struct SmallBatchSmem {
   static constexpr int kHeads = Traits::kHeads;
-  union {
-    uint8_t kv[Traits::kChunkColumns / 8][Traits::kPieces][8][16];  // gathered rows: K and V
-    uint2 received[Traits::kReceiveSlots];                        // peers' partial O granules, FP16 (after P V)
-  };
+  uint8_t kv[Traits::kChunkColumns / 8][Traits::kPieces][8][16];  // gathered rows: K and V
+  uint2 received[Traits::kReceiveSlots];  // peers' partial O granules, FP16 (own buffer: no wait for the KV tile)
   uint8_t q[kHeads / 8][Traits::kPieces][8][16];
   float scores[Traits::kWarpgroups][kHeads][Traits::kScoreRowFloats];  // each warpgroup's share of Q K^T
   uint16_t probs[kHeads][Traits::kProbRowHalves];     // FP16 bits of exp2(score - running max)
