@@ -1,0 +1,77 @@
+"""Framework conveniences before arrays cross DLPack into the extension.
+
+The extension reads any DLPack array. What it cannot learn from DLPack is
+handled here, per framework, without importing a framework the caller did
+not use:
+- FP8 and BF16 arrays that DLPack cannot carry (NumPy with ml_dtypes) or may
+  not carry (torch float8) are passed as integer views of the same bytes;
+- the stream of a CUDA call: torch's or CuPy's current stream of the array's
+  device unless one is given;
+- the current device: torch refuses to export a tensor of another device, and
+  the library launches on the current one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import numbers
+from typing import Any, Optional, Tuple
+
+
+def _framework(array: Any) -> str:
+    return type(array).__module__.split(".", 1)[0]
+
+
+def plain(array: Any, name: str) -> Any:
+    """The array itself, or an integer view of its bytes where DLPack needs one."""
+    if array is None:
+        return None
+    framework = _framework(array)
+    if framework == "torch":
+        import torch
+
+        if array.requires_grad:  # torch refuses to export these; nothing here is differentiated
+            array = array.detach()
+        if array.dtype == torch.float8_e4m3fn:
+            return array.view(torch.uint8)
+        dtype_name = str(array.dtype).replace("torch.", "")
+    else:
+        dtype_name = getattr(getattr(array, "dtype", None), "name", "")
+    if dtype_name.startswith("float8") and dtype_name != "float8_e4m3fn":
+        raise ValueError(f"{name}: expected FP8 E4M3 (float8_e4m3fn), got {dtype_name}")
+    # NumPy cannot export ml_dtypes' types through DLPack: pass their bytes.
+    if framework == "numpy" and dtype_name == "float8_e4m3fn":
+        return array.view("uint8")
+    if framework == "numpy" and dtype_name == "bfloat16":
+        return array.view("uint16")
+    return array
+
+
+def scale(value: Any, name: str) -> Tuple[float, Optional[Any]]:
+    """(value, None) for a number; (1.0, array) for a 1-element float32 array read at run time."""
+    if isinstance(value, numbers.Real):
+        return float(value), None
+    if not hasattr(value, "shape"):
+        raise TypeError(f"{name}: expected a float or a 1-element float32 array, got {type(value).__name__}")
+    return 1.0, plain(value, name)
+
+
+def launch_context(q: Any, stream: Optional[int]):
+    """(context manager, stream int) for a call whose arrays live where q does."""
+    framework = _framework(q)
+    if framework == "torch" and q.is_cuda:
+        import torch
+
+        device = q.device
+        if stream is None:
+            stream = torch.cuda.current_stream(device).cuda_stream
+        same = device.index is None or device.index == torch.cuda.current_device()
+        return (contextlib.nullcontext() if same else torch.cuda.device(device)), stream
+    if framework == "cupy":
+        import cupy
+
+        with q.device:
+            current = cupy.cuda.get_current_stream().ptr
+        return q.device, current if stream is None else stream
+    # CPU arrays ignore the stream; other CUDA frameworks: the caller's or the legacy default.
+    return contextlib.nullcontext(), 0 if stream is None else stream

@@ -1,0 +1,79 @@
+"""The torch.library custom op `sparse_decode::dsv4_decode`.
+
+A mutating op that returns nothing: it writes `out` (and `lse`,
+`out_of_range_count`, the scratch `workspace`) in place and never allocates,
+so a call can sit inside CUDA graph capture, and torch.compile sees it as one
+opaque node (its fake implementation below has nothing to compute: no
+outputs). Callers allocate `out` once, outside the captured region, as
+sparse_decode.flashinfer_compat does when given no `out`.
+
+Scales: a float (`bmm1_scale`, baked into a captured graph) or a 1-element
+float32 tensor (`bmm1_scale_tensor`, read by the kernel at run time, so a
+replayed graph sees new values); the tensor wins when both are given.
+"""
+
+from typing import Optional
+
+import torch
+
+from ._decode import dsv4_decode as _dsv4_decode
+
+_MUTATED = ("out", "lse", "out_of_range_count", "workspace")
+# The mutated arguments come first and have no defaults: torch drops trailing
+# arguments equal to their defaults from boxed calls, and its version counter
+# bump then misses a mutated argument placed after them (IndexError, torch 2.11).
+
+
+@torch.library.custom_op("sparse_decode::dsv4_decode", mutates_args=_MUTATED)
+def dsv4_decode(
+    q: torch.Tensor,
+    swa_kv: torch.Tensor,
+    compressed_kv: Optional[torch.Tensor],
+    indices: torch.Tensor,
+    out: torch.Tensor,
+    lse: Optional[torch.Tensor],
+    out_of_range_count: Optional[torch.Tensor],
+    workspace: Optional[torch.Tensor],
+    lens: Optional[torch.Tensor] = None,
+    seq_lens: Optional[torch.Tensor] = None,
+    cum_seq_lens_q: Optional[torch.Tensor] = None,
+    q_len: Optional[int] = None,
+    max_q_len: Optional[int] = None,
+    sinks: Optional[torch.Tensor] = None,
+    bmm1_scale: float = 1.0,
+    bmm2_scale: float = 1.0,
+    bmm1_scale_tensor: Optional[torch.Tensor] = None,
+    bmm2_scale_tensor: Optional[torch.Tensor] = None,
+    enable_pdl: bool = False,
+    page_layout: str = "NHD",
+) -> None:
+    """sparse_decode.dsv4_decode on torch tensors, on the current stream of q's device."""
+    _dsv4_decode(
+        q,
+        swa_kv,
+        compressed_kv,
+        indices,
+        out,
+        lens=lens,
+        seq_lens=seq_lens,
+        cum_seq_lens_q=cum_seq_lens_q,
+        q_len=q_len,
+        max_q_len=max_q_len,
+        sinks=sinks,
+        bmm1_scale=bmm1_scale if bmm1_scale_tensor is None else bmm1_scale_tensor,
+        bmm2_scale=bmm2_scale if bmm2_scale_tensor is None else bmm2_scale_tensor,
+        lse=lse,
+        out_of_range_count=out_of_range_count,
+        enable_pdl=enable_pdl,
+        page_layout=page_layout,
+        workspace=workspace,
+    )
+
+
+@dsv4_decode.register_fake
+def _dsv4_decode_fake(
+    q, swa_kv, compressed_kv, indices, out, lse, out_of_range_count, workspace, *args, **kwargs
+) -> None:
+    # Outputs are the mutated arguments, which already have their shapes;
+    # argument errors surface from the real call (at the first run).
+    return None
