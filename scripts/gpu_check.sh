@@ -37,6 +37,15 @@ for tool in memcheck racecheck synccheck; do
 done
 cat "$OUT"/sanitizer_*.log > "$OUT/sanitizer.log" && rm -f "$OUT"/sanitizer_*.log
 
+# The Python package, built where it runs (the machine's python3, torch and
+# nanobind; no network), then its tests: GPU ones included.
+if [ -f pyproject.toml ] && [ "${SKIP_PYTHON:-0}" != 1 ]; then
+  PATH=/usr/local/cuda/bin:$PATH python3 -m pip install --no-build-isolation --no-deps -q --upgrade \
+    --target build-python/site . > "$OUT/python_tests.log" 2>&1 &&
+    PYTHONPATH=$PWD/build-python/site python3 -m pytest -q -rs tests/python >> "$OUT/python_tests.log" 2>&1
+  note "python tests: rc=$? $(grep -E '(passed|failed)' "$OUT/python_tests.log" | tail -1)"
+fi
+
 if [ "${1:-}" != "--quick" ] && [ -x "$BUILD_DIR/tools/sparse-decode" ]; then
   "$BUILD_DIR/tools/sparse-decode" demo > "$OUT/demo.log" 2>&1
   note "demo: rc=$?"; tail -5 "$OUT/demo.log"

@@ -24,6 +24,10 @@ struct Dsv4Params {
   int64_t indices_stride;   // elements
   int32_t width;            // W
   const int32_t* lens;      // [T] or null
+  const int32_t* seq_lens;  // [B] or null: sliding-window validity
+  const int32_t* cum_seq_lens_q;  // [B + 1] or null: varlen query offsets
+  int32_t q_len;            // uniform query length (without cum_seq_lens_q)
+  int32_t num_requests;     // B
   const float* sinks;       // [H] or null
   float bmm1_scale;         // used when bmm1_scale_ptr is null
   const float* bmm1_scale_ptr;

@@ -77,9 +77,6 @@ Status small_batch_supports(const Dsv4DecodeArgs& args) {
     return Status::NotSupported("num_heads: only 16 heads are served on the GPU so far, got " +
                                 std::to_string(args.num_heads));
   }
-  if (args.seq_lens) {
-    return Status::NotSupported("seq_lens: the sliding-window validity from seq_lens is not served on the GPU yet");
-  }
   return Status::Ok();
 }
 
@@ -122,6 +119,10 @@ Status launch_small_batch(const Dsv4DecodeArgs& args, CUstream_st* stream) {
   p.indices_stride = args.indices_stride;
   p.width = args.width;
   p.lens = args.lens;
+  p.seq_lens = args.seq_lens;
+  p.cum_seq_lens_q = args.cum_seq_lens_q;
+  p.q_len = args.q_len;
+  p.num_requests = args.num_requests;
   p.sinks = args.sinks;
   p.bmm1_scale = args.bmm1_scale.value;
   p.bmm1_scale_ptr = args.bmm1_scale.device;

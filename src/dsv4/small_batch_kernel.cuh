@@ -33,14 +33,14 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
 // their rows never reaches the MMAs.
 template <class Traits>
 __device__ __forceinline__ void gather_chunk(SmallBatchSmem<Traits>& s, const Dsv4Params& p, int64_t token,
-                                             int column0, int len) {
+                                             int column0, int len, int window) {
   constexpr int kRows = Traits::kGatherRowsPerWarp;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int column = column0 + warp * kRows + lane % kRows;
   const int32_t index = column < p.width ? p.indices[token * p.indices_stride + column] : -1;
   const bool swa = column < kSwaColumns;
   const int64_t rows = swa ? p.swa.rows : p.compressed.rows;
-  const bool listed = index >= 0 && column < len;
+  const bool listed = index >= 0 && column < len && (!swa || column < window);
   const bool active = listed && index < rows;
   if (listed && !active && lane < kRows && p.out_of_range_count) atomicAdd(p.out_of_range_count, 1);
   __syncwarp();  // reconverge before the barriers that follow
@@ -294,6 +294,31 @@ __device__ __forceinline__ void reduce_owned(const SmallBatchSmem<Traits>& s, ui
   }
 }
 
+// SWA columns valid for the token under seq_lens: min(128, position + 1),
+// position = seq_lens[b] - q_len_b + (index of the token in request b).
+// Called by every thread of a CTA that holds SWA columns (varlen: a barrier).
+template <class Traits>
+__device__ __forceinline__ int swa_window(SmallBatchSmem<Traits>& s, const Dsv4Params& p, int64_t token) {
+  int64_t position;
+  if (!p.cum_seq_lens_q) {
+    const int64_t request = token / p.q_len;
+    position = int64_t{p.seq_lens[request]} - p.q_len + (token - request * p.q_len);
+  } else {
+    // Find the request whose query range holds the token, all threads at once.
+    if (threadIdx.x == 0) s.request = -1;
+    __syncthreads();
+    for (int b = threadIdx.x; b < p.num_requests; b += Traits::kThreads) {
+      if (p.cum_seq_lens_q[b] <= token && token < p.cum_seq_lens_q[b + 1]) s.request = b;
+    }
+    __syncthreads();
+    const int b = s.request;
+    if (b < 0) return 0;
+    const int64_t begin = p.cum_seq_lens_q[b], end = p.cum_seq_lens_q[b + 1];
+    position = int64_t{p.seq_lens[b]} - (end - begin) + (token - begin);
+  }
+  return static_cast<int>(position < 0 ? 0 : position + 1 < kSwaColumns ? position + 1 : kSwaColumns);
+}
+
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads, 2) small_batch_kernel(const __grid_constant__ Dsv4Params p) {
   using Smem = SmallBatchSmem<Traits>;
@@ -334,6 +359,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 2) small_batch_kernel(const 
     ptx::cp_async_16(ptx::smem_address(&s.q[1][piece][head][0]), src + 8 * p.q_head_stride, 16);
   }
   const int len = p.lens ? p.lens[token] : p.width;
+  const bool has_swa_columns = rank * p.chunks_per_cta * Traits::kChunkColumns < kSwaColumns;
+  const int window = p.seq_lens && has_swa_columns ? swa_window<Traits>(s, p, token) : kSwaColumns;
   const float scale_log2 = (p.bmm1_scale_ptr ? *p.bmm1_scale_ptr : p.bmm1_scale) * kLog2e;
   const float bmm2 = p.bmm2_scale_ptr ? *p.bmm2_scale_ptr : p.bmm2_scale;
   // Output addresses of the reduction, computed now: the parameters they
@@ -346,7 +373,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 2) small_batch_kernel(const 
   for (int step = 0; step < p.chunks_per_cta; ++step) {
     const int column0 = (rank * p.chunks_per_cta + step) * Traits::kChunkColumns;
     if (step > 0) __syncthreads();  // the previous chunk's P V is done with the KV tile
-    gather_chunk<Traits>(s, p, token, column0, len);
+    gather_chunk<Traits>(s, p, token, column0, len, window);
     ptx::cp_async_commit();
     if (step == 0) {
       ptx::launch_dependents();

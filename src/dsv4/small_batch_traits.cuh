@@ -65,6 +65,7 @@ struct SmallBatchSmem {
   float running_sum[kHeads];                          // sum of the FP16-rounded probabilities
   float rescale[kHeads];                              // factor on O when the running max moves
   float sink_log2[kHeads];                            // sink * log2(e), -inf without sinks
+  int32_t request;                                    // the token's request (varlen seq_lens), -1 if none
   alignas(8) uint8_t column_mask[Traits::kWarps];     // active columns of the chunk, 8 a warp
 };
 

@@ -205,6 +205,38 @@ TEST_F(Dsv4Gpu, ScalesFromDevicePointers) {
   });
 }
 
+// SWA columns past min(128, position + 1) are masked; seq_lens below the
+// query length (a negative position) mask every SWA column.
+TEST_F(Dsv4Gpu, SeqLensWindowUniformQueryLength) {
+  for (int32_t width : {640, 2176}) {
+    Dsv4ProblemConfig config = config_for(12, width);
+    config.q_len = 3;
+    const std::vector<int32_t> seq_lens = {1, 5, 60, 400};
+    DeviceBuffer seq_lens_device(seq_lens);
+    check_problem(config, {}, [&](Dsv4DecodeArgs& args) {
+      const bool device = args.memory == MemorySpace::kDevice;
+      args.seq_lens = device ? seq_lens_device.as<int32_t>() : seq_lens.data();
+      args.num_requests = 4;
+      args.q_len = 3;
+    });
+  }
+}
+
+TEST_F(Dsv4Gpu, SeqLensWindowVarlen) {
+  Dsv4ProblemConfig config = config_for(12, 640);
+  config.q_len = 12;  // one SWA window for all tokens; the requests below split them
+  const std::vector<int32_t> cum_seq_lens_q = {0, 1, 4, 9, 12};
+  const std::vector<int32_t> seq_lens = {2, 3, 130, 70};
+  DeviceBuffer cum_device(cum_seq_lens_q), seq_lens_device(seq_lens);
+  check_problem(config, {}, [&](Dsv4DecodeArgs& args) {
+    const bool device = args.memory == MemorySpace::kDevice;
+    args.seq_lens = device ? seq_lens_device.as<int32_t>() : seq_lens.data();
+    args.cum_seq_lens_q = device ? cum_device.as<int32_t>() : cum_seq_lens_q.data();
+    args.num_requests = 4;
+    args.max_q_len = 5;
+  });
+}
+
 TEST_F(Dsv4Gpu, PagedPoolsWithGapsAndWideRows) {
   for (int64_t page_size : {1, 2, 61, 64}) {
     Dsv4ProblemConfig config = config_for(6, 640);
