@@ -118,11 +118,6 @@ __device__ __forceinline__ void mbarrier_wait_parity(uint32_t barrier, uint32_t 
   }
 }
 
-// Ends the barrier's life before its shared memory is reused (by the next CTA on the SM).
-__device__ __forceinline__ void mbarrier_invalidate(uint32_t barrier) {
-  asm volatile("mbarrier.inval.shared::cta.b64 [%0];\n" ::"r"(barrier) : "memory");
-}
-
 // Stores to a peer CTA's shared memory that complete bytes on its mbarrier
 // (fire and forget: the receiver waits on its barrier, the sender never waits).
 __device__ __forceinline__ void st_async_peer(uint32_t peer_addr, float4 value, uint32_t peer_barrier) {

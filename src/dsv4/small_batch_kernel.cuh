@@ -400,8 +400,6 @@ __global__ void __launch_bounds__(Traits::kThreads, 2) small_batch_kernel(const 
   }
   send_partials<Traits>(s, acc, rank, ctas, own_stats);
   ptx::mbarrier_wait_parity(ptx::smem_address(&s.received_barrier), 0);
-  __syncthreads();  // every thread has seen the phase complete
-  if (tid == 0) ptx::mbarrier_invalidate(ptx::smem_address(&s.received_barrier));
   // Exact peer counts for DeepSeek-V4's widths (128: 2 CTAs, 640: 10), bounds otherwise.
   if (ctas == 2) {
     reduce_owned<Traits, 2>(s, out_head, lse_head, bmm2, rank, ctas);
