@@ -64,7 +64,7 @@ Dsv4Result dsv4_decode(const Dsv4DecodeArgs& args) {
   result.out.assign(static_cast<size_t>(T) * H * kHeadDim, 0.0);
   result.lse.assign(static_cast<size_t>(T) * H, -inf);
 
-  std::vector<double> q(kHeadDim), score, kv;
+  std::vector<double> q(kHeadDim), kv;
   for (int64_t t = 0; t < T; ++t) {
     // Decode the token's active rows once; every head reads them.
     kv.clear();
@@ -83,46 +83,55 @@ Dsv4Result dsv4_decode(const Dsv4DecodeArgs& args) {
     for (int h = 0; h < H; ++h) {
       const int64_t q_offset = t * args.q_token_stride + h * args.q_head_stride;
       for (int d = 0; d < kHeadDim; ++d) q[d] = element(args.q, args.dtype, q_offset + d);
-      score.assign(active, 0.0);
-      double max_score = -inf;
-      for (size_t c = 0; c < active; ++c) {
-        double dot = 0.0;
-        for (int d = 0; d < kHeadDim; ++d) dot += q[d] * kv[c * kHeadDim + d];
-        score[c] = bmm1 * dot;
-        max_score = std::max(max_score, score[c]);
-      }
-      // Normalize by the score maximum alone: the same value as SPEC's
-      // m = max(scores, sink), and a sink of +inf gives the limit 0, not NaN.
-      double sum = 0.0;
-      for (size_t c = 0; c < active; ++c) sum += (score[c] = std::exp(score[c] - max_score));
       const double sink = args.sinks ? args.sinks[h] : -inf;
-      const double denominator = sum + std::exp(sink - max_score);
-      double* out = &result.out[(static_cast<size_t>(t) * H + h) * kHeadDim];
-      for (size_t c = 0; c < active; ++c) {
-        const double weight = bmm2 * score[c] / denominator;
-        for (int d = 0; d < kHeadDim; ++d) out[d] += weight * kv[c * kHeadDim + d];
-      }
-      result.lse[static_cast<size_t>(t) * H + h] = max_score + std::log(sum);
+      const size_t row = static_cast<size_t>(t) * H + h;
+      result.lse[row] = attend(q.data(), kv.data(), active, bmm1, bmm2, sink, &result.out[row * kHeadDim]);
     }
   }
   return result;
 }
 
-void dsv4_decode_host(const Dsv4DecodeArgs& args) {
-  const Dsv4Result result = dsv4_decode(args);
-  const int H = args.num_heads;
-  auto* out = static_cast<uint16_t*>(args.out);
-  for (int64_t t = 0; t < args.num_tokens; ++t) {
-    for (int h = 0; h < H; ++h) {
-      const double* src = &result.out[(static_cast<size_t>(t) * H + h) * kHeadDim];
-      uint16_t* dst = out + t * args.out_token_stride + h * args.out_head_stride;
+double attend(const double* q, const double* kv, size_t rows, double bmm1, double bmm2, double sink, double* out) {
+  const double inf = std::numeric_limits<double>::infinity();
+  if (rows == 0) return -inf;  // zeros and lse = -inf, with or without a sink
+  std::vector<double> score(rows, 0.0);
+  double max_score = -inf;
+  for (size_t c = 0; c < rows; ++c) {
+    double dot = 0.0;
+    for (int d = 0; d < kHeadDim; ++d) dot += q[d] * kv[c * kHeadDim + d];
+    score[c] = bmm1 * dot;
+    max_score = std::max(max_score, score[c]);
+  }
+  // Normalize by the score maximum alone: the same value as SPEC's
+  // m = max(scores, sink), and a sink of +inf gives the limit 0, not NaN.
+  double sum = 0.0;
+  for (size_t c = 0; c < rows; ++c) sum += (score[c] = std::exp(score[c] - max_score));
+  const double denominator = sum + std::exp(sink - max_score);
+  for (size_t c = 0; c < rows; ++c) {
+    const double weight = bmm2 * score[c] / denominator;
+    for (int d = 0; d < kHeadDim; ++d) out[d] += weight * kv[c * kHeadDim + d];
+  }
+  return max_score + std::log(sum);
+}
+
+void write_host_outputs(const Dsv4Result& result, int64_t tokens, int heads, void* out, int64_t out_token_stride,
+                        int64_t out_head_stride, float* lse, int64_t lse_token_stride, int32_t* out_of_range_count) {
+  auto* out_bits = static_cast<uint16_t*>(out);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int h = 0; h < heads; ++h) {
+      const size_t row = static_cast<size_t>(t) * heads + h;
+      const double* src = &result.out[row * kHeadDim];
+      uint16_t* dst = out_bits + t * out_token_stride + h * out_head_stride;
       for (int d = 0; d < kHeadDim; ++d) dst[d] = encode_bf16(src[d]);
-      if (args.lse) {
-        args.lse[t * args.lse_token_stride + h] = static_cast<float>(result.lse[static_cast<size_t>(t) * H + h]);
-      }
+      if (lse) lse[t * lse_token_stride + h] = static_cast<float>(result.lse[row]);
     }
   }
-  if (args.out_of_range_count) *args.out_of_range_count += static_cast<int32_t>(result.out_of_range);
+  if (out_of_range_count) *out_of_range_count += static_cast<int32_t>(result.out_of_range);
+}
+
+void dsv4_decode_host(const Dsv4DecodeArgs& args) {
+  write_host_outputs(dsv4_decode(args), args.num_tokens, args.num_heads, args.out, args.out_token_stride,
+                     args.out_head_stride, args.lse, args.lse_token_stride, args.out_of_range_count);
 }
 
 }  // namespace sparse_decode::reference

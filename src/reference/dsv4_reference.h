@@ -33,4 +33,20 @@ ColumnState dsv4_column(const Dsv4DecodeArgs& args, int64_t token, int32_t colum
 // adds to *args.out_of_range_count: the CPU backend.
 void dsv4_decode_host(const Dsv4DecodeArgs& args);
 
+// ---------------------------------------------------------------------------
+// The parts shared with the packed-row reference (dsv4_packed_reference.h):
+// once the active rows of a token are decoded to doubles, both operations
+// compute the same softmax and write their results the same way.
+
+// One head of one token: the softmax of SPEC section 1 of q [512] over `rows`
+// decoded rows kv [rows, 512] (key = value). Adds the output to out [512]
+// (zero on entry) and returns lse; with no rows, out stays zero and lse is -inf.
+double attend(const double* q, const double* kv, size_t rows, double bmm1, double bmm2, double sink, double* out);
+
+// Writes `result` as BF16 out (nearest even) and float32 lse (if not null) at
+// the given strides, and adds result.out_of_range to *out_of_range_count (if
+// not null).
+void write_host_outputs(const Dsv4Result& result, int64_t tokens, int heads, void* out, int64_t out_token_stride,
+                        int64_t out_head_stride, float* lse, int64_t lse_token_stride, int32_t* out_of_range_count);
+
 }  // namespace sparse_decode::reference

@@ -1,0 +1,118 @@
+// DeepSeek-V4 sparse MLA decode on packed 584-byte rows (SPEC section 2).
+//
+// The `fp8_ds_mla` layout of FlashMLA's "MODEL1" kernels, of vLLM and SGLang
+// on Hopper, and of FlashInfer's SM120 path: each KV row is 448 FP8 E4M3 dims
+// in 7 tiles of 64 with one UE8M0 scale per tile, plus 64 BF16 dims. A page
+// holds page_size rows' 576 data bytes, then their 8 scale bytes each:
+//
+//   page p:  [slot 0 data 576 B][slot 1 data]...[slot page_size-1 data]
+//            [slot 0 scales 8 B][slot 1 scales]...   (then padding up to page_stride)
+//
+// Each query token attends two segments, each with its own pool, indices and
+// lengths: the sliding-window (SWA) segment and an optional extra
+// (compressed) segment. This is FlashInfer's SM120 argument set
+// (sparse_indices + swa_topk_lens, extra_sparse_indices +
+// extra_sparse_topk_lens) and FlashMLA's (indices + topk_length,
+// extra_indices_in_kvcache + extra_topk_length).
+//
+// The names of section 1 are overloaded (validate, supports,
+// workspace_size); the call itself is dsv4_decode_packed. See
+// docs/packed_layout.md for the layout and the decisions behind the checks.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "sparse_decode/dsv4_decode.h"  // MemorySpace, kHeadDim
+#include "sparse_decode/status.h"
+
+struct CUstream_st;  // cudaStream_t without the CUDA headers
+
+namespace sparse_decode {
+
+inline constexpr int kPackedRowBytes = 584;    // bytes of pool a row takes: data + scales
+inline constexpr int kPackedDataBytes = 576;   // 448 FP8 bytes + 64 BF16 values
+inline constexpr int kPackedScaleBytes = 8;    // 7 UE8M0 tile scales + 1 padding byte
+inline constexpr int kPackedFp8Dims = 448;     // dims 0..447 are FP8 E4M3, scaled per tile
+inline constexpr int kPackedTileDims = 64;     // dims a scale byte covers
+inline constexpr int kPackedTiles = 7;         // kPackedFp8Dims / kPackedTileDims
+inline constexpr int32_t kPackedMaxWidth = 16384;  // most columns of one segment
+
+// A pool of packed rows. Row r is page r / page_size, slot r % page_size.
+// FlashMLA's k_cache [pages, page_size, 1, 584] uint8 is this with
+// page_stride = its stride(0) (page_size * 584 when contiguous).
+struct PackedPool {
+  const uint8_t* data = nullptr;  // [pages, page_stride] bytes, 16-byte aligned
+  int64_t pages = 0;              // number of pages, >= 1
+  int64_t page_size = 1;          // rows (slots) per page, >= 1, any value
+  int64_t page_stride = 0;        // bytes between pages, >= page_size * 584, a multiple of 16
+
+  int64_t rows() const { return pages * page_size; }
+};
+
+// One segment of columns: for token t, column c names row
+// indices[t * indices_stride + c] of `pool`. Column c is active iff
+// c < lens[t], the index is >= 0 and the index is < pool.rows().
+struct PackedSegment {
+  PackedPool pool;
+  const int32_t* indices = nullptr;  // [T, width] int32 rows of `pool`, -1 = unused; 16-byte aligned
+  int32_t width = 0;                 // W_seg: columns per token, 1..16384
+  int64_t indices_stride = 0;        // elements between tokens, >= width, a multiple of 4
+  const int32_t* lens = nullptr;     // [T] int32 active columns per token (c >= lens[t] inactive);
+                                     // optional for the SWA segment (null: all `width` columns),
+                                     // required for the extra segment
+
+  // Whether any field is set. The extra segment is present iff this is true;
+  // a partly set one is refused, naming what is missing.
+  bool given() const {
+    return width != 0 || indices != nullptr || lens != nullptr || pool.data != nullptr || pool.pages != 0;
+  }
+};
+
+struct Dsv4PackedDecodeArgs {
+  MemorySpace memory = MemorySpace::kDevice;
+  int64_t num_tokens = 0;   // T: query tokens of all requests, request-major
+  int32_t num_heads = 16;   // H: query heads (8, 16, 32, 64 or 128), one KV head shared by all
+
+  const void* q = nullptr;           // [T, H, 512] bfloat16, dims contiguous, 16-byte aligned
+  int64_t q_token_stride = 0;        // elements between tokens, a multiple of 8
+  int64_t q_head_stride = kHeadDim;  // elements between heads, a multiple of 8
+
+  PackedSegment swa;    // the sliding-window segment: required
+  PackedSegment extra;  // the extra (compressed) segment: optional, all fields zero/null when absent
+
+  float softmax_scale = 1.0f;  // applied to q.k (bmm1 of section 1; bmm2 is 1); not NaN
+  const float* sinks = nullptr;  // optional [H] float32 attention sink logits
+
+  void* out = nullptr;                 // [T, H, 512] bfloat16, dims contiguous, 16-byte aligned
+  int64_t out_token_stride = 0;        // elements between tokens, >= (H - 1) * out_head_stride + 512
+  int64_t out_head_stride = kHeadDim;  // elements between heads, >= 512, a multiple of 8
+
+  float* lse = nullptr;          // optional [T, H] float32: natural-log sum of exp of the scores
+  int64_t lse_token_stride = 0;  // elements between tokens (heads contiguous), >= H with lse
+
+  int32_t* out_of_range_count = nullptr;  // optional [1]: += active columns whose index is past its pool
+
+  bool enable_pdl = false;  // programmatic dependent launch (device memory only)
+};
+
+// Checks every argument that the host can check. InvalidArgument names the
+// argument and the expected value.
+Status validate(const Dsv4PackedDecodeArgs& args);
+
+// validate(), then whether a path of this build serves the call (NotSupported
+// says why not). Host memory runs the CPU backend; device memory is not
+// served yet: the GPU kernels for the packed layout are not built (issue #7).
+Status supports(const Dsv4PackedDecodeArgs& args);
+
+// Bytes of scratch memory that dsv4_decode_packed needs for these arguments
+// (0 today; callers should still ask, the GPU kernels may need some).
+size_t workspace_size(const Dsv4PackedDecodeArgs& args);
+
+// Runs the decode on `stream` (ignored for host memory, which runs
+// synchronously on the CPU). No allocation on the device, no host
+// synchronization. Nothing is launched or written when it fails.
+Status dsv4_decode_packed(const Dsv4PackedDecodeArgs& args, void* workspace, size_t workspace_bytes,
+                          CUstream_st* stream);
+
+}  // namespace sparse_decode

@@ -1,0 +1,255 @@
+// Argument validation of dsv4_decode_packed (src/dsv4/validate_packed.cpp):
+// every refusal, through validate(), supports() and dsv4_decode_packed(),
+// names its argument and writes nothing; valid calls pass; device memory is
+// refused as not supported while the GPU kernels for the layout are not built.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <ostream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "dsv4_packed_checks.h"
+#include "testing/dsv4_packed_problem.h"
+
+namespace sparse_decode {
+namespace {
+
+// A valid host-memory call with every optional argument in use (both
+// segments with lens, sinks, lse, counter) and poisoned outputs.
+class ValidPackedCall {
+ public:
+  explicit ValidPackedCall(uint64_t seed) {
+    testing::Dsv4PackedProblemConfig config = test::packed_config(seed, 16, 4, 256, 64);
+    problem_ = testing::make_dsv4_packed_problem(config);
+    out_.assign(4 * 16 * kHeadDim, test::kOutPoison);
+    lse_.assign(4 * 16, test::lse_poison());
+    args = problem_.host_args(out_.data(), lse_.data());
+    args.out_of_range_count = &count_;
+  }
+
+  bool untouched() const {
+    std::vector<uint32_t> bits(lse_.size());
+    std::memcpy(bits.data(), lse_.data(), bits.size() * 4);
+    return std::all_of(out_.begin(), out_.end(), [](uint16_t v) { return v == test::kOutPoison; }) &&
+           std::all_of(bits.begin(), bits.end(), [](uint32_t v) { return v == test::kLsePoisonBits; }) &&
+           count_ == test::kCountStart;
+  }
+  bool fully_written() const {
+    return std::none_of(out_.begin(), out_.end(), [](uint16_t v) { return v == test::kOutPoison; }) &&
+           std::none_of(lse_.begin(), lse_.end(), [](float v) { return std::isnan(v); });
+  }
+
+  Dsv4PackedDecodeArgs args;
+
+ private:
+  testing::Dsv4PackedProblem problem_;
+  std::vector<uint16_t> out_;
+  std::vector<float> lse_;
+  int32_t count_ = test::kCountStart;
+};
+
+template <typename T>
+const T* shifted(const void* pointer, int bytes) {
+  return reinterpret_cast<const T*>(static_cast<const char*>(pointer) + bytes);
+}
+
+struct Refusal {
+  std::string label;
+  std::function<void(Dsv4PackedDecodeArgs&)> breaks;
+  std::string names;  // substring the message must contain
+};
+
+std::vector<Refusal> refusals() {
+  using A = Dsv4PackedDecodeArgs;
+  std::vector<Refusal> list = {
+      {"memory", [](A& a) { a.memory = static_cast<MemorySpace>(5); }, "memory: "},
+      {"num_tokens_negative", [](A& a) { a.num_tokens = -1; }, "num_tokens: "},
+      {"num_heads_12", [](A& a) { a.num_heads = 12; }, "num_heads: "},
+      {"num_heads_0", [](A& a) { a.num_heads = 0; }, "num_heads: "},
+      {"num_heads_256", [](A& a) { a.num_heads = 256; }, "num_heads: "},
+      {"q_null", [](A& a) { a.q = nullptr; }, "q: "},
+      {"q_unaligned", [](A& a) { a.q = shifted<void>(a.q, 2); }, "q: "},
+      {"q_head_stride_negative", [](A& a) { a.q_head_stride = -8; }, "q_head_stride: "},
+      {"q_head_stride_516", [](A& a) { a.q_head_stride = 516; }, "q_head_stride: "},
+      {"q_token_stride_negative", [](A& a) { a.q_token_stride = -a.q_token_stride; }, "q_token_stride: "},
+      {"q_token_stride_unaligned", [](A& a) { a.q_token_stride += 4; }, "q_token_stride: "},
+      {"out_null", [](A& a) { a.out = nullptr; }, "out: "},
+      {"out_unaligned", [](A& a) { a.out = static_cast<char*>(a.out) + 2; }, "out: "},
+      {"out_head_stride_511", [](A& a) { a.out_head_stride = 511; }, "out_head_stride: "},
+      {"out_head_stride_516", [](A& a) { a.out_head_stride = 516; }, "out_head_stride: "},
+      {"out_token_stride_overlap", [](A& a) { a.out_token_stride = 16 * kHeadDim - 8; }, "out_token_stride: "},
+      {"out_token_stride_unaligned", [](A& a) { a.out_token_stride += 4; }, "out_token_stride: "},
+      {"sinks_unaligned", [](A& a) { a.sinks = shifted<float>(a.sinks, 1); }, "sinks: "},
+      {"lse_unaligned", [](A& a) { a.lse = const_cast<float*>(shifted<float>(a.lse, 2)); }, "lse: "},
+      {"counter_unaligned",
+       [](A& a) { a.out_of_range_count = const_cast<int32_t*>(shifted<int32_t>(a.out_of_range_count, 1)); },
+       "out_of_range_count: "},
+      {"lse_token_stride", [](A& a) { a.lse_token_stride = a.num_heads - 1; }, "lse_token_stride: "},
+      {"softmax_scale_nan", [](A& a) { a.softmax_scale = NAN; }, "softmax_scale: "},
+      {"extra_lens_null", [](A& a) { a.extra.lens = nullptr; }, "extra.lens: "},
+      // A partly given extra segment is present, and refused naming what is missing.
+      {"extra_width_0_with_indices", [](A& a) { a.extra.width = 0; }, "extra.width: "},
+      {"extra_only_lens_given",
+       [](A& a) { a.extra = PackedSegment{}, a.extra.lens = a.swa.lens; }, "extra.width: "},
+      {"extra_indices_missing", [](A& a) { a.extra.indices = nullptr; }, "extra.indices: "},
+      {"extra_pool_missing", [](A& a) { a.extra.pool = PackedPool{}; }, "extra.pool.data: "},
+  };
+  // The same segment and pool checks for both segments.
+  for (const char* segment_name : {"swa", "extra"}) {
+    const bool extra = std::string(segment_name) == "extra";
+    auto segment = [extra](A& a) -> PackedSegment& { return extra ? a.extra : a.swa; };
+    const std::string n = segment_name;
+    const std::vector<std::tuple<std::string, std::function<void(PackedSegment&)>>> cases = {
+        {".width", [](PackedSegment& s) { s.width = -1; }},
+        {".width", [](PackedSegment& s) { s.width = kPackedMaxWidth + 1; }},
+        {".indices", [](PackedSegment& s) { s.indices = nullptr; }},
+        {".indices", [](PackedSegment& s) { s.indices = s.indices + 1; }},
+        {".indices_stride", [](PackedSegment& s) { s.indices_stride = s.width - 4; }},
+        {".indices_stride", [](PackedSegment& s) { s.indices_stride = s.width + 2; }},
+        {".lens", [](PackedSegment& s) { s.lens = shifted<int32_t>(s.lens, 2); }},
+        {".pool.data", [](PackedSegment& s) { s.pool.data = nullptr; }},
+        {".pool.data", [](PackedSegment& s) { s.pool.data = s.pool.data + 1; }},
+        {".pool.data", [](PackedSegment& s) { s.pool.data = s.pool.data + 8; }},
+        {".pool.pages", [](PackedSegment& s) { s.pool.pages = 0; }},
+        {".pool.pages", [](PackedSegment& s) { s.pool.pages = -3; }},
+        {".pool.page_size", [](PackedSegment& s) { s.pool.page_size = 0; }},
+        {".pool.page_stride", [](PackedSegment& s) { s.pool.page_stride = s.pool.page_size * kPackedRowBytes - 16; }},
+        {".pool.page_stride", [](PackedSegment& s) { s.pool.page_stride += 8; }},
+        // Odd page sizes: page_size * 584 is 8 bytes short of a multiple of 16.
+        {".pool.page_stride", [](PackedSegment& s) { s.pool.page_size = 61, s.pool.page_stride = 61 * 584; }},
+    };
+    for (const auto& [field, breaks] : cases) {
+      list.push_back({n + "_" + field.substr(1) + "_" + std::to_string(list.size()),
+                      [segment, breaks](A& a) { breaks(segment(a)); }, n + field + ": expected"});
+    }
+  }
+  // The SWA segment is required: absent, its width is refused.
+  list.push_back({"swa_absent", [](A& a) { a.swa = PackedSegment{}; }, "swa.width: "});
+  for (auto& r : list) std::replace(r.label.begin(), r.label.end(), '.', '_');
+  return list;
+}
+
+// GoogleTest prints a parameter on failure: the label, not the bytes.
+void PrintTo(const Refusal& refusal, std::ostream* os) { *os << refusal.label; }
+
+class Dsv4PackedValidationRefusal : public ::testing::TestWithParam<Refusal> {};
+
+TEST_P(Dsv4PackedValidationRefusal, RefusedEverywhereNamingTheArgumentAndNothingWritten) {
+  const Refusal& r = GetParam();
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE(test::seed_message(seed));
+  ValidPackedCall call(seed);
+  ASSERT_TRUE(validate(call.args).ok()) << validate(call.args).message();
+  Dsv4PackedDecodeArgs args = call.args;
+  r.breaks(args);
+
+  for (MemorySpace memory : {MemorySpace::kHost, MemorySpace::kDevice}) {
+    // Validation comes first: the same answer for device memory.
+    if (r.label != "memory") args.memory = memory;
+    SCOPED_TRACE(memory == MemorySpace::kHost ? "host memory" : "device memory");
+    const Status statuses[] = {validate(args), supports(args), dsv4_decode_packed(args, nullptr, 0, nullptr)};
+    for (const Status& status : statuses) {
+      EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.message();
+      EXPECT_NE(status.message().find(r.names), std::string::npos) << "message: " << status.message();
+      EXPECT_NE(status.message().find("expected"), std::string::npos) << "message: " << status.message();
+    }
+    EXPECT_TRUE(call.untouched()) << "a refused call wrote to out, lse or the counter";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryRefusal, Dsv4PackedValidationRefusal, ::testing::ValuesIn(refusals()),
+                         [](const auto& info) { return info.param.label; });
+
+TEST(Dsv4PackedValidation, ValidCallPassesAndWritesEverything) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE(test::seed_message(seed));
+  ValidPackedCall call(seed);
+  EXPECT_TRUE(validate(call.args).ok()) << validate(call.args).message();
+  EXPECT_TRUE(supports(call.args).ok()) << supports(call.args).message();
+  EXPECT_EQ(workspace_size(call.args), 0u);
+  const Status status = dsv4_decode_packed(call.args, nullptr, 0, nullptr);
+  EXPECT_TRUE(status.ok()) << status.message();
+  EXPECT_TRUE(call.fully_written());
+}
+
+TEST(Dsv4PackedValidation, ValidEdgeArguments) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE(test::seed_message(seed));
+  ValidPackedCall call(seed);
+  auto ok = [](const Dsv4PackedDecodeArgs& a, const char* what) {
+    const Status status = validate(a);
+    EXPECT_TRUE(status.ok()) << what << ": " << status.message();
+  };
+  Dsv4PackedDecodeArgs a = call.args;
+  a.extra = PackedSegment{};  // SWA only
+  ok(a, "no extra segment");
+  a = call.args;
+  a.swa.lens = nullptr, a.sinks = nullptr, a.lse = nullptr, a.lse_token_stride = 0, a.out_of_range_count = nullptr;
+  ok(a, "no optional arrays");
+  a = call.args;
+  a.swa.pool.page_stride = a.swa.pool.page_size * kPackedRowBytes;  // exactly 64 * 584: a multiple of 16
+  ok(a, "page_stride = page_size * 584");
+  a = call.args;
+  a.swa.pool.page_size = 61, a.swa.pool.page_stride = 61 * 584 + 8;  // odd page size, padded by 8
+  ok(a, "page size 61");
+  a = call.args;
+  a.swa.width = 1, a.extra.width = kPackedMaxWidth, a.extra.indices_stride = kPackedMaxWidth;
+  ok(a, "widths 1 and 16384");
+  a = call.args;
+  a.q_head_stride = 0, a.q_token_stride = 0;  // one q row broadcast: q is only read
+  ok(a, "q strides 0");
+  a = call.args;
+  a.softmax_scale = INFINITY;  // a number; only NaN is refused
+  ok(a, "infinite softmax_scale");
+}
+
+// T = 0 is Ok for host memory and writes nothing; the checks before the
+// T = 0 shortcut (memory, num_tokens, num_heads, widths) still apply.
+TEST(Dsv4PackedValidation, ZeroTokens) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE(test::seed_message(seed));
+  ValidPackedCall call(seed);
+  Dsv4PackedDecodeArgs a = call.args;
+  a.num_tokens = 0;
+  a.q = nullptr, a.out = nullptr, a.swa.indices = nullptr;  // not looked at
+  EXPECT_TRUE(validate(a).ok()) << validate(a).message();
+  EXPECT_TRUE(supports(a).ok()) << supports(a).message();
+  EXPECT_TRUE(dsv4_decode_packed(a, nullptr, 0, nullptr).ok());
+  EXPECT_TRUE(call.untouched());
+  Dsv4PackedDecodeArgs bad = a;
+  bad.num_heads = 12;
+  EXPECT_EQ(validate(bad).code(), StatusCode::kInvalidArgument);
+  bad = a;
+  bad.swa.width = 0;
+  EXPECT_EQ(validate(bad).code(), StatusCode::kInvalidArgument);
+  bad = a;
+  bad.extra.width = 0;  // extra present (indices set) without a width
+  EXPECT_EQ(validate(bad).code(), StatusCode::kInvalidArgument);
+}
+
+// Device memory: valid, but no GPU kernel serves the packed layout yet, with
+// or without a GPU on the machine, for any T. Nothing is written.
+TEST(Dsv4PackedValidation, DeviceMemoryIsNotSupportedYet) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE(test::seed_message(seed));
+  ValidPackedCall call(seed);
+  for (int64_t tokens : {4, 0}) {
+    Dsv4PackedDecodeArgs a = call.args;
+    a.memory = MemorySpace::kDevice;
+    a.num_tokens = tokens;
+    EXPECT_TRUE(validate(a).ok()) << validate(a).message();
+    for (const Status& status : {supports(a), dsv4_decode_packed(a, nullptr, 0, nullptr)}) {
+      EXPECT_EQ(status.code(), StatusCode::kNotSupported) << status.message();
+      EXPECT_NE(status.message().find("issue #7"), std::string::npos) << status.message();
+    }
+  }
+  EXPECT_TRUE(call.untouched());
+}
+
+}  // namespace
+}  // namespace sparse_decode
