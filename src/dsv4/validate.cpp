@@ -1,9 +1,9 @@
 // Host-side validation of Dsv4DecodeArgs: everything that can be checked
 // without reading device memory, before anything is launched.
 #include <cstdint>
-#include <sstream>
 #include <string>
 
+#include "common/validation.h"
 #include "sparse_decode/dsv4_decode.h"
 
 namespace sparse_decode {
@@ -13,16 +13,9 @@ constexpr int32_t kMaxWidth = kSwaColumns + 16384;
 
 int64_t element_bytes(DType dtype) { return dtype == DType::kFloat8E4M3 ? 1 : 2; }
 
-bool aligned16(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; }
-bool aligned4(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 4 == 0; }
-
-// Builds "argument: expected ..., got ..." messages.
-template <typename... Parts>
-Status invalid(const Parts&... parts) {
-  std::ostringstream message;
-  (message << ... << parts);
-  return Status::InvalidArgument(message.str());
-}
+using validation::aligned16;
+using validation::aligned4;
+using validation::invalid;
 
 Status check_pool(const char* name, const KvPool& pool, DType dtype) {
   const int64_t bytes = element_bytes(dtype);

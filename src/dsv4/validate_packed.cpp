@@ -3,9 +3,9 @@
 // rules follow validate.cpp (section 1) wherever the two calls share an
 // argument; docs/packed_layout.md explains the ones that are new here.
 #include <cstdint>
-#include <sstream>
 #include <string>
 
+#include "common/validation.h"
 #include "sparse_decode/dsv4_decode_packed.h"
 
 namespace sparse_decode {
@@ -13,16 +13,9 @@ namespace {
 
 constexpr int64_t kBf16Bytes = 2;
 
-bool aligned16(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; }
-bool aligned4(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 4 == 0; }
-
-// Builds "argument: expected ..., got ..." messages.
-template <typename... Parts>
-Status invalid(const Parts&... parts) {
-  std::ostringstream message;
-  (message << ... << parts);
-  return Status::InvalidArgument(message.str());
-}
+using validation::aligned16;
+using validation::aligned4;
+using validation::invalid;
 
 // The pool's base and page stride are multiples of 16 bytes, so every data
 // row (576 = 36 * 16 bytes) and every page's scale block starts 16-byte
