@@ -1,11 +1,17 @@
 """sparse_decode: sparse-attention decode kernels for NVIDIA Hopper.
 
-- `dsv4_decode(...)`: DeepSeek-V4 sparse MLA decode on any DLPack arrays
-  (torch, NumPy, CuPy); CPU arrays run the float64 CPU backend.
-- `torch.ops.sparse_decode.dsv4_decode`: the same as a torch.library custom op
-  (torch.compile, CUDA graphs), registered on import when torch is installed.
-- `sparse_decode.flashinfer_compat.trtllm_batch_decode_sparse_mla_dsv4`:
-  a drop-in for FlashInfer's function of that name (needs torch).
+- `dsv4_decode(...)`: DeepSeek-V4 sparse MLA decode on plain 512-element rows
+  (SPEC section 1), and `dsv4_decode_packed(...)` on the packed 584-byte rows
+  of FlashMLA / vLLM / SGLang (SPEC section 2), on any DLPack arrays (torch,
+  NumPy, CuPy); CPU arrays run the float64 CPU backend.
+- `torch.ops.sparse_decode.dsv4_decode` and `...dsv4_decode_packed`: the same
+  as torch.library custom ops (torch.compile, CUDA graphs), registered on
+  import when torch is installed.
+- Drop-ins (need torch):
+  `sparse_decode.flashinfer_compat.trtllm_batch_decode_sparse_mla_dsv4` for
+  FlashInfer's function of that name, and
+  `sparse_decode.flashmla_compat.flash_mla_with_kvcache` for FlashMLA's
+  sparse FP8 decode.
 """
 
 from __future__ import annotations
@@ -13,17 +19,26 @@ from __future__ import annotations
 import importlib.util
 
 from . import _ext
-from ._decode import dsv4_decode
+from ._decode import dsv4_decode, dsv4_decode_packed
 
 __version__ = "0.1.0"
 HEAD_DIM: int = _ext.HEAD_DIM
 SWA_COLUMNS: int = _ext.SWA_COLUMNS
 MAX_QUERY_LEN: int = _ext.MAX_QUERY_LEN
+PACKED_ROW_BYTES: int = _ext.PACKED_ROW_BYTES
 
-__all__ = ["dsv4_decode", "HEAD_DIM", "SWA_COLUMNS", "MAX_QUERY_LEN", "__version__"]
+__all__ = [
+    "dsv4_decode",
+    "dsv4_decode_packed",
+    "HEAD_DIM",
+    "SWA_COLUMNS",
+    "MAX_QUERY_LEN",
+    "PACKED_ROW_BYTES",
+    "__version__",
+]
 
-# The custom op is registered here, once, so that torch.ops.sparse_decode.*
+# The custom ops are registered here, once, so that torch.ops.sparse_decode.*
 # exists after `import sparse_decode`. Without torch the package is whole
-# minus the op and the FlashInfer drop-in.
+# minus the ops and the drop-ins.
 if importlib.util.find_spec("torch") is not None:
-    from . import torch_ops  # noqa: F401  (registers sparse_decode::dsv4_decode)
+    from . import torch_ops  # noqa: F401  (registers sparse_decode::dsv4_decode and ::dsv4_decode_packed)

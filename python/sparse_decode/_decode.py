@@ -1,7 +1,8 @@
-"""The low-level call: arrays in, `out` (and `lse`, the counter) written in place."""
+"""The low-level calls: arrays in, `out` (and `lse`, the counter) written in place."""
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, Optional
 
 from . import _arrays, _ext
@@ -93,5 +94,77 @@ def dsv4_decode(
             workspace=_arrays.plain(workspace, "workspace"),
             enable_pdl=bool(enable_pdl),
             hnd=page_layout == "HND",
+            stream=int(stream_handle),
+        )
+
+
+def dsv4_decode_packed(
+    q: Any,
+    swa_cache: Any,
+    swa_indices: Any,
+    out: Any,
+    *,
+    swa_lens: Any = None,
+    extra_cache: Any = None,
+    extra_indices: Any = None,
+    extra_lens: Any = None,
+    softmax_scale: float,
+    sinks: Any = None,
+    lse: Any = None,
+    out_of_range_count: Any = None,
+    enable_pdl: bool = False,
+    workspace: Any = None,
+    stream: Optional[int] = None,
+) -> None:
+    """DeepSeek-V4 sparse MLA decode on packed 584-byte rows (SPEC section 2).
+
+    The `fp8_ds_mla` layout of FlashMLA, vLLM and SGLang on Hopper and of
+    FlashInfer's SM120 path (docs/packed_layout.md): a row is 448 FP8 E4M3
+    dims in 7 tiles of 64, each scaled by a UE8M0 byte, then 64 BF16 dims; a
+    page holds its page_size data rows (576 bytes each), then their 8-byte
+    scale rows. Arrays as for dsv4_decode (any DLPack array, one device; CPU
+    arrays run the float64 CPU backend).
+
+    q:   BF16 [T, H, 512] or [B, q_len, H, 512]. out: BF16, same token count.
+    swa_cache, extra_cache: uint8 (any 1-byte dtype) [pages, page_size, 584]
+        or FlashMLA's [pages, page_size, 1, 584]. The page stride is the
+        array's stride(0): it may exceed page_size * 584 but must be a
+        multiple of 16 bytes, so an odd page size needs padded pages (page
+        size 61: 61 * 584 + 8 bytes, e.g. a [pages, 35632] byte array sliced
+        to its first 35624 bytes and reshaped).
+    swa_indices, extra_indices: int32 [T, W] or [B, q_len, W]: rows of their
+        pool (row r = page r // page_size, slot r % page_size), -1 unused.
+    swa_lens (optional), extra_lens (required with the extra segment): int32
+        [T] or [B, q_len]: column c of token t is active iff c < lens[t] and
+        its index is in [0, rows of the pool).
+    softmax_scale: a float, applied to q.k (there is no bmm2 scale).
+    sinks: optional float32 [H]. lse: optional float32 [T, H] (natural log,
+        sink excluded, -inf for a token with no active column).
+    out_of_range_count: optional int32 [1], += active columns past their pool.
+    workspace, enable_pdl, stream: as for dsv4_decode.
+
+    Raises ValueError for bad arguments, NotImplementedError for valid calls
+    that this build does not serve (device memory until the GPU kernels of
+    issue #7 exist), RuntimeError for CUDA errors; the message is the library's.
+    """
+    if not isinstance(softmax_scale, numbers.Real):
+        raise TypeError(f"softmax_scale: expected a float, got {type(softmax_scale).__name__}")
+    context, stream_handle = _arrays.launch_context(q, stream)
+    with context:
+        _ext.dsv4_decode_packed(
+            _arrays.plain(q, "q"),
+            _arrays.plain(swa_cache, "swa_cache"),
+            _arrays.plain(swa_indices, "swa_indices"),
+            _arrays.plain(out, "out"),
+            swa_lens=_arrays.plain(swa_lens, "swa_lens"),
+            extra_cache=_arrays.plain(extra_cache, "extra_cache"),
+            extra_indices=_arrays.plain(extra_indices, "extra_indices"),
+            extra_lens=_arrays.plain(extra_lens, "extra_lens"),
+            softmax_scale=float(softmax_scale),
+            sinks=_arrays.plain(sinks, "sinks"),
+            lse=_arrays.plain(lse, "lse"),
+            out_of_range_count=_arrays.plain(out_of_range_count, "out_of_range_count"),
+            workspace=_arrays.plain(workspace, "workspace"),
+            enable_pdl=bool(enable_pdl),
             stream=int(stream_handle),
         )

@@ -3,10 +3,19 @@
     from sparse_decode.flashinfer_compat import trtllm_batch_decode_sparse_mla_dsv4
 
 has exactly the signature of flashinfer.mla.trtllm_batch_decode_sparse_mla_dsv4
-and its semantics for the trtllm-gen argument set, on Hopper. The call goes
-through the custom op torch.ops.sparse_decode.dsv4_decode, so it works under
-torch.compile and in CUDA graphs (pass `out` to keep allocation out of a
-captured region).
+and its semantics, on Hopper, for two of its argument sets:
+- trtllm-gen (SPEC section 1): plain FP8/BF16 caches of 512-element rows,
+  one combined sparse_indices table, sparse_topk_lens, seq_lens; served by
+  the custom op torch.ops.sparse_decode.dsv4_decode;
+- SM120 "sparse" (SPEC section 2): packed uint8 caches of 584-byte rows,
+  sparse_indices + swa_topk_lens for the SWA segment, compressed_kv_cache +
+  extra_sparse_indices + extra_sparse_topk_lens for the extra one; served by
+  torch.ops.sparse_decode.dsv4_decode_packed.
+FlashInfer picks the set by GPU architecture; here backend="sparse", or
+backend="auto" with a uint8/int8 swa_kv_cache whose last dim is 584, picks
+the packed set. The HCA set (backend="cute-dsl", hca_*) is not implemented.
+Both work under torch.compile and in CUDA graphs (pass `out` to keep
+allocation out of a captured region).
 """
 
 from typing import Literal, Optional, Union
@@ -15,23 +24,34 @@ import torch
 
 from . import torch_ops  # noqa: F401  (registers torch.ops.sparse_decode.*)
 
-_TRTLLM_GEN = ("auto", "trtllm-gen")
+_PACKED_ROW_BYTES = 584
 
 
-def _refuse_other_backends(backend, arguments) -> None:
-    if backend not in _TRTLLM_GEN:
-        raise NotImplementedError(
-            f"backend={backend!r}: sparse_decode serves the trtllm-gen argument set only "
-            "(backend='auto' or 'trtllm-gen'); the HCA ('cute-dsl') and packed ('sparse') "
-            "argument sets are not implemented yet"
-        )
+def _is_packed(cache: torch.Tensor) -> bool:
+    """A packed cache: bytes whose last dim is one 584-byte row (trtllm-gen rows are 512 elements)."""
+    return cache.dtype in (torch.uint8, torch.int8) and cache.dim() > 0 and cache.shape[-1] == _PACKED_ROW_BYTES
+
+
+def _refuse(arguments, why) -> None:
+    """NotImplementedError for the first argument that is not at its default (why: text or a
+    function giving it, so that nothing is formatted on the served path)."""
     for name, value, default in arguments:
         if (value is not None) if default is None else (value != default):
-            family = "HCA (backend='cute-dsl')" if name.startswith("hca_") else "packed-row (SM120 'sparse')"
-            raise NotImplementedError(
-                f"{name}: an argument of FlashInfer's {family} backend; sparse_decode serves the "
-                "trtllm-gen argument set only, so leave it at its default"
-            )
+            raise NotImplementedError(f"{name}: {why() if callable(why) else why}")
+
+
+def _refuse_hca(backend, hca_arguments) -> None:
+    if backend not in ("auto", "trtllm-gen", "sparse"):
+        raise NotImplementedError(
+            f"backend={backend!r}: sparse_decode serves the trtllm-gen argument set (backend='auto' or "
+            "'trtllm-gen') and the packed-row one (backend='auto' or 'sparse'); the HCA ('cute-dsl') argument "
+            "set is not implemented yet"
+        )
+    _refuse(
+        hca_arguments,
+        "an argument of FlashInfer's HCA (backend='cute-dsl') backend, which sparse_decode does not implement "
+        "yet, so leave it at its default",
+    )
 
 
 def trtllm_batch_decode_sparse_mla_dsv4(
@@ -61,9 +81,9 @@ def trtllm_batch_decode_sparse_mla_dsv4(
     hca_use_persistent: bool = False,
     hca_sparse_indices_format: Optional[Literal["compressed-page-aligned"]] = None,
 ) -> torch.Tensor:
-    """Decode DeepSeek V4 sparse MLA (FlashInfer's trtllm-gen argument set).
+    """Decode DeepSeek V4 sparse MLA (FlashInfer's trtllm-gen and SM120 packed argument sets).
 
-    query: [B, q_len, H, 512], or [sum_q, H, 512] with cum_seq_lens_q and
+    trtllm-gen set. query: [B, q_len, H, 512], or [sum_q, H, 512] with cum_seq_lens_q and
     max_q_len; BF16 or FP8 E4M3, with both KV pools of the same dtype in
     kv_layout ("HND" [pages, 1, page_size, 512] or "NHD" [pages, page_size,
     1, 512]). sparse_indices [sum_q, W] int32: columns 0..127 are rows of
@@ -77,13 +97,24 @@ def trtllm_batch_decode_sparse_mla_dsv4(
     compressed pool), and any device that sparse_decode serves runs it (CPU
     tensors run its float64 CPU backend). enable_pdl=None means on for CUDA
     tensors, as FlashInfer does on devices that support PDL.
+
+    Packed (SM120 "sparse") set: BF16 query as above; swa_kv_cache and
+    compressed_kv_cache uint8 [pages, page_size, 584] or 4-D in kv_layout
+    (FlashMLA's `fp8_ds_mla` pages; page stride a multiple of 16 bytes);
+    sparse_indices [sum_q, W_swa] rows of swa_kv_cache with swa_topk_lens
+    (optional here) [sum_q]; extra_sparse_indices [sum_q, W_extra] rows of
+    compressed_kv_cache with extra_sparse_topk_lens [sum_q] (required with
+    them); bmm1_scale is the softmax scale (a float: the packed operation
+    takes it by value) and bmm2_scale must be 1.0 (NotImplementedError
+    otherwise, as for tensor scales and for sparse_topk_lens / seq_lens,
+    which belong to the trtllm-gen set). compressed_kv_cache is unused
+    without extra_sparse_indices and extra_sparse_topk_lens, as FlashInfer
+    requires it only with them. cum_seq_lens_q / max_q_len are accepted:
+    tokens are read in flattened order either way.
     """
-    _refuse_other_backends(
+    _refuse_hca(
         backend,
         (
-            ("swa_topk_lens", swa_topk_lens, None),
-            ("extra_sparse_indices", extra_sparse_indices, None),
-            ("extra_sparse_topk_lens", extra_sparse_topk_lens, None),
             ("hca_swa_indices", hca_swa_indices, None),
             ("hca_compressed_block_tables", hca_compressed_block_tables, None),
             ("hca_seq_lens", hca_seq_lens, None),
@@ -92,14 +123,52 @@ def trtllm_batch_decode_sparse_mla_dsv4(
             ("hca_sparse_indices_format", hca_sparse_indices_format, None),
         ),
     )
-    if sparse_indices is None:
-        raise ValueError("sparse_indices: required by the trtllm-gen argument set ([sum_q, W] int32)")
     if kv_layout not in ("HND", "NHD"):
         raise ValueError(f"kv_layout: expected 'HND' or 'NHD', got {kv_layout!r}")
     if cum_seq_lens_q is not None and max_q_len is None:
         raise ValueError("max_q_len: required with cum_seq_lens_q")
     if query.dim() not in (3, 4):
         raise ValueError(f"query: expected [B, q_len, H, 512] or [sum_q, H, 512], got {list(query.shape)}")
+    if enable_pdl is None:
+        enable_pdl = query.is_cuda
+
+    if backend == "sparse" or (backend == "auto" and _is_packed(swa_kv_cache)):
+        _refuse(
+            (("sparse_topk_lens", sparse_topk_lens, None), ("seq_lens", seq_lens, None)),
+            "an argument of FlashInfer's trtllm-gen argument set; the packed-row (SM120 'sparse') set takes "
+            "swa_topk_lens and extra_sparse_topk_lens instead and has no seq_lens window",
+        )
+        return _packed(
+            query,
+            swa_kv_cache,
+            workspace_buffer,
+            sparse_indices,
+            compressed_kv_cache,
+            out,
+            bmm1_scale,
+            bmm2_scale,
+            sinks,
+            kv_layout,
+            enable_pdl,
+            swa_topk_lens,
+            extra_sparse_indices,
+            extra_sparse_topk_lens,
+        )
+
+    _refuse(
+        (
+            ("swa_topk_lens", swa_topk_lens, None),
+            ("extra_sparse_indices", extra_sparse_indices, None),
+            ("extra_sparse_topk_lens", extra_sparse_topk_lens, None),
+        ),
+        lambda: (
+            "an argument of FlashInfer's packed-row (SM120 'sparse') backend, which needs packed uint8 "
+            f"caches [..., 584]; swa_kv_cache is {swa_kv_cache.dtype} {list(swa_kv_cache.shape)}, so the "
+            "trtllm-gen argument set is used: leave it at its default"
+        ),
+    )
+    if sparse_indices is None:
+        raise ValueError("sparse_indices: required by the trtllm-gen argument set ([sum_q, W] int32)")
 
     scales = []
     for name, value in (("bmm1_scale", bmm1_scale), ("bmm2_scale", bmm2_scale)):
@@ -113,8 +182,6 @@ def trtllm_batch_decode_sparse_mla_dsv4(
             scales += [float(value), None]
     bmm1_value, bmm1_tensor, bmm2_value, bmm2_tensor = scales
 
-    if enable_pdl is None:
-        enable_pdl = query.is_cuda
     if out is None:
         out = torch.empty(query.shape, dtype=torch.bfloat16, device=query.device)
 
@@ -139,5 +206,66 @@ def trtllm_batch_decode_sparse_mla_dsv4(
         bmm2_tensor,
         bool(enable_pdl),
         kv_layout,
+    )
+    return out
+
+
+def _packed_pool(cache: Optional[torch.Tensor], name: str, kv_layout: str) -> Optional[torch.Tensor]:
+    """[pages, page_size, 584] or NHD [pages, page_size, 1, 584] as they are; HND [pages, 1,
+    page_size, 584] (the same bytes with one KV head) transposed to NHD, a view."""
+    if cache is None or cache.dim() != 4 or kv_layout == "NHD":
+        return cache
+    if cache.shape[1] != 1:
+        raise ValueError(f"{name}: expected HND [pages, 1, page_size, 584] (kv_layout='HND'), got {list(cache.shape)}")
+    return cache.transpose(1, 2)
+
+
+def _packed(
+    query,
+    swa_kv_cache,
+    workspace_buffer,
+    sparse_indices,
+    compressed_kv_cache,
+    out,
+    bmm1_scale,
+    bmm2_scale,
+    sinks,
+    kv_layout,
+    enable_pdl,
+    swa_topk_lens,
+    extra_sparse_indices,
+    extra_sparse_topk_lens,
+) -> torch.Tensor:
+    """The packed-row (SM120 'sparse') argument set on sparse_decode::dsv4_decode_packed."""
+    if sparse_indices is None:
+        raise ValueError("sparse_indices: required by the packed-row argument set (the SWA segment, [sum_q, W] int32)")
+    if query.dtype != torch.bfloat16:
+        raise ValueError(f"query: the packed-row argument set takes a BF16 query, got {query.dtype}")
+    if isinstance(bmm1_scale, torch.Tensor) or isinstance(bmm2_scale, torch.Tensor):
+        raise NotImplementedError(
+            "bmm1_scale/bmm2_scale: tensor scales are not served with packed caches (the packed operation takes "
+            "the softmax scale by value); pass a float"
+        )
+    if float(bmm2_scale) != 1.0:
+        raise NotImplementedError(f"bmm2_scale: must be 1.0 with packed caches (SPEC section 2), got {bmm2_scale}")
+    if extra_sparse_indices is None and extra_sparse_topk_lens is None:
+        compressed_kv_cache = None
+    if out is None:
+        out = torch.empty(query.shape, dtype=torch.bfloat16, device=query.device)
+    torch.ops.sparse_decode.dsv4_decode_packed(
+        query,
+        _packed_pool(swa_kv_cache, "swa_kv_cache", kv_layout),
+        sparse_indices,
+        out,
+        None,  # lse: not an output of this FlashInfer function
+        None,  # out_of_range_count
+        workspace_buffer,
+        float(bmm1_scale),
+        swa_topk_lens,
+        _packed_pool(compressed_kv_cache, "compressed_kv_cache", kv_layout),
+        extra_sparse_indices,
+        extra_sparse_topk_lens,
+        sinks,
+        bool(enable_pdl),
     )
     return out

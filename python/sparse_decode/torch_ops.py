@@ -1,15 +1,18 @@
-"""The torch.library custom op `sparse_decode::dsv4_decode`.
+"""The torch.library custom ops `sparse_decode::dsv4_decode` and
+`sparse_decode::dsv4_decode_packed`.
 
-A mutating op that returns nothing: it writes `out` (and `lse`,
+Each is a mutating op that returns nothing: it writes `out` (and `lse`,
 `out_of_range_count`, the scratch `workspace`) in place and never allocates,
 so a call can sit inside CUDA graph capture, and torch.compile sees it as one
 opaque node (its fake implementation below has nothing to compute: no
 outputs). Callers allocate `out` once, outside the captured region, as
 sparse_decode.flashinfer_compat does when given no `out`.
 
-Scales: a float (`bmm1_scale`, baked into a captured graph) or a 1-element
-float32 tensor (`bmm1_scale_tensor`, read by the kernel at run time, so a
-replayed graph sees new values); the tensor wins when both are given.
+Scales of dsv4_decode: a float (`bmm1_scale`, baked into a captured graph)
+or a 1-element float32 tensor (`bmm1_scale_tensor`, read by the kernel at run
+time, so a replayed graph sees new values); the tensor wins when both are
+given. dsv4_decode_packed takes its `softmax_scale` as a float only (the C++
+API has no device-pointer form for it), so a captured graph keeps its value.
 """
 
 from typing import Optional
@@ -17,6 +20,7 @@ from typing import Optional
 import torch
 
 from ._decode import dsv4_decode as _dsv4_decode
+from ._decode import dsv4_decode_packed as _dsv4_decode_packed
 
 _MUTATED = ("out", "lse", "out_of_range_count", "workspace")
 # The mutated arguments come first and have no defaults: torch drops trailing
@@ -77,3 +81,50 @@ def _dsv4_decode_fake(
     # Outputs are the mutated arguments, which already have their shapes;
     # argument errors surface from the real call (at the first run).
     return None
+
+
+@torch.library.custom_op("sparse_decode::dsv4_decode_packed", mutates_args=_MUTATED)
+def dsv4_decode_packed(
+    q: torch.Tensor,
+    swa_cache: torch.Tensor,
+    swa_indices: torch.Tensor,
+    out: torch.Tensor,
+    lse: Optional[torch.Tensor],
+    out_of_range_count: Optional[torch.Tensor],
+    workspace: Optional[torch.Tensor],
+    softmax_scale: float,
+    swa_lens: Optional[torch.Tensor] = None,
+    extra_cache: Optional[torch.Tensor] = None,
+    extra_indices: Optional[torch.Tensor] = None,
+    extra_lens: Optional[torch.Tensor] = None,
+    sinks: Optional[torch.Tensor] = None,
+    enable_pdl: bool = False,
+) -> None:
+    """sparse_decode.dsv4_decode_packed on torch tensors, on the current stream of q's device.
+
+    The mutated tensors come first as for dsv4_decode; softmax_scale follows
+    them because it has no default (the packed call takes it by value).
+    """
+    _dsv4_decode_packed(
+        q,
+        swa_cache,
+        swa_indices,
+        out,
+        swa_lens=swa_lens,
+        extra_cache=extra_cache,
+        extra_indices=extra_indices,
+        extra_lens=extra_lens,
+        softmax_scale=softmax_scale,
+        sinks=sinks,
+        lse=lse,
+        out_of_range_count=out_of_range_count,
+        enable_pdl=enable_pdl,
+        workspace=workspace,
+    )
+
+
+@dsv4_decode_packed.register_fake
+def _dsv4_decode_packed_fake(
+    q, swa_cache, swa_indices, out, lse, out_of_range_count, workspace, *args, **kwargs
+) -> None:
+    return None  # as for dsv4_decode: the outputs are the mutated arguments

@@ -1,0 +1,260 @@
+// What every operation's binding shares: DLPack arrays in, library Status
+// out as Python exceptions.
+//
+// Errors carry the library's message: ValueError for kInvalidArgument (and for
+// arrays that do not fit an argument struct), NotImplementedError for
+// kNotSupported, RuntimeError for kCudaError. Shapes and strides are read in
+// C++, next to the argument structs; framework conveniences (dtype views,
+// streams, devices) live in the Python layer (sparse_decode/_arrays.py).
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "sparse_decode/dsv4_decode.h"
+
+namespace sparse_decode::binding {
+
+namespace nb = nanobind;
+
+using InArray = nb::ndarray<nb::ro>;  // read-only: NumPy read-only arrays are accepted too
+using OutArray = nb::ndarray<>;
+
+[[noreturn]] inline void fail(const std::string& message) { throw nb::value_error(message.c_str()); }
+
+// Raises the Python exception that matches a library Status.
+inline void check(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kOk:
+      return;
+    case StatusCode::kInvalidArgument:
+      fail(status.message());
+    case StatusCode::kNotSupported:
+      PyErr_SetString(PyExc_NotImplementedError, status.message().c_str());
+      throw nb::python_error();
+    case StatusCode::kCudaError:
+      break;
+  }
+  PyErr_SetString(PyExc_RuntimeError, status.message().c_str());
+  throw nb::python_error();
+}
+
+// What a binding needs of one array, whatever ndarray flavour it came as.
+struct Array {
+  const char* name;
+  void* data;
+  std::vector<int64_t> shape, strides;  // strides in elements
+  nb::dlpack::dtype dtype;
+  int device_type, device_id;
+
+  size_t ndim() const { return shape.size(); }
+  int64_t count() const {
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    return n;
+  }
+  std::string shape_text() const { return dims_text(shape); }
+  static std::string dims_text(const std::vector<int64_t>& dims) {
+    std::string text = "[";
+    for (size_t i = 0; i < dims.size(); ++i) text += (i ? ", " : "") + std::to_string(dims[i]);
+    return text + "]";
+  }
+};
+
+template <typename... Config>
+Array view(const char* name, const nb::ndarray<Config...>& a) {
+  Array v{name,         const_cast<void*>(static_cast<const void*>(a.data())), {}, {}, a.dtype(), a.device_type(),
+          a.device_id()};
+  for (size_t i = 0; i < a.ndim(); ++i) {
+    v.shape.push_back(a.shape(i));
+    v.strides.push_back(a.stride(i));
+  }
+  // An empty array's strides mean nothing (exporters report anything): use compact ones.
+  if (v.count() == 0) {
+    int64_t stride = 1;
+    for (size_t i = v.ndim(); i-- > 0;) {
+      v.strides[i] = stride;
+      stride *= std::max<int64_t>(v.shape[i], 1);
+    }
+  }
+  return v;
+}
+
+template <typename T>
+std::optional<Array> view(const char* name, const std::optional<T>& a) {
+  if (!a) return std::nullopt;
+  return view(name, *a);
+}
+
+enum class Kind { kFp8, kBf16, kInt32, kFloat32, kOther };
+
+// DLPack 1.1's kDLFloat8_e4m3fn, by number: older nanobind releases do not name it.
+constexpr uint8_t kDLFloat8E4M3FN = 10;
+
+// Integer views carry FP8 (1 byte) and BF16 (2 bytes) bits for frameworks
+// that have no such dtype (NumPy without ml_dtypes, CuPy). kFp8 is also what
+// a packed 584-byte pool is: any 1-byte element.
+inline Kind kind(nb::dlpack::dtype t) {
+  using C = nb::dlpack::dtype_code;
+  const auto code = static_cast<C>(t.code);
+  if (t.lanes != 1) return Kind::kOther;
+  const bool integer = code == C::Int || code == C::UInt;
+  if (t.bits == 8 && (integer || t.code == kDLFloat8E4M3FN)) return Kind::kFp8;
+  if (t.bits == 16 && (integer || code == C::Bfloat)) return Kind::kBf16;
+  if (t.bits == 32 && code == C::Int) return Kind::kInt32;
+  if (t.bits == 32 && code == C::Float) return Kind::kFloat32;
+  return Kind::kOther;
+}
+
+inline std::string dtype_text(nb::dlpack::dtype t) {
+  static const char* names[] = {"int", "uint", "float", "opaque", "bfloat"};
+  std::string base = t.code < 5 ? names[t.code] : "dlpack-code-" + std::to_string(t.code) + "-";
+  return base + std::to_string(t.bits);
+}
+
+inline void expect_kind(const Array& a, Kind wanted, const char* what) {
+  if (kind(a.dtype) != wanted) fail(std::string(a.name) + ": expected " + what + ", got " + dtype_text(a.dtype));
+}
+
+inline std::string device_text(const Array& a) {
+  const int type = a.device_type;
+  const char* name = type == nb::device::cpu::value            ? "cpu"
+                     : type == nb::device::cuda::value         ? "cuda"
+                     : type == nb::device::cuda_host::value    ? "cuda_host"
+                     : type == nb::device::cuda_managed::value ? "cuda_managed"
+                                                               : nullptr;
+  return (name ? std::string(name) : "dlpack-device-" + std::to_string(type)) + ":" + std::to_string(a.device_id);
+}
+
+// Where the call runs: q decides, every other array must live on q's device.
+inline MemorySpace memory_of(const Array& q, std::initializer_list<const std::optional<Array>*> others) {
+  MemorySpace memory = MemorySpace::kHost;
+  if (q.device_type == nb::device::cpu::value) {
+    memory = MemorySpace::kHost;
+  } else if (q.device_type == nb::device::cuda::value || q.device_type == nb::device::cuda_managed::value) {
+    memory = MemorySpace::kDevice;
+  } else {
+    fail("q: expected a CPU or CUDA array, got " + device_text(q));
+  }
+  for (const auto* other : others) {
+    const auto& a = *other;
+    if (a && (a->device_type != q.device_type || a->device_id != q.device_id)) {
+      fail(std::string(a->name) + ": expected an array on the same device as q (" + device_text(q) + "), got " +
+           device_text(*a));
+    }
+  }
+  return memory;
+}
+
+// Leading dims [0, n) merged into one (e.g. [B, q_len] into tokens): its size
+// and its single stride. Size-1 dims carry no stride (frameworks report any
+// value for them), so `fallback` is used when no dim is longer than 1.
+struct Merged {
+  int64_t size, stride;
+};
+inline Merged merge_leading(const Array& a, size_t n, int64_t fallback) {
+  int64_t size = 1, stride = fallback, next = 0;
+  bool first = true;
+  for (size_t i = 0; i < n; ++i) size *= a.shape[i];
+  if (size <= 1) return {size, fallback};
+  for (size_t i = n; i-- > 0;) {
+    if (a.shape[i] == 1) continue;
+    if (first) {
+      stride = a.strides[i];
+      first = false;
+    } else if (a.strides[i] != next) {
+      fail(std::string(a.name) + ": the leading dims of shape " + a.shape_text() +
+           " cannot be flattened into tokens with one stride (make the array contiguous)");
+    }
+    next = a.strides[i] * a.shape[i];
+  }
+  return {size, stride};
+}
+
+inline int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+
+// A [tokens..., H, 512] array (q, out): tokens, token stride, head stride.
+struct Rows {
+  int64_t tokens, token_stride, head_stride;
+};
+inline Rows rows_of(const Array& a, int64_t heads) {
+  const size_t nd = a.ndim();
+  if (nd < 2 || a.shape[nd - 1] != kHeadDim || a.shape[nd - 2] != heads) {
+    fail(std::string(a.name) + ": expected shape [T, " + std::to_string(heads) + ", 512] or [B, q_len, " +
+         std::to_string(heads) + ", 512], got " + a.shape_text());
+  }
+  if (a.strides[nd - 1] != 1) fail(std::string(a.name) + ": expected the 512 dims contiguous (last stride 1)");
+  const int64_t head_stride = a.strides[nd - 2];
+  const Merged tokens = merge_leading(a, nd - 2, round_up((heads - 1) * head_stride + kHeadDim, 16));
+  return {tokens.size, tokens.stride, head_stride};
+}
+
+// An int32 [tokens..., W] index table with contiguous columns: its rows' stride.
+struct IndexTable {
+  const int32_t* data;
+  int32_t width;
+  int64_t stride;
+};
+inline IndexTable indices_of(const Array& a, int64_t tokens) {
+  expect_kind(a, Kind::kInt32, "int32");
+  if (a.ndim() < 2 || a.strides.back() != 1) {
+    fail(std::string(a.name) + ": expected [T, W] (or [B, q_len, W]) int32 with contiguous columns, got " +
+         a.shape_text());
+  }
+  const int32_t width = static_cast<int32_t>(a.shape.back());
+  const Merged rows = merge_leading(a, a.ndim() - 1, round_up(width, 4));
+  if (rows.size != tokens) {
+    fail(std::string(a.name) + ": expected " + std::to_string(tokens) + " rows (one per token), got shape " +
+         a.shape_text());
+  }
+  return {static_cast<const int32_t*>(a.data), width, rows.stride};
+}
+
+// A contiguous [count] int32/float32 array (lens, seq_lens, sinks...), any
+// leading shape (e.g. lens as [B, q_len]); expected_count < 0: any count.
+template <typename T>
+const T* vector_of(const Array& a, Kind wanted, const char* what, int64_t expected_count) {
+  expect_kind(a, wanted, what);
+  const Merged all = merge_leading(a, a.ndim(), 1);
+  if (expected_count >= 0 && all.size != expected_count) {
+    fail(std::string(a.name) + ": expected " + std::to_string(expected_count) +
+         (expected_count == 1 ? " element" : " elements") + ", got shape " + a.shape_text());
+  }
+  if (all.stride != 1)
+    fail(std::string(a.name) + ": expected a contiguous array, got element stride " + std::to_string(all.stride));
+  return static_cast<const T*>(a.data);
+}
+
+// lse: float32 [tokens..., H] with contiguous heads: data and token stride.
+inline std::pair<float*, int64_t> lse_of(const Array& a, int64_t tokens, int64_t heads) {
+  expect_kind(a, Kind::kFloat32, "float32");
+  if (a.ndim() < 2 || a.shape.back() != heads || a.strides.back() != 1) {
+    fail("lse: expected [T, " + std::to_string(heads) + "] float32 with contiguous heads, got " + a.shape_text());
+  }
+  const Merged rows = merge_leading(a, a.ndim() - 1, heads);
+  if (rows.size != tokens) fail("lse: expected " + std::to_string(tokens) + " tokens, got " + a.shape_text());
+  return {static_cast<float*>(a.data), rows.stride};
+}
+
+// Scratch memory: (pointer, bytes) of an optional array of any dtype.
+inline std::pair<void*, size_t> workspace_of(const std::optional<Array>& a) {
+  if (!a) return {nullptr, 0};
+  return {a->data, static_cast<size_t>(a->count()) * ((a->dtype.bits + 7) / 8)};
+}
+
+// Registers an operation's functions on the module (one per source file).
+void add_dsv4_decode(nb::module_& m);
+void add_dsv4_decode_packed(nb::module_& m);
+
+}  // namespace sparse_decode::binding

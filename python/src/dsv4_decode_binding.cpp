@@ -1,0 +1,160 @@
+// _ext.dsv4_decode: DLPack arrays -> Dsv4DecodeArgs -> sparse_decode::dsv4_decode
+// (SPEC section 1, plain 512-element rows).
+#include "binding.h"
+
+namespace sparse_decode::binding {
+namespace {
+
+// A pool: [rows, 512], [pages, page_size, 512], or 4-D NHD/HND with one KV head.
+KvPool pool_of(const Array& a, bool hnd) {
+  const size_t nd = a.ndim();
+  const std::string name = a.name;
+  if (nd < 2 || nd > 4 || a.shape[nd - 1] != kHeadDim) {
+    fail(name +
+         ": expected [pages, page_size, 512] (or NHD [pages, page_size, 1, 512], HND [pages, 1, page_size, "
+         "512], [rows, 512]), got " +
+         a.shape_text());
+  }
+  if (a.strides[nd - 1] != 1) fail(name + ": expected the 512 dims contiguous (last stride 1)");
+  size_t page_dim = 0, slot_dim = 1;
+  if (nd == 4) {
+    const size_t head_dim = hnd ? 1 : 2;
+    slot_dim = hnd ? 2 : 1;
+    if (a.shape[head_dim] != 1) {
+      fail(name + ": expected one KV head in " +
+           (hnd ? "HND [pages, 1, page_size, 512]" : "NHD [pages, page_size, 1, 512]") + ", got " + a.shape_text());
+    }
+  }
+  KvPool pool;
+  pool.data = a.data;
+  if (nd == 2) {  // flat rows: pages of one row
+    pool.pages = a.shape[0];
+    pool.page_size = 1;
+    pool.row_stride = kHeadDim;
+    pool.page_stride = a.shape[0] > 1 ? a.strides[0] : kHeadDim;
+    return pool;
+  }
+  pool.pages = a.shape[page_dim];
+  pool.page_size = a.shape[slot_dim];
+  pool.row_stride = pool.page_size > 1 ? a.strides[slot_dim] : kHeadDim;
+  pool.page_stride = pool.pages > 1 ? a.strides[page_dim] : pool.page_size * pool.row_stride;
+  return pool;
+}
+
+void decode_arrays(const InArray& q_in, const InArray& swa_in, const std::optional<InArray>& compressed_in,
+                   const InArray& indices_in, const OutArray& out_in, const std::optional<InArray>& lens_in,
+                   const std::optional<InArray>& seq_lens_in, const std::optional<InArray>& cum_in,
+                   std::optional<int32_t> q_len, std::optional<int32_t> max_q_len,
+                   const std::optional<InArray>& sinks_in, float bmm1_value, const std::optional<InArray>& bmm1_in,
+                   float bmm2_value, const std::optional<InArray>& bmm2_in, const std::optional<OutArray>& lse_in,
+                   const std::optional<OutArray>& count_in, const std::optional<OutArray>& workspace_in,
+                   bool enable_pdl, bool hnd, uintptr_t stream) {
+  const Array q = view("q", q_in);
+  const std::optional<Array> swa = view("swa_kv", swa_in), indices = view("indices", indices_in),
+                             out = view("out", out_in), compressed = view("compressed_kv", compressed_in),
+                             lens = view("lens", lens_in), seq_lens = view("seq_lens", seq_lens_in),
+                             cum = view("cum_seq_lens_q", cum_in), sinks = view("sinks", sinks_in),
+                             bmm1 = view("bmm1_scale", bmm1_in), bmm2 = view("bmm2_scale", bmm2_in),
+                             lse = view("lse", lse_in), count = view("out_of_range_count", count_in),
+                             workspace = view("workspace", workspace_in);
+
+  Dsv4DecodeArgs args;
+  args.memory = memory_of(
+      q, {&swa, &indices, &out, &compressed, &lens, &seq_lens, &cum, &sinks, &bmm1, &bmm2, &lse, &count, &workspace});
+
+  // Element type: q decides, the pools follow, out is BF16.
+  const Kind element = kind(q.dtype);
+  if (element != Kind::kFp8 && element != Kind::kBf16) {
+    fail(
+        "q: expected FP8 E4M3 (float8_e4m3fn or a 1-byte integer view) or BF16 (bfloat16 or a 2-byte integer "
+        "view), got " +
+        dtype_text(q.dtype));
+  }
+  args.dtype = element == Kind::kFp8 ? DType::kFloat8E4M3 : DType::kBFloat16;
+  const char* element_text =
+      element == Kind::kFp8 ? "the dtype of q (FP8 E4M3, 1 byte)" : "the dtype of q (BF16, 2 bytes)";
+  expect_kind(*swa, element, element_text);
+  if (compressed) expect_kind(*compressed, element, element_text);
+  expect_kind(*out, Kind::kBf16, "bfloat16 (or a 2-byte integer view)");
+  expect_kind(*indices, Kind::kInt32, "int32");
+
+  // Heads come from q's second-to-last dim; q and out are read as [T, H, 512].
+  if (q.ndim() != 3 && q.ndim() != 4) fail("q: expected [T, H, 512] or [B, q_len, H, 512], got " + q.shape_text());
+  args.num_heads = static_cast<int32_t>(q.shape[q.ndim() - 2]);
+  const Rows q_rows = rows_of(q, args.num_heads), out_rows = rows_of(*out, args.num_heads);
+  args.num_tokens = q_rows.tokens;
+  if (out_rows.tokens != args.num_tokens) {
+    fail("out: expected " + std::to_string(args.num_tokens) + " tokens like q, got shape " + out->shape_text());
+  }
+  args.q = q.data;
+  args.q_token_stride = q_rows.token_stride;
+  args.q_head_stride = q_rows.head_stride;
+  args.out = out->data;
+  args.out_token_stride = out_rows.token_stride;
+  args.out_head_stride = out_rows.head_stride;
+
+  args.swa_kv = pool_of(*swa, hnd);
+  if (compressed && compressed->count() > 0) args.compressed_kv = pool_of(*compressed, hnd);
+
+  const IndexTable table = indices_of(*indices, args.num_tokens);
+  args.indices = table.data;
+  args.width = table.width;
+  args.indices_stride = table.stride;
+
+  if (lens) args.lens = vector_of<int32_t>(*lens, Kind::kInt32, "int32", args.num_tokens);
+  if (seq_lens) {
+    args.seq_lens = vector_of<int32_t>(*seq_lens, Kind::kInt32, "int32", -1);
+    args.num_requests = static_cast<int32_t>(seq_lens->count());
+  }
+  if (cum) {
+    const int64_t expected = seq_lens ? args.num_requests + 1 : -1;
+    args.cum_seq_lens_q = vector_of<int32_t>(*cum, Kind::kInt32, "int32 [B + 1]", expected);
+    if (!seq_lens) args.num_requests = static_cast<int32_t>(cum->count() - 1);
+  }
+  // Query lengths: given, or read off a 4-D q; a 3-D q with uniform requests
+  // divides evenly. Whatever stays 0 is refused by the library with its name.
+  const int32_t q_dim_len = q.ndim() == 4 ? static_cast<int32_t>(q.shape[1]) : 0;
+  args.max_q_len = max_q_len.value_or(q_dim_len);
+  args.q_len = q_len.value_or(q_dim_len);
+  if (!q_len && q.ndim() == 3 && args.num_requests > 0 && args.num_tokens % args.num_requests == 0) {
+    args.q_len = static_cast<int32_t>(args.num_tokens / args.num_requests);
+  }
+
+  if (sinks) args.sinks = vector_of<float>(*sinks, Kind::kFloat32, "float32", args.num_heads);
+  args.bmm1_scale.value = bmm1_value;
+  args.bmm2_scale.value = bmm2_value;
+  if (bmm1) args.bmm1_scale.device = vector_of<float>(*bmm1, Kind::kFloat32, "a float or a 1-element float32 array", 1);
+  if (bmm2) args.bmm2_scale.device = vector_of<float>(*bmm2, Kind::kFloat32, "a float or a 1-element float32 array", 1);
+
+  if (lse) std::tie(args.lse, args.lse_token_stride) = lse_of(*lse, args.num_tokens, args.num_heads);
+  if (count) {
+    args.out_of_range_count = const_cast<int32_t*>(vector_of<int32_t>(*count, Kind::kInt32, "int32 [1]", 1));
+  }
+  args.enable_pdl = enable_pdl;
+
+  const auto [workspace_data, workspace_bytes] = workspace_of(workspace);
+  if (const size_t needed = workspace_size(args); needed > workspace_bytes) {
+    fail("workspace: expected at least " + std::to_string(needed) + " bytes, got " + std::to_string(workspace_bytes));
+  }
+
+  Status status;
+  {
+    // The CPU backend can run for a while; other Python threads may go on.
+    nb::gil_scoped_release release;
+    status = dsv4_decode(args, workspace_data, workspace_bytes, reinterpret_cast<CUstream_st*>(stream));
+  }
+  check(status);
+}
+
+}  // namespace
+
+void add_dsv4_decode(nb::module_& m) {
+  m.def("dsv4_decode", &decode_arrays, nb::arg("q"), nb::arg("swa_kv"), nb::arg("compressed_kv").none(),
+        nb::arg("indices"), nb::arg("out"), nb::kw_only(), nb::arg("lens").none(), nb::arg("seq_lens").none(),
+        nb::arg("cum_seq_lens_q").none(), nb::arg("q_len").none(), nb::arg("max_q_len").none(), nb::arg("sinks").none(),
+        nb::arg("bmm1_scale"), nb::arg("bmm1_scale_array").none(), nb::arg("bmm2_scale"),
+        nb::arg("bmm2_scale_array").none(), nb::arg("lse").none(), nb::arg("out_of_range_count").none(),
+        nb::arg("workspace").none(), nb::arg("enable_pdl"), nb::arg("hnd"), nb::arg("stream"));
+}
+
+}  // namespace sparse_decode::binding

@@ -1,0 +1,123 @@
+// _ext.dsv4_decode_packed: DLPack arrays -> Dsv4PackedDecodeArgs ->
+// sparse_decode::dsv4_decode_packed (SPEC section 2, packed 584-byte rows).
+#include "binding.h"
+#include "sparse_decode/dsv4_decode_packed.h"
+
+namespace sparse_decode::binding {
+namespace {
+
+// A pool as FlashMLA and FlashInfer hold it: bytes shaped [pages, page_size,
+// 584] or [pages, page_size, 1, 584]. The [page_size, 584] shape is only a
+// byte view of a page (its data rows, then its scale rows: see
+// docs/packed_layout.md), so the slots must be 584 bytes apart; the page
+// stride is the array's, and may be larger than page_size * 584.
+PackedPool packed_pool_of(const Array& a) {
+  const std::string name = a.name;
+  expect_kind(a, Kind::kFp8, "uint8 (1-byte elements holding the packed 584-byte rows)");
+  const size_t nd = a.ndim();
+  if ((nd != 3 && nd != 4) || a.shape[nd - 1] != kPackedRowBytes || (nd == 4 && a.shape[2] != 1)) {
+    fail(name + ": expected [pages, page_size, 584] or [pages, page_size, 1, 584] bytes, got " + a.shape_text());
+  }
+  PackedPool pool;
+  pool.data = static_cast<const uint8_t*>(a.data);
+  pool.pages = a.shape[0];
+  pool.page_size = a.shape[1];
+  if (a.strides[nd - 1] != 1 || (pool.page_size > 1 && a.strides[1] != kPackedRowBytes)) {
+    fail(name + ": expected each page's page_size * 584 bytes contiguous (strides [page_stride, 584, " +
+         (nd == 4 ? "any, " : "") + "1]), got strides " + Array::dims_text(a.strides));
+  }
+  // One page: its stride is never used to address anything; the smallest
+  // value the library accepts (a multiple of 16 bytes) stands in.
+  pool.page_stride = pool.pages > 1 ? a.strides[0] : round_up(pool.page_size * kPackedRowBytes, 16);
+  return pool;
+}
+
+void decode_packed_arrays(const InArray& q_in, const InArray& swa_cache_in, const InArray& swa_indices_in,
+                          const OutArray& out_in, const std::optional<InArray>& swa_lens_in,
+                          const std::optional<InArray>& extra_cache_in, const std::optional<InArray>& extra_indices_in,
+                          const std::optional<InArray>& extra_lens_in, float softmax_scale,
+                          const std::optional<InArray>& sinks_in, const std::optional<OutArray>& lse_in,
+                          const std::optional<OutArray>& count_in, const std::optional<OutArray>& workspace_in,
+                          bool enable_pdl, uintptr_t stream) {
+  const Array q = view("q", q_in);
+  const std::optional<Array> swa_cache = view("swa_cache", swa_cache_in),
+                             swa_indices = view("swa_indices", swa_indices_in), out = view("out", out_in),
+                             swa_lens = view("swa_lens", swa_lens_in),
+                             extra_cache = view("extra_cache", extra_cache_in),
+                             extra_indices = view("extra_indices", extra_indices_in),
+                             extra_lens = view("extra_lens", extra_lens_in), sinks = view("sinks", sinks_in),
+                             lse = view("lse", lse_in), count = view("out_of_range_count", count_in),
+                             workspace = view("workspace", workspace_in);
+
+  Dsv4PackedDecodeArgs args;
+  args.memory = memory_of(q, {&swa_cache, &swa_indices, &out, &swa_lens, &extra_cache, &extra_indices, &extra_lens,
+                              &sinks, &lse, &count, &workspace});
+
+  expect_kind(q, Kind::kBf16, "bfloat16 (or a 2-byte integer view)");
+  expect_kind(*out, Kind::kBf16, "bfloat16 (or a 2-byte integer view)");
+  if (q.ndim() != 3 && q.ndim() != 4) fail("q: expected [T, H, 512] or [B, q_len, H, 512], got " + q.shape_text());
+  args.num_heads = static_cast<int32_t>(q.shape[q.ndim() - 2]);
+  const Rows q_rows = rows_of(q, args.num_heads), out_rows = rows_of(*out, args.num_heads);
+  args.num_tokens = q_rows.tokens;
+  if (out_rows.tokens != args.num_tokens) {
+    fail("out: expected " + std::to_string(args.num_tokens) + " tokens like q, got shape " + out->shape_text());
+  }
+  args.q = q.data;
+  args.q_token_stride = q_rows.token_stride;
+  args.q_head_stride = q_rows.head_stride;
+  args.out = out->data;
+  args.out_token_stride = out_rows.token_stride;
+  args.out_head_stride = out_rows.head_stride;
+
+  // Each segment as given; a partly given extra segment is passed on as it
+  // is, so that the library refuses it naming the missing field.
+  struct Given {
+    const std::optional<Array>&cache, &indices, &lens;
+    PackedSegment* segment;
+  };
+  for (const Given& g : {Given{swa_cache, swa_indices, swa_lens, &args.swa},
+                         Given{extra_cache, extra_indices, extra_lens, &args.extra}}) {
+    if (g.cache) g.segment->pool = packed_pool_of(*g.cache);
+    if (g.indices) {
+      const IndexTable table = indices_of(*g.indices, args.num_tokens);
+      g.segment->indices = table.data;
+      g.segment->width = table.width;
+      g.segment->indices_stride = table.stride;
+    }
+    if (g.lens) g.segment->lens = vector_of<int32_t>(*g.lens, Kind::kInt32, "int32", args.num_tokens);
+  }
+
+  args.softmax_scale = softmax_scale;
+  if (sinks) args.sinks = vector_of<float>(*sinks, Kind::kFloat32, "float32", args.num_heads);
+  if (lse) std::tie(args.lse, args.lse_token_stride) = lse_of(*lse, args.num_tokens, args.num_heads);
+  if (count) {
+    args.out_of_range_count = const_cast<int32_t*>(vector_of<int32_t>(*count, Kind::kInt32, "int32 [1]", 1));
+  }
+  args.enable_pdl = enable_pdl;
+
+  const auto [workspace_data, workspace_bytes] = workspace_of(workspace);
+  if (const size_t needed = workspace_size(args); needed > workspace_bytes) {
+    fail("workspace: expected at least " + std::to_string(needed) + " bytes, got " + std::to_string(workspace_bytes));
+  }
+
+  Status status;
+  {
+    // The CPU backend can run for a while; other Python threads may go on.
+    nb::gil_scoped_release release;
+    status = dsv4_decode_packed(args, workspace_data, workspace_bytes, reinterpret_cast<CUstream_st*>(stream));
+  }
+  check(status);
+}
+
+}  // namespace
+
+void add_dsv4_decode_packed(nb::module_& m) {
+  m.attr("PACKED_ROW_BYTES") = kPackedRowBytes;
+  m.def("dsv4_decode_packed", &decode_packed_arrays, nb::arg("q"), nb::arg("swa_cache"), nb::arg("swa_indices"),
+        nb::arg("out"), nb::kw_only(), nb::arg("swa_lens").none(), nb::arg("extra_cache").none(),
+        nb::arg("extra_indices").none(), nb::arg("extra_lens").none(), nb::arg("softmax_scale"),
+        nb::arg("sinks").none(), nb::arg("lse").none(), nb::arg("out_of_range_count").none(),
+        nb::arg("workspace").none(), nb::arg("enable_pdl"), nb::arg("stream"));
+}
+
+}  // namespace sparse_decode::binding

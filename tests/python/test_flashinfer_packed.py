@@ -1,0 +1,116 @@
+"""The FlashInfer drop-in with its SM120 packed argument set (seed 001), on CPU tensors."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from sparse_decode.flashinfer_compat import trtllm_batch_decode_sparse_mla_dsv4  # noqa: E402
+from dsv4_reference import assert_matches_exactly_rounded  # noqa: E402
+from dsv4_reference import make_problem as make_plain_problem  # noqa: E402
+from helpers import bits  # noqa: E402
+from helpers import torch_kwargs as plain_torch_kwargs  # noqa: E402
+from packed_helpers import run_numpy, torch_kwargs  # noqa: E402
+from packed_reference import make_packed_problem, reference  # noqa: E402
+
+
+def sm120_args(p, layout="3-D", device="cpu"):
+    """The SM120 set as vLLM passes it: caches, SWA and extra segments, bmm1_scale = softmax scale."""
+    k = torch_kwargs(p, device)
+    caches = {"swa_kv_cache": k["swa_cache"], "compressed_kv_cache": k["extra_cache"]}
+    for name, cache in caches.items():
+        if cache is not None and layout != "3-D":  # one KV head: NHD [pages, page, 1, 584], HND [pages, 1, page, 584]
+            caches[name] = cache.unsqueeze(2 if layout == "NHD" else 1)
+    return dict(
+        query=k["q"],
+        workspace_buffer=torch.zeros(1024, dtype=torch.uint8, device=device),
+        sparse_indices=k["swa_indices"],
+        swa_topk_lens=k["swa_lens"],
+        extra_sparse_indices=k["extra_indices"],
+        extra_sparse_topk_lens=k["extra_lens"],
+        bmm1_scale=p.softmax_scale,
+        sinks=k["sinks"],
+        kv_layout="HND" if layout == "HND" else "NHD",
+        **caches,
+    )
+
+
+@pytest.mark.parametrize("layout", ["3-D", "NHD", "HND"])
+@pytest.mark.parametrize("backend", ["auto", "sparse"])
+def test_matches_reference(rng, seed, layout, backend):
+    p = make_packed_problem(rng, page_size=61 if layout == "HND" else 64)
+    out = trtllm_batch_decode_sparse_mla_dsv4(**sm120_args(p, layout), backend=backend)
+    assert out.shape == p.q.shape and out.dtype == torch.bfloat16
+    assert_matches_exactly_rounded(bits(out), reference(p)[0], seed)
+
+
+def test_vllm_shapes_and_same_bits_as_the_low_level_call(rng, seed):
+    # vLLM passes query [T, 1, H, 512] and out [T, H, 512]; the given out is returned.
+    p = make_packed_problem(rng, tokens=6)
+    args = sm120_args(p, "NHD")
+    out = torch.full(p.q.shape, float("nan"), dtype=torch.bfloat16)
+    returned = trtllm_batch_decode_sparse_mla_dsv4(**{**args, "query": args["query"].unsqueeze(1)}, out=out)
+    assert returned is out
+    assert np.array_equal(bits(out), run_numpy(p)[0]), f"seed={seed}"
+
+
+def test_swa_segment_only(rng, seed):
+    # Without extra indices and lengths the compressed cache is unused, as in FlashInfer.
+    p = make_packed_problem(rng, extra_width=None, swa_lens=False)
+    args = sm120_args(p)
+    args["compressed_kv_cache"] = torch.zeros(3, 64, 584, dtype=torch.uint8)
+    out = trtllm_batch_decode_sparse_mla_dsv4(**args)
+    assert_matches_exactly_rounded(bits(out), reference(p)[0], seed)
+
+
+def test_varlen_query_arguments_are_accepted(rng, seed):
+    p = make_packed_problem(rng, tokens=5)
+    cum = torch.tensor([0, 2, 5], dtype=torch.int32)
+    out = trtllm_batch_decode_sparse_mla_dsv4(**sm120_args(p), cum_seq_lens_q=cum, max_q_len=3)
+    assert_matches_exactly_rounded(bits(out), reference(p)[0], seed)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(bmm2_scale=2.0), r"^bmm2_scale: must be 1\.0 with packed caches \(SPEC section 2\), got 2\.0$"),
+        (dict(bmm1_scale=torch.tensor([0.1])), r"^bmm1_scale/bmm2_scale: tensor scales are not served"),
+        (dict(bmm2_scale=torch.tensor([1.0])), r"^bmm1_scale/bmm2_scale: tensor scales are not served"),
+        (
+            dict(sparse_topk_lens=torch.zeros(5, dtype=torch.int32)),
+            r"^sparse_topk_lens: an argument of FlashInfer's trtllm-gen",
+        ),
+        (dict(seq_lens=torch.ones(5, dtype=torch.int32)), r"^seq_lens: an argument of FlashInfer's trtllm-gen"),
+        (dict(hca_seq_lens=torch.ones(5, dtype=torch.int32)), r"^hca_seq_lens: an argument of FlashInfer's HCA"),
+        (dict(backend="cute-dsl"), r"^backend='cute-dsl': sparse_decode serves the trtllm-gen argument set"),
+    ],
+)
+def test_not_implemented(rng, change, message):
+    p = make_packed_problem(rng)
+    out = torch.full(p.q.shape, float("nan"), dtype=torch.bfloat16)
+    with pytest.raises(NotImplementedError, match=message):
+        trtllm_batch_decode_sparse_mla_dsv4(**{**sm120_args(p), **change}, out=out)
+    assert torch.isnan(out.float()).all(), "nothing is written when a call is refused"
+
+
+def test_argument_errors(rng):
+    p = make_packed_problem(rng)
+    args = sm120_args(p)
+    with pytest.raises(ValueError, match=r"^query: the packed-row argument set takes a BF16 query, got torch\.float8"):
+        trtllm_batch_decode_sparse_mla_dsv4(**{**args, "query": args["query"].to(torch.float8_e4m3fn)})
+    with pytest.raises(ValueError, match=r"^sparse_indices: required by the packed-row argument set"):
+        trtllm_batch_decode_sparse_mla_dsv4(**{**args, "sparse_indices": None})
+    with pytest.raises(ValueError, match=r"^swa_kv_cache: expected HND \[pages, 1, page_size, 584\]"):
+        trtllm_batch_decode_sparse_mla_dsv4(**{**sm120_args(p, "NHD"), "kv_layout": "HND"})
+    # The library's message, as FlashInfer requires extra_sparse_topk_lens with extra_sparse_indices.
+    with pytest.raises(ValueError, match=r"^extra\.lens: expected a non-null pointer"):
+        trtllm_batch_decode_sparse_mla_dsv4(**{**args, "extra_sparse_topk_lens": None})
+
+
+def test_sparse_backend_with_plain_caches_is_refused(rng):
+    p = make_plain_problem(rng, dtype="bf16", layout="NHD")
+    k = plain_torch_kwargs(p)
+    with pytest.raises(ValueError, match=r"^swa_cache: expected uint8 \(1-byte elements"):
+        trtllm_batch_decode_sparse_mla_dsv4(
+            k["q"], k["swa_kv"], torch.zeros(16, dtype=torch.uint8), k["indices"], kv_layout="NHD", backend="sparse"
+        )
