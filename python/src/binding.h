@@ -254,6 +254,23 @@ inline std::pair<void*, size_t> workspace_of(const std::optional<Array>& a) {
 }
 
 // Registers an operation's functions on the module (one per source file).
+// Checks the workspace against the call's need, then runs `decode(args,
+// workspace, bytes, stream)` without the GIL (the CPU backend can run for a
+// while; other Python threads may go on) and raises on a refusal.
+template <typename Args, typename Decode>
+void run_decode(const Args& args, const std::optional<Array>& workspace, uintptr_t stream, Decode decode) {
+  const auto [workspace_data, workspace_bytes] = workspace_of(workspace);
+  if (const size_t needed = workspace_size(args); needed > workspace_bytes) {
+    fail("workspace: expected at least " + std::to_string(needed) + " bytes, got " + std::to_string(workspace_bytes));
+  }
+  Status status;
+  {
+    nb::gil_scoped_release release;
+    status = decode(args, workspace_data, workspace_bytes, reinterpret_cast<CUstream_st*>(stream));
+  }
+  check(status);
+}
+
 void add_dsv4_decode(nb::module_& m);
 void add_dsv4_decode_packed(nb::module_& m);
 

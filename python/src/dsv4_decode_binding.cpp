@@ -132,18 +132,7 @@ void decode_arrays(const InArray& q_in, const InArray& swa_in, const std::option
   }
   args.enable_pdl = enable_pdl;
 
-  const auto [workspace_data, workspace_bytes] = workspace_of(workspace);
-  if (const size_t needed = workspace_size(args); needed > workspace_bytes) {
-    fail("workspace: expected at least " + std::to_string(needed) + " bytes, got " + std::to_string(workspace_bytes));
-  }
-
-  Status status;
-  {
-    // The CPU backend can run for a while; other Python threads may go on.
-    nb::gil_scoped_release release;
-    status = dsv4_decode(args, workspace_data, workspace_bytes, reinterpret_cast<CUstream_st*>(stream));
-  }
-  check(status);
+  run_decode(args, workspace, stream, [](const auto&... call) { return dsv4_decode(call...); });
 }
 
 }  // namespace

@@ -95,18 +95,7 @@ void decode_packed_arrays(const InArray& q_in, const InArray& swa_cache_in, cons
   }
   args.enable_pdl = enable_pdl;
 
-  const auto [workspace_data, workspace_bytes] = workspace_of(workspace);
-  if (const size_t needed = workspace_size(args); needed > workspace_bytes) {
-    fail("workspace: expected at least " + std::to_string(needed) + " bytes, got " + std::to_string(workspace_bytes));
-  }
-
-  Status status;
-  {
-    // The CPU backend can run for a while; other Python threads may go on.
-    nb::gil_scoped_release release;
-    status = dsv4_decode_packed(args, workspace_data, workspace_bytes, reinterpret_cast<CUstream_st*>(stream));
-  }
-  check(status);
+  run_decode(args, workspace, stream, [](const auto&... call) { return dsv4_decode_packed(call...); });
 }
 
 }  // namespace
