@@ -254,6 +254,25 @@ inline std::pair<void*, size_t> workspace_of(const std::optional<Array>& a) {
 }
 
 // Registers an operation's functions on the module (one per source file).
+// Heads come from q's second-to-last dim; q and out are read as [T, H, 512]
+// (or [B, q_len, H, 512]) with any token and head strides.
+template <typename Args>
+void set_query_and_output(Args& args, const Array& q, const Array& out) {
+  if (q.ndim() != 3 && q.ndim() != 4) fail("q: expected [T, H, 512] or [B, q_len, H, 512], got " + q.shape_text());
+  args.num_heads = static_cast<int32_t>(q.shape[q.ndim() - 2]);
+  const Rows q_rows = rows_of(q, args.num_heads), out_rows = rows_of(out, args.num_heads);
+  args.num_tokens = q_rows.tokens;
+  if (out_rows.tokens != args.num_tokens) {
+    fail("out: expected " + std::to_string(args.num_tokens) + " tokens like q, got shape " + out.shape_text());
+  }
+  args.q = q.data;
+  args.q_token_stride = q_rows.token_stride;
+  args.q_head_stride = q_rows.head_stride;
+  args.out = out.data;
+  args.out_token_stride = out_rows.token_stride;
+  args.out_head_stride = out_rows.head_stride;
+}
+
 // Checks the workspace against the call's need, then runs `decode(args,
 // workspace, bytes, stream)` without the GIL (the CPU backend can run for a
 // while; other Python threads may go on) and raises on a refusal.

@@ -55,19 +55,7 @@ void decode_packed_arrays(const InArray& q_in, const InArray& swa_cache_in, cons
 
   expect_kind(q, Kind::kBf16, "bfloat16 (or a 2-byte integer view)");
   expect_kind(*out, Kind::kBf16, "bfloat16 (or a 2-byte integer view)");
-  if (q.ndim() != 3 && q.ndim() != 4) fail("q: expected [T, H, 512] or [B, q_len, H, 512], got " + q.shape_text());
-  args.num_heads = static_cast<int32_t>(q.shape[q.ndim() - 2]);
-  const Rows q_rows = rows_of(q, args.num_heads), out_rows = rows_of(*out, args.num_heads);
-  args.num_tokens = q_rows.tokens;
-  if (out_rows.tokens != args.num_tokens) {
-    fail("out: expected " + std::to_string(args.num_tokens) + " tokens like q, got shape " + out->shape_text());
-  }
-  args.q = q.data;
-  args.q_token_stride = q_rows.token_stride;
-  args.q_head_stride = q_rows.head_stride;
-  args.out = out->data;
-  args.out_token_stride = out_rows.token_stride;
-  args.out_head_stride = out_rows.head_stride;
+  set_query_and_output(args, q, *out);
 
   // Each segment as given; a partly given extra segment is passed on as it
   // is, so that the library refuses it naming the missing field.

@@ -140,6 +140,26 @@ inline float lse_poison() {
   return value;
 }
 
+// A strided call's out and lse hold the contiguous result `expected` at the
+// strided places and the poison everywhere else (padding is never written);
+// the counter matches.
+inline void expect_strided_outputs(const HostOutput& expected, int64_t T, int H, const std::vector<uint16_t>& out,
+                                   int64_t out_token_stride, int64_t out_head_stride, const std::vector<float>& lse,
+                                   int64_t lse_token_stride, int32_t count) {
+  std::vector<uint16_t> out_expected(out.size(), kOutPoison);
+  std::vector<uint32_t> lse_expected(lse.size(), kLsePoisonBits), lse_bits(lse.size());
+  for (int64_t t = 0; t < T; ++t) {
+    for (int h = 0; h < H; ++h) {
+      std::copy_n(&expected.out[(t * H + h) * kHeadDim], kHeadDim, &out_expected[t * out_token_stride + h * out_head_stride]);
+      std::memcpy(&lse_expected[t * lse_token_stride + h], &expected.lse[t * H + h], 4);
+    }
+  }
+  std::memcpy(lse_bits.data(), lse.data(), lse.size() * 4);
+  EXPECT_TRUE(out == out_expected) << "strided out differs from the contiguous run, or padding was written";
+  EXPECT_TRUE(lse_bits == lse_expected) << "strided lse differs from the contiguous run, or padding was written";
+  EXPECT_EQ(count, expected.count);
+}
+
 inline HostOutput run_host(Dsv4DecodeArgs args) {
   const int64_t T = args.num_tokens;
   const int H = args.num_heads;

@@ -98,19 +98,8 @@ TEST(Dsv4PackedLayouts, PageSizesGapsAndStridesMatchThePlainLayout) {
       const Status status = dsv4_decode_packed(args, nullptr, 0, nullptr);
       ASSERT_TRUE(status.ok()) << status.message();
 
-      std::vector<uint16_t> out_expected(out.size(), test::kOutPoison);
-      std::vector<uint32_t> lse_expected(lse.size(), test::kLsePoisonBits), lse_bits(lse.size());
-      for (int64_t t = 0; t < T; ++t) {
-        for (int h = 0; h < H; ++h) {
-          std::copy_n(&expected.out[(t * H + h) * kHeadDim], kHeadDim,
-                      &out_expected[t * args.out_token_stride + h * args.out_head_stride]);
-          std::memcpy(&lse_expected[t * args.lse_token_stride + h], &expected.lse[t * H + h], 4);
-        }
-      }
-      std::memcpy(lse_bits.data(), lse.data(), lse.size() * 4);
-      EXPECT_TRUE(out == out_expected) << "out differs from the plain layout, or padding was written";
-      EXPECT_TRUE(lse_bits == lse_expected) << "lse differs from the plain layout, or padding was written";
-      EXPECT_EQ(count, expected.count);
+      test::expect_strided_outputs(expected, T, H, out, args.out_token_stride, args.out_head_stride, lse,
+                                   args.lse_token_stride, count);
     }
   }
 }
