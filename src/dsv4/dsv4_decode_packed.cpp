@@ -1,9 +1,8 @@
-// dsv4_decode_packed: validation, then the CPU backend for host memory. The
-// GPU kernels for the packed layout are not written yet (issue #7), so device
-// memory is refused as not supported, after validation and before anything
-// is launched or written.
+// dsv4_decode_packed: validation, then the CPU backend for host memory or the
+// packed-row GPU kernel for device memory (docs/kernels/packed.md).
 #include "sparse_decode/dsv4_decode_packed.h"
 
+#include "dsv4/packed_launch.h"
 #include "reference/dsv4_packed_reference.h"
 
 namespace sparse_decode {
@@ -11,20 +10,22 @@ namespace sparse_decode {
 Status supports(const Dsv4PackedDecodeArgs& args) {
   if (Status status = validate(args); !status.ok()) return status;
   if (args.memory == MemorySpace::kHost) return Status::Ok();
-  // Refused even for T = 0 (a no-op): a caller that probes supports() with
-  // an empty batch must not be told that device memory is served.
-  return Status::NotSupported(
-      "dsv4_decode_packed: device memory: the GPU kernels for the packed layout are not built yet (issue #7); "
-      "host memory runs the CPU backend");
+  // Device checks run for T = 0 too: a caller that probes with an empty
+  // batch learns whether this machine serves device memory.
+  return dsv4::packed_supports(args);
 }
 
+// The kernel combines its partial results in distributed shared memory: no scratch.
 size_t workspace_size(const Dsv4PackedDecodeArgs&) { return 0; }
 
-Status dsv4_decode_packed(const Dsv4PackedDecodeArgs& args, void*, size_t, CUstream_st*) {
+Status dsv4_decode_packed(const Dsv4PackedDecodeArgs& args, void*, size_t, CUstream_st* stream) {
   if (Status status = supports(args); !status.ok()) return status;
   if (args.num_tokens == 0) return Status::Ok();
-  reference::dsv4_decode_packed_host(args);
-  return Status::Ok();
+  if (args.memory == MemorySpace::kHost) {
+    reference::dsv4_decode_packed_host(args);
+    return Status::Ok();
+  }
+  return dsv4::launch_packed(args, stream);
 }
 
 }  // namespace sparse_decode

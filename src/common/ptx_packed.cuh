@@ -1,0 +1,44 @@
+// PTX wrappers that the packed-row kernel needs beyond common/ptx.cuh.
+#pragma once
+
+#include <cstdint>
+
+namespace sparse_decode::ptx {
+
+// 8-byte global -> shared copy (the scale bytes of a packed row); src_bytes == 0
+// writes zeros and reads nothing.
+__device__ __forceinline__ void cp_async_8(uint32_t dst, const void* src, uint32_t src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+
+// D += A * B, m16n8k16, BF16 inputs, FP32 accumulators.
+__device__ __forceinline__ void mma_bf16_16x8x16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Loads from a peer CTA's shared memory (an address from map_to_peer).
+__device__ __forceinline__ float4 ld_peer_f32x4(uint32_t peer_addr) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(peer_addr)
+               : "memory");
+  return v;
+}
+__device__ __forceinline__ float ld_peer_f32(uint32_t peer_addr) {
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(peer_addr) : "memory");
+  return v;
+}
+
+// Full cluster barrier with release/acquire semantics: shared-memory writes
+// before it are visible to every CTA of the cluster after it.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
+}  // namespace sparse_decode::ptx

@@ -1,0 +1,128 @@
+// Host side of the packed-row kernel: plan, support check, launch.
+#include "dsv4/packed_launch.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "dsv4/packed_params.h"
+#include "dsv4/packed_traits.cuh"
+
+namespace sparse_decode::dsv4 {
+
+// Defined with the kernel's instantiation in packed_kernel_h16.cu.
+const void* packed_kernel_pointer();
+
+namespace {
+
+constexpr size_t kSmemBytes = sizeof(PackedSmem);
+
+Status cuda_status(cudaError_t error, const char* what) {
+  if (error == cudaSuccess) return Status::Ok();
+  return Status::CudaError(std::string(what) + ": " + cudaGetErrorString(error));
+}
+
+// Raises the kernel's shared-memory limit and allows 16-CTA clusters, once a process.
+Status configure_kernel() {
+  static const cudaError_t error = [] {
+    cudaError_t e = cudaFuncSetAttribute(packed_kernel_pointer(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(kSmemBytes));
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(packed_kernel_pointer(), cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    return e;
+  }();
+  return cuda_status(error, "configuring the packed-row kernel");
+}
+
+int32_t chunks_of(int32_t width) { return (width + PackedTraits::kChunkColumns - 1) / PackedTraits::kChunkColumns; }
+
+PackedSegmentParams segment_params(const PackedSegment& segment) {
+  PackedSegmentParams params{};
+  params.pool = segment.pool.data;
+  params.page_stride = segment.pool.page_stride;
+  params.scale_offset = segment.pool.page_size * kPackedDataBytes;
+  params.rows = segment.pool.rows();
+  // An int32 index is below 2^31: a larger page size puts every index in page 0.
+  params.page_size = static_cast<uint32_t>(std::min<int64_t>(segment.pool.page_size, int64_t{1} << 31));
+  params.indices = segment.indices;
+  params.indices_stride = segment.indices_stride;
+  params.width = segment.width;
+  params.chunks = chunks_of(segment.width);
+  params.lens = segment.lens;
+  return params;
+}
+
+}  // namespace
+
+PackedPlan packed_plan(int32_t swa_width, int32_t extra_width) {
+  PackedPlan plan;
+  plan.chunks = chunks_of(swa_width) + chunks_of(extra_width);
+  plan.chunks_per_cta = (plan.chunks + PackedTraits::kMaxClusterCtas - 1) / PackedTraits::kMaxClusterCtas;
+  plan.cluster_ctas = (plan.chunks + plan.chunks_per_cta - 1) / plan.chunks_per_cta;
+  return plan;
+}
+
+Status packed_supports(const Dsv4PackedDecodeArgs& args) {
+  const PackedPlan plan = packed_plan(args.swa.width, args.extra.given() ? args.extra.width : 0);
+  if (args.num_tokens > int64_t{0x7fffffff} / plan.cluster_ctas) {
+    return Status::NotSupported("dsv4_decode_packed: num_tokens: at most " +
+                                std::to_string(int64_t{0x7fffffff} / plan.cluster_ctas) +
+                                " tokens a call at these widths (grid size), got " + std::to_string(args.num_tokens));
+  }
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return Status::NotSupported("dsv4_decode_packed: device memory: no CUDA device is available");
+  }
+  int major = 0, minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+  if (major != 9 || minor != 0) {
+    return Status::NotSupported("dsv4_decode_packed: device: the kernels are built for sm_90a (Hopper), the device is sm_" +
+                                std::to_string(major * 10 + minor));
+  }
+  return Status::Ok();
+}
+
+Status launch_packed(const Dsv4PackedDecodeArgs& args, CUstream_st* stream) {
+  if (Status status = configure_kernel(); !status.ok()) return status;
+  const bool has_extra = args.extra.given();
+  const PackedPlan plan = packed_plan(args.swa.width, has_extra ? args.extra.width : 0);
+
+  PackedParams p{};
+  p.q = static_cast<const uint16_t*>(args.q);
+  p.q_token_stride = args.q_token_stride;
+  p.q_head_stride = args.q_head_stride;
+  p.swa = segment_params(args.swa);
+  if (has_extra) p.extra = segment_params(args.extra);
+  p.num_heads = args.num_heads;
+  p.chunks_per_cta = plan.chunks_per_cta;
+  p.scale_log2 = args.softmax_scale * 1.4426950408889634f;
+  p.sinks = args.sinks;
+  p.out = static_cast<uint16_t*>(args.out);
+  p.out_token_stride = args.out_token_stride;
+  p.out_head_stride = args.out_head_stride;
+  p.lse = args.lse;
+  p.lse_token_stride = args.lse_token_stride;
+  p.out_of_range_count = args.out_of_range_count;
+
+  const int head_groups = (args.num_heads + PackedTraits::kHeads - 1) / PackedTraits::kHeads;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(args.num_tokens * plan.cluster_ctas), head_groups);
+  config.blockDim = dim3(PackedTraits::kThreads);
+  config.dynamicSmemBytes = kSmemBytes;
+  config.stream = stream;
+  cudaLaunchAttribute attributes[2];
+  attributes[0].id = cudaLaunchAttributeClusterDimension;
+  attributes[0].val.clusterDim = {static_cast<unsigned>(plan.cluster_ctas), 1, 1};
+  attributes[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attributes[1].val.programmaticStreamSerializationAllowed = args.enable_pdl ? 1 : 0;
+  config.attrs = attributes;
+  config.numAttrs = 2;
+  void* kernel_args[] = {&p};
+  return cuda_status(cudaLaunchKernelExC(&config, packed_kernel_pointer(), kernel_args),
+                     "launching the packed-row kernel");
+}
+
+}  // namespace sparse_decode::dsv4

@@ -1,0 +1,398 @@
+// GPU tests of dsv4_decode_packed (SPEC section 2) against the fp64
+// reference, on the edge cases of the section. Without a CUDA device every
+// test reports SKIPPED. Every case draws fresh random inputs from a seed
+// printed on failure (SPARSE_DECODE_TEST_SEED=<seed> replays it).
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../cpu/dsv4_packed_checks.h"
+#include "reference/dsv4_packed_reference.h"
+#include "reference/formats.h"
+#include "sparse_decode/dsv4_decode_packed.h"
+#include "testing/device_buffer.h"
+#include "testing/dsv4_packed_problem.h"
+
+namespace sparse_decode {
+namespace {
+
+using reference::PackedSegmentId;
+using testing::DeviceBuffer;
+using testing::Dsv4PackedProblem;
+using testing::Dsv4PackedProblemConfig;
+
+constexpr double kMaxRelativeError = 3e-3;  // DESIGN.md "Accuracy"
+constexpr uint8_t kPoisonByte = 0xFF;       // BF16 0xFFFF and float 0xFFFFFFFF are NaN
+constexpr int32_t kCountStart = 7;          // the counter is added to, never reset
+
+class Dsv4PackedGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!testing::cuda_device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+  }
+};
+
+// A packed problem's inputs on the device, out [T, H, 512] BF16, lse [T, H]
+// and the out-of-range counter.
+struct PackedDeviceProblem {
+  explicit PackedDeviceProblem(const Dsv4PackedProblem& p)
+      : q(p.q), swa_pool(p.swa_pool), extra_pool(p.extra_pool), swa_indices(p.swa_indices), swa_lens(p.swa_lens),
+        extra_indices(p.extra_indices), extra_lens(p.extra_lens), sinks(p.sinks),
+        out(static_cast<size_t>(p.config.tokens) * p.config.heads * kHeadDim * 2),
+        lse(static_cast<size_t>(p.config.tokens) * p.config.heads * 4), count(sizeof(int32_t)) {
+    args = p.host_args(out.get(), lse.as<float>());
+    args.memory = MemorySpace::kDevice;
+    args.q = q.get();
+    args.swa.pool.data = swa_pool.as<uint8_t>();
+    args.swa.indices = swa_indices.as<int32_t>();
+    args.swa.lens = p.swa_lens.empty() ? nullptr : swa_lens.as<int32_t>();
+    if (p.has_extra()) {
+      args.extra.pool.data = extra_pool.as<uint8_t>();
+      args.extra.indices = extra_indices.as<int32_t>();
+      args.extra.lens = extra_lens.as<int32_t>();
+    }
+    args.sinks = p.sinks.empty() ? nullptr : sinks.as<float>();
+    args.out_of_range_count = count.as<int32_t>();
+  }
+  DeviceBuffer q, swa_pool, extra_pool, swa_indices, swa_lens, extra_indices, extra_lens, sinks, out, lse, count;
+  Dsv4PackedDecodeArgs args;
+};
+
+struct DeviceResult {
+  std::vector<uint16_t> out;  // [T, H, 512] BF16 bits, contiguous
+  std::vector<float> lse;     // [T, H]
+  int32_t count = 0;
+  std::vector<double> out_values() const {
+    std::vector<double> values(out.size());
+    for (size_t i = 0; i < out.size(); ++i) values[i] = reference::decode_bf16(out[i]);
+    return values;
+  }
+};
+
+// Poisons out and lse, sets the counter, runs the call and downloads.
+DeviceResult run_device(PackedDeviceProblem& d) {
+  d.out.fill_bytes(kPoisonByte);
+  d.lse.fill_bytes(kPoisonByte);
+  const int32_t start = kCountStart;
+  testing::check_cuda(static_cast<int>(cudaMemcpy(d.count.get(), &start, sizeof(start), cudaMemcpyHostToDevice)),
+                      "counter");
+  EXPECT_EQ(workspace_size(d.args), 0u);
+  const Status status = dsv4_decode_packed(d.args, nullptr, 0, nullptr);
+  EXPECT_TRUE(status.ok()) << status.message();
+  testing::check_cuda(static_cast<int>(cudaDeviceSynchronize()), "kernel");
+  DeviceResult r;
+  r.out = d.out.download<uint16_t>();
+  r.lse = d.lse.download<float>();
+  d.count.download(&r.count, sizeof(r.count));
+  return r;
+}
+
+// Per 64-dim group over all tokens and heads (as the Python tests): a wrong
+// scale of a small tile shows there even where a row's norm hides it.
+void expect_dim_groups_close(const std::vector<double>& got, const std::vector<double>& want, double tolerance) {
+  for (int g = 0; g < kHeadDim / kPackedTileDims; ++g) {
+    double error = 0.0, norm = 0.0;
+    for (size_t row = 0; row < want.size() / kHeadDim; ++row) {
+      for (int d = g * kPackedTileDims; d < (g + 1) * kPackedTileDims; ++d) {
+        const double diff = got[row * kHeadDim + d] - want[row * kHeadDim + d];
+        error += diff * diff, norm += want[row * kHeadDim + d] * want[row * kHeadDim + d];
+      }
+    }
+    if (norm > 0.0) EXPECT_LE(std::sqrt(error / norm), tolerance) << "dims " << g * 64 << "..+63";
+  }
+}
+
+enum class GroupCheck { kEachRow, kOverRows };
+
+// The device against the reference of the same problem on the host: every
+// element written and finite, relative L2 error per (token, head) and per
+// 64-dim group, exact zeros for tokens with no active column, lse, counter.
+DeviceResult check_against_reference(const Dsv4PackedProblem& problem, PackedDeviceProblem& device,
+                                     GroupCheck groups = GroupCheck::kEachRow) {
+  const DeviceResult got = run_device(device);
+  Dsv4PackedDecodeArgs host = problem.host_args(nullptr, nullptr);
+  host.q_token_stride = device.args.q_token_stride;
+  host.q_head_stride = device.args.q_head_stride;
+  const reference::Dsv4Result ref = reference::dsv4_decode_packed(host);
+  const int64_t T = problem.config.tokens;
+  const int H = problem.config.heads;
+  const std::vector<double> values = got.out_values();
+  EXPECT_TRUE(std::all_of(values.begin(), values.end(), [](double v) { return std::isfinite(v); }))
+      << "NaN/inf in out: a masked NaN row leaked or an element was not written";
+  test::expect_rows_close(values, ref.out, T, H, kMaxRelativeError, "device out vs reference");
+  if (groups == GroupCheck::kEachRow) {
+    test::expect_groups_close(values, ref.out, H, kMaxRelativeError, "device out vs reference, by 64-dim group");
+  } else {
+    expect_dim_groups_close(values, ref.out, kMaxRelativeError);
+  }
+  test::expect_lse_close(got.lse, ref.lse, 1e-3, "device lse vs reference");
+  EXPECT_EQ(got.count, kCountStart + ref.out_of_range);
+  return got;
+}
+
+Dsv4PackedProblemConfig config_for(uint64_t seed, int64_t tokens, int32_t extra_width = 512, int64_t page_size = 64) {
+  Dsv4PackedProblemConfig c;
+  c.seed = seed;
+  c.tokens = tokens;
+  c.q_len = static_cast<int32_t>(std::min<int64_t>(tokens, 6));
+  c.extra_width = extra_width;
+  c.page_size = page_size;
+  c.extra_rows = 8192;
+  return c;
+}
+
+// Builds the problem, lets `edit` change it, checks the device against the reference.
+DeviceResult check_config(const Dsv4PackedProblemConfig& config,
+                          const std::function<void(Dsv4PackedProblem&)>& edit = {},
+                          GroupCheck groups = GroupCheck::kEachRow) {
+  SCOPED_TRACE(test::seed_message(config.seed) + ", T " + std::to_string(config.tokens) + ", H " +
+               std::to_string(config.heads) + ", widths " + std::to_string(config.swa_width) + "+" +
+               std::to_string(config.extra_width) + ", page size " + std::to_string(config.page_size));
+  Dsv4PackedProblem problem = testing::make_dsv4_packed_problem(config);
+  if (edit) edit(problem);
+  PackedDeviceProblem device(problem);
+  return check_against_reference(problem, device, groups);
+}
+
+TEST_F(Dsv4PackedGpu, PageSizesTokenCountsAndWidths) {
+  const uint64_t seed = test::fresh_seed();
+  for (int64_t page_size : {1, 2, 61, 64, 256})
+    for (int32_t extra_width : {512, 0})
+      for (int64_t tokens : {1, 6, 13}) check_config(config_for(seed + tokens, tokens, extra_width, page_size));
+}
+
+TEST_F(Dsv4PackedGpu, LargerTokenCounts) {
+  const uint64_t seed = test::fresh_seed();
+  for (int64_t tokens : {48, 130, 300}) check_config(config_for(seed + tokens, tokens));
+}
+
+TEST_F(Dsv4PackedGpu, OtherHeadCounts) {
+  const uint64_t seed = test::fresh_seed();
+  for (int heads : {8, 32, 64, 128}) {
+    Dsv4PackedProblemConfig c = config_for(seed + heads, 5);
+    c.heads = heads;
+    check_config(c);
+  }
+}
+
+// Widths that are not multiples of 64 and wide segments: a CTA walks several chunks.
+TEST_F(Dsv4PackedGpu, OddAndWideSegments) {
+  const uint64_t seed = test::fresh_seed();
+  const int32_t widths[][2] = {{130, 1024}, {1, 1}, {64, 2048}, {256, 4096}, {77, 0}};
+  for (const auto& w : widths) {
+    Dsv4PackedProblemConfig c = config_for(seed + w[1], 6, w[1]);
+    c.swa_width = w[0];
+    c.extra_rows = std::max<int64_t>(8192, 2 * w[1]);
+    check_config(c);
+  }
+}
+
+// Gaps between pages, of both segments.
+TEST_F(Dsv4PackedGpu, PageGaps) {
+  const uint64_t seed = test::fresh_seed();
+  for (int64_t page_size : {1, 61}) {
+    Dsv4PackedProblemConfig c = config_for(seed + page_size, 6, 512, page_size);
+    c.page_gap = 48;
+    check_config(c);
+  }
+}
+
+// Scale bytes over 100..150 and the extremes 0, 2, 15, 150, 160 in a fifth
+// of the tiles: values from 2^-136 to 2^42. The extremes below 2^-126 are
+// BF16 subnormals in the output too, so groups are compared over all rows.
+TEST_F(Dsv4PackedGpu, ScaleBytesAcrossTheUe8m0Range) {
+  const uint64_t seed = test::fresh_seed();
+  for (int range : {0, 1}) {
+    Dsv4PackedProblemConfig c = config_for(seed + range, 12);
+    c.scale_min = range ? 100 : 112;
+    c.scale_max = range ? 150 : 132;
+    c.extreme_fraction = range ? 0.2 : 0.0;
+    check_config(c, {}, range ? GroupCheck::kOverRows : GroupCheck::kEachRow);
+  }
+}
+
+// No SWA lens: the unfilled window columns are -1 and every other unused
+// slot of both pools is NaN; no sinks.
+TEST_F(Dsv4PackedGpu, NoLensNoSinksNanSlots) {
+  Dsv4PackedProblemConfig c = config_for(test::fresh_seed(), 12);
+  c.swa_lens = false;
+  c.sinks = false;
+  c.short_fraction = 0.7;
+  check_config(c);
+}
+
+TEST_F(Dsv4PackedGpu, HolesAndShortLens) {
+  Dsv4PackedProblemConfig c = config_for(test::fresh_seed(), 24);
+  c.hole_fraction = 0.3;
+  check_config(c, [](Dsv4PackedProblem& p) {
+    std::mt19937 rng(static_cast<uint32_t>(p.config.seed));
+    // Shorter lens only: the columns past the generated lens name NaN rows or -1.
+    for (auto& len : p.extra_lens) len = static_cast<int32_t>(rng() % (len + 1));
+    for (auto& len : p.swa_lens) len = static_cast<int32_t>(rng() % (len + 1));
+    for (int64_t t = 0; t < p.config.tokens; t += 5) {
+      for (int c = 0; c < p.config.swa_width; c += 3) p.swa_indices[t * p.swa_stride() + c] = -1;
+    }
+  });
+}
+
+// Lens of 0, all -1, only masked columns, lens past the width, negative lens:
+// zeros and lse = -inf (sinks or not) where nothing is active.
+TEST_F(Dsv4PackedGpu, TokensWithNoActiveColumn) {
+  Dsv4PackedProblemConfig c = config_for(test::fresh_seed(), 12);
+  const DeviceResult r = check_config(c, [](Dsv4PackedProblem& p) {
+    const int64_t swa = p.swa_stride(), extra = p.extra_stride();
+    p.swa_lens[0] = 0, p.extra_lens[0] = 0;
+    for (int col = 0; col < p.config.swa_width; ++col) p.swa_indices[3 * swa + col] = -1;
+    for (int col = 0; col < p.config.extra_width; ++col) p.extra_indices[3 * extra + col] = -1;
+    p.swa_lens[7] = -5, p.extra_lens[7] = 40;
+    for (int col = 0; col < 40; ++col) p.extra_indices[7 * extra + col] = -1;
+    // Past the width: the width (columns past the generated lens become -1 first).
+    for (int col = p.swa_lens[9]; col < p.config.swa_width; ++col) p.swa_indices[9 * swa + col] = -1;
+    for (int col = p.extra_lens[9]; col < p.config.extra_width; ++col) p.extra_indices[9 * extra + col] = -1;
+    p.swa_lens[9] = 1 << 30, p.extra_lens[9] = 1 << 30;
+  });
+  for (int64_t t : {0, 3, 7}) {
+    for (int i = 0; i < c.heads * kHeadDim; ++i) ASSERT_EQ(r.out[t * c.heads * kHeadDim + i], 0) << "token " << t;
+    for (int h = 0; h < c.heads; ++h) EXPECT_EQ(r.lse[t * c.heads + h], -std::numeric_limits<float>::infinity());
+  }
+}
+
+// Active columns past their pool are masked like -1 and counted once (not
+// once a head group); past lens they are not counted.
+TEST_F(Dsv4PackedGpu, OutOfRangeIndicesAreMaskedAndCounted) {
+  for (int heads : {16, 64}) {
+    Dsv4PackedProblemConfig c = config_for(test::fresh_seed(), 12);
+    c.heads = heads;
+    check_config(c, [](Dsv4PackedProblem& p) {
+      const int64_t swa_rows = p.swa_pages * p.config.page_size, extra_rows = p.extra_pages * p.config.page_size;
+      for (int64_t t = 0; t < p.config.tokens; ++t) {
+        p.swa_indices[t * p.swa_stride()] = static_cast<int32_t>(swa_rows);
+        p.extra_indices[t * p.extra_stride() + 3] = std::numeric_limits<int32_t>::max();
+        p.extra_indices[t * p.extra_stride() + p.config.extra_width - 1] = static_cast<int32_t>(extra_rows + t);
+      }
+    });
+  }
+}
+
+TEST_F(Dsv4PackedGpu, InfiniteSinks) {
+  Dsv4PackedProblemConfig c = config_for(test::fresh_seed(), 6);
+  const DeviceResult r = check_config(c, [](Dsv4PackedProblem& p) {
+    for (size_t h = 0; h < p.sinks.size(); ++h) {
+      p.sinks[h] = h % 3 == 0 ? std::numeric_limits<float>::infinity()
+                   : h % 3 == 1 ? -std::numeric_limits<float>::infinity()
+                                : 30.0f;
+    }
+  });
+  for (int64_t t = 0; t < c.tokens; ++t)
+    for (int h = 0; h < c.heads; h += 3)
+      for (int d = 0; d < kHeadDim; ++d) ASSERT_EQ(r.out[(t * c.heads + h) * kHeadDim + d] & 0x7FFF, 0);
+}
+
+TEST_F(Dsv4PackedGpu, WithPdlAndWithoutLseOrCounter) {
+  Dsv4PackedProblemConfig c = config_for(test::fresh_seed(), 12);
+  SCOPED_TRACE(test::seed_message(c.seed));
+  Dsv4PackedProblem problem = testing::make_dsv4_packed_problem(c);
+  PackedDeviceProblem device(problem);
+  const DeviceResult full = run_device(device);
+  device.args.enable_pdl = true;
+  device.args.lse = nullptr;
+  device.args.out_of_range_count = nullptr;
+  const DeviceResult lean = run_device(device);
+  EXPECT_TRUE(lean.out == full.out);
+  EXPECT_EQ(lean.count, kCountStart);
+  const std::vector<uint32_t> poison(lean.lse.size(), 0xFFFFFFFFu);
+  EXPECT_EQ(std::memcmp(lean.lse.data(), poison.data(), poison.size() * 4), 0) << "lse written without lse";
+}
+
+// Strided q and out: the padding between heads and tokens is never written.
+TEST_F(Dsv4PackedGpu, StridedQueryAndOutput) {
+  Dsv4PackedProblemConfig c = config_for(test::fresh_seed(), 6);
+  SCOPED_TRACE(test::seed_message(c.seed));
+  Dsv4PackedProblem problem = testing::make_dsv4_packed_problem(c);
+  const int H = c.heads;
+  const int64_t q_head = 1024, q_token = 20000, out_head = 640, out_token = H * 640 + 64, lse_token = 24;
+  std::vector<uint16_t> q(static_cast<size_t>(c.tokens) * q_token, 0x7FC0);
+  for (int64_t t = 0; t < c.tokens; ++t)
+    for (int h = 0; h < H; ++h)
+      std::memcpy(&q[t * q_token + h * q_head], &problem.q[(t * H + h) * kHeadDim], kHeadDim * 2);
+  PackedDeviceProblem device(problem);
+  DeviceBuffer q_device(q), out(static_cast<size_t>(c.tokens) * out_token * 2), lse(c.tokens * lse_token * 4);
+  Dsv4PackedDecodeArgs args = device.args;
+  args.q = q_device.get();
+  args.q_token_stride = q_token;
+  args.q_head_stride = q_head;
+  args.out = out.get();
+  args.out_token_stride = out_token;
+  args.out_head_stride = out_head;
+  args.lse = lse.as<float>();
+  args.lse_token_stride = lse_token;
+  out.fill_bytes(kPoisonByte);
+  lse.fill_bytes(kPoisonByte);
+  ASSERT_TRUE(dsv4_decode_packed(args, nullptr, 0, nullptr).ok());
+  const std::vector<uint16_t> got = out.download<uint16_t>();
+  const std::vector<float> got_lse = lse.download<float>();
+  const DeviceResult contiguous = run_device(device);
+  for (int64_t t = 0; t < c.tokens; ++t) {
+    for (int h = 0; h < H; ++h) {
+      ASSERT_EQ(std::memcmp(&got[t * out_token + h * out_head], &contiguous.out[(t * H + h) * kHeadDim], kHeadDim * 2),
+                0);
+      for (int d = kHeadDim; d < out_head && h * out_head + d < out_token; ++d)
+        ASSERT_EQ(got[t * out_token + h * out_head + d], 0xFFFF);
+      EXPECT_EQ(got_lse[t * lse_token + h], contiguous.lse[t * H + h]);
+    }
+  }
+}
+
+// A token's output does not depend on the rest of the batch, and repeated
+// runs give the same bits.
+TEST_F(Dsv4PackedGpu, BitwiseIdenticalOverRunsAndBatches) {
+  Dsv4PackedProblemConfig c = config_for(test::fresh_seed(), 12);
+  c.hole_fraction = 0.1;
+  SCOPED_TRACE(test::seed_message(c.seed));
+  Dsv4PackedProblem problem = testing::make_dsv4_packed_problem(c);
+  PackedDeviceProblem device(problem);
+  const DeviceResult first = run_device(device);
+  for (int run = 0; run < 20; ++run) {
+    device.out.fill_bytes(static_cast<uint8_t>(run));
+    ASSERT_TRUE(dsv4_decode_packed(device.args, nullptr, 0, nullptr).ok());
+    ASSERT_TRUE(device.out.download<uint16_t>() == first.out) << "run " << run;
+  }
+  const size_t row = static_cast<size_t>(c.heads) * kHeadDim;
+  for (int64_t t : {0, 5, 11}) {
+    Dsv4PackedDecodeArgs one = device.args;
+    one.num_tokens = 1;
+    one.q = static_cast<const uint16_t*>(one.q) + t * one.q_token_stride;
+    one.swa.indices += t * one.swa.indices_stride;
+    one.swa.lens += t;
+    one.extra.indices += t * one.extra.indices_stride;
+    one.extra.lens += t;
+    one.out = static_cast<uint16_t*>(one.out) + t * one.out_token_stride;
+    one.lse += t * one.lse_token_stride;
+    device.out.fill_bytes(kPoisonByte);
+    ASSERT_TRUE(dsv4_decode_packed(one, nullptr, 0, nullptr).ok());
+    const std::vector<uint16_t> got = device.out.download<uint16_t>();
+    EXPECT_EQ(std::memcmp(&got[t * row], &first.out[t * row], row * 2), 0) << "token " << t << " alone";
+  }
+}
+
+TEST_F(Dsv4PackedGpu, ZeroTokensLaunchesNothing) {
+  Dsv4PackedDecodeArgs args;
+  args.memory = MemorySpace::kDevice;
+  args.num_tokens = 0;
+  args.swa.width = 128;
+  EXPECT_TRUE(supports(args).ok()) << supports(args).message();
+  EXPECT_TRUE(dsv4_decode_packed(args, nullptr, 0, nullptr).ok());
+  testing::check_cuda(static_cast<int>(cudaDeviceSynchronize()), "sync");
+}
+
+}  // namespace
+}  // namespace sparse_decode
