@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -13,7 +14,6 @@
 
 #include "bench/accuracy.h"
 #include "bench/bench_layers.h"
-#include <cstdlib>
 
 #include "bench/cuda_check.h"
 #include "bench/graph_timer.h"
@@ -48,6 +48,7 @@ std::string check_options(const BenchOptions& o) {
   if (o.gather_rows_per_warp != 0 && !valid_gather_rows_per_warp(o.gather_rows_per_warp)) {
     return "--gather-rows must be 1, 2, 4 or 8 (or 0: the fastest of them)";
   }
+  if (o.kernels.empty()) return "--kernel needs a value";
   if (o.tokens.empty() || o.widths.empty()) return "--tokens and --widths need at least one value";
   for (int64_t t : o.tokens) {
     if (t < 1) return "--tokens: every value must be >= 1";
@@ -74,23 +75,29 @@ void print_header(const BenchOptions& o, const KvPools& pools, const GraphTimer&
   } else {
     std::printf("reference gather: the fastest of 1, 2, 4, 8 rows in flight a warp (column rows/w), index then row\n\n");
   }
-  std::printf("%6s %6s %11s %12s %9s %11s %7s %10s %10s\n", "T", "width", "decode_us", "gathered_MB", "GB/s",
+  std::printf("%6s %6s %-15s %11s %12s %9s %11s %7s %10s %10s\n", "T", "width", "kernel", "decode_us", "gathered_MB", "GB/s",
               "gather_us", "rows/w", "fraction", "check_err");
 }
 
+// "cluster", "stream", or "auto:<the one it ran>".
+std::string path_name(const BenchRow& r) {
+  if (r.kernel != Dsv4Kernel::kAuto) return kernel_name(r.kernel);
+  return std::string("auto:") + kernel_name(r.ran);
+}
+
 void print_row(const BenchRow& r) {
-  std::printf("%6lld %6d %11.2f %12.3f %9.1f %11.2f %7d %10.3f %10.2e\n", static_cast<long long>(r.tokens), r.width,
-              r.decode_us, r.gathered_bytes / 1e6, r.gbps(), r.gather_us, r.gather_rows_per_warp, r.gather_fraction(),
+  std::printf("%6lld %6d %-15s %11.2f %12.3f %9.1f %11.2f %7d %10.3f %10.2e\n", static_cast<long long>(r.tokens),
+              r.width, path_name(r).c_str(), r.decode_us, r.gathered_bytes / 1e6, r.gbps(), r.gather_us, r.gather_rows_per_warp, r.gather_fraction(),
               r.check_error);
   std::fflush(stdout);
 }
 
 void write_csv_header(std::ofstream& csv) {
-  csv << "kernel,tokens,width,heads,layers,us_per_layer,gathered_bytes,gbps,gather_us,gather_fraction\n";
+  csv << "kernel,path,tokens,width,heads,layers,us_per_layer,gathered_bytes,gbps,gather_us,gather_fraction\n";
 }
 
 void write_csv_row(std::ofstream& csv, const BenchRow& r) {
-  csv << "dsv4_decode," << r.tokens << ',' << r.width << ',' << r.heads << ',' << r.layers << ',' << r.decode_us << ','
+  csv << "dsv4_decode," << path_name(r) << ',' << r.tokens << ',' << r.width << ',' << r.heads << ',' << r.layers << ',' << r.decode_us << ','
       << r.gathered_bytes << ',' << r.gbps() << ',' << r.gather_us << ',' << r.gather_fraction() << '\n';
   csv.flush();
 }
@@ -123,7 +130,9 @@ void time_reference_gather(BenchContext& ctx, const BenchLayers& layers, BenchRo
 
 enum class ShapeOutcome { kTimed, kSkipped, kCheckFailed };
 
-ShapeOutcome run_shape(BenchContext& ctx, const BenchShape& shape, BenchRow& row) {
+// Times every kernel of the options on one shape (rows: one a kernel), and
+// the reference gather once.
+ShapeOutcome run_shape(BenchContext& ctx, const BenchShape& shape, std::vector<BenchRow>& rows) {
   const char* skip = "skip T=%lld width=%d: %s\n";
   if (shape.width < kSwaColumns) {
     std::printf(skip, static_cast<long long>(shape.tokens), shape.width, "width must be >= 128");
@@ -134,36 +143,54 @@ ShapeOutcome run_shape(BenchContext& ctx, const BenchShape& shape, BenchRow& row
     std::printf(skip, static_cast<long long>(shape.tokens), shape.width, status.message().c_str());
     return ShapeOutcome::kSkipped;
   }
-  const LayerCheck check = check_layer(layers.layer(0).args, ctx.options.check_tokens, ctx.stream);
-  // With SPARSE_DECODE_SKIP_STAGES (a measurement aid that skips kernel
-  // stages) the output is wrong by design: time it anyway.
-  if (!check.passes() && !std::getenv("SPARSE_DECODE_SKIP_STAGES")) {
-    std::printf("FAIL T=%lld width=%d, not timed: %s\n", static_cast<long long>(shape.tokens), shape.width,
-                check.summary().c_str());
-    return ShapeOutcome::kCheckFailed;
-  }
-
   size_t workspace_bytes = 0;
   for (int i = 0; i < layers.count(); ++i) workspace_bytes = std::max(workspace_bytes, workspace_size(layers.layer(i).args));
   const testing::DeviceBuffer workspace(workspace_bytes);
-  auto decode_layer = [&](int i, cudaStream_t stream) {
-    if (Status status = dsv4_decode(layers.layer(i).args, workspace.get(), workspace_bytes, stream); !status.ok()) {
-      throw std::runtime_error("dsv4_decode: " + status.message());
-    }
-  };
+  BenchRow gather_row;
+  time_reference_gather(ctx, layers, gather_row);
 
-  row.tokens = shape.tokens;
-  row.width = shape.width;
-  row.heads = shape.heads;
-  row.layers = layers.count();
-  row.gathered_bytes = layers.gathered_bytes_per_layer();
-  row.check_error = check.first_tokens.relative_l2;
-  row.decode_us = time_per_layer(ctx, layers.count(), decode_layer);
-  time_reference_gather(ctx, layers, row);
+  for (Dsv4Kernel kernel : ctx.options.kernels) {
+    auto layer_args = [&](int i) {
+      Dsv4DecodeArgs args = layers.layer(i).args;
+      args.kernel = kernel;
+      return args;
+    };
+    const LayerCheck check = check_layer(layer_args(0), ctx.options.check_tokens, ctx.stream);
+    // With SPARSE_DECODE_SKIP_STAGES (a measurement aid that skips kernel
+    // stages) the output is wrong by design: time it anyway.
+    if (!check.passes() && !std::getenv("SPARSE_DECODE_SKIP_STAGES")) {
+      std::printf("FAIL T=%lld width=%d kernel %s, not timed: %s\n", static_cast<long long>(shape.tokens), shape.width,
+                  kernel_name(kernel), check.summary().c_str());
+      return ShapeOutcome::kCheckFailed;
+    }
+    BenchRow row = gather_row;
+    row.tokens = shape.tokens;
+    row.width = shape.width;
+    row.heads = shape.heads;
+    row.layers = layers.count();
+    row.kernel = kernel;
+    row.ran = dsv4_chosen_kernel(layer_args(0));
+    row.gathered_bytes = layers.gathered_bytes_per_layer();
+    row.check_error = check.first_tokens.relative_l2;
+    row.decode_us = time_per_layer(ctx, layers.count(), [&](int i, cudaStream_t stream) {
+      if (Status status = dsv4_decode(layer_args(i), workspace.get(), workspace_bytes, stream); !status.ok()) {
+        throw std::runtime_error("dsv4_decode: " + status.message());
+      }
+    });
+    rows.push_back(row);
+  }
   return ShapeOutcome::kTimed;
 }
 
 }  // namespace
+
+const char* kernel_name(Dsv4Kernel kernel) {
+  switch (kernel) {
+    case Dsv4Kernel::kCluster: return "cluster";
+    case Dsv4Kernel::kStream: return "stream";
+    default: return "auto";
+  }
+}
 
 int run_dsv4_bench(const BenchOptions& options) {
   if (const std::string problem = check_options(options); !problem.empty()) {
@@ -202,12 +229,13 @@ int run_dsv4_bench(const BenchOptions& options) {
       shape.tokens = tokens;
       shape.width = width;
       shape.enable_pdl = options.enable_pdl;
-      BenchRow row;
-      const ShapeOutcome outcome = run_shape(ctx, shape, row);
+      std::vector<BenchRow> rows;
+      const ShapeOutcome outcome = run_shape(ctx, shape, rows);
       failed += outcome == ShapeOutcome::kCheckFailed;
-      if (outcome != ShapeOutcome::kTimed) continue;
-      print_row(row);
-      if (csv.is_open()) write_csv_row(csv, row);
+      for (const BenchRow& row : rows) {
+        print_row(row);
+        if (csv.is_open()) write_csv_row(csv, row);
+      }
     }
   }
   std::printf("\nGB/s = gathered bytes / decode time; fraction = gather_us / decode_us (1.0: as fast as the pure gather)\n");

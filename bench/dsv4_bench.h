@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "sparse_decode/dsv4_decode.h"
+
 namespace sparse_decode::bench {
 
 inline constexpr size_t kMiB = size_t{1} << 20;
@@ -19,6 +21,7 @@ struct BenchOptions {
   int warmup = 3;         // untimed replays first
   std::string csv_path;   // empty: no CSV
   bool enable_pdl = false;
+  std::vector<Dsv4Kernel> kernels = {Dsv4Kernel::kAuto};  // each timed per shape (--kernel)
   int gather_rows_per_warp = 0;  // of the reference gather: 1, 2, 4, 8, or 0 = the fastest of these a shape
   size_t swa_pool_bytes = 512 * kMiB;          // split into L regions
   size_t compressed_pool_bytes = 1536 * kMiB;  // split into L regions
@@ -33,6 +36,8 @@ struct BenchRow {
   int32_t width = 0;
   int32_t heads = 0;
   int layers = 0;
+  Dsv4Kernel kernel = Dsv4Kernel::kAuto;  // asked for
+  Dsv4Kernel ran = Dsv4Kernel::kAuto;     // what dsv4_decode ran
   double decode_us = 0.0;      // median replay time / L
   int64_t gathered_bytes = 0;  // per layer: active rows * 512 + q + out
   double gather_us = 0.0;      // the plain gather of the same rows, median replay time / L
@@ -42,6 +47,8 @@ struct BenchRow {
   double gbps() const { return decode_us > 0 ? gathered_bytes / decode_us / 1e3 : 0.0; }
   double gather_fraction() const { return decode_us > 0 ? gather_us / decode_us : 0.0; }
 };
+
+const char* kernel_name(Dsv4Kernel kernel);
 
 // Runs every shape and prints the table (and writes the CSV). Returns the
 // exit code: 0 when every shape was timed or skipped as unsupported, 1 when a

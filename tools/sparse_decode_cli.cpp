@@ -32,6 +32,7 @@ commands:
             --replays R           timed replays, median reported (default 30)
             --csv PATH            also write the rows as CSV
             --pdl                 enable programmatic dependent launch
+            --kernel K            auto (default), cluster, stream, or all (each of them a shape)
             --gather-rows N       rows each warp of the reference gather keeps in flight:
                                   1, 2, 4 or 8; 0 (default) times all four and keeps
                                   the fastest for each shape
@@ -73,6 +74,19 @@ bench::BenchOptions parse_bench(ArgReader& args) {
       o.gather_rows_per_warp = static_cast<int>(args.int_value(option, 0, 8));
     } else if (option == "--pdl") {
       o.enable_pdl = true;
+    } else if (option == "--kernel") {
+      const std::string kernel = args.string_value(option);
+      if (kernel == "auto") {
+        o.kernels = {Dsv4Kernel::kAuto};
+      } else if (kernel == "cluster") {
+        o.kernels = {Dsv4Kernel::kCluster};
+      } else if (kernel == "stream") {
+        o.kernels = {Dsv4Kernel::kStream};
+      } else if (kernel == "all") {
+        o.kernels = {Dsv4Kernel::kCluster, Dsv4Kernel::kStream, Dsv4Kernel::kAuto};
+      } else {
+        throw CliError("bench: --kernel expects auto, cluster, stream or all, got '" + kernel + "'");
+      }
     } else if (option == "--seed") {
       o.seed = static_cast<uint64_t>(args.int_value(option, 0, INT64_MAX));
     } else {

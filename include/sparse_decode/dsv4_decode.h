@@ -23,6 +23,15 @@ enum class DType : int32_t {
   kBFloat16 = 1,    // 2 bytes an element
 };
 
+// Which GPU kernel serves a call. Both give the same bits for a token
+// whatever the batch (docs/kernels/dispatch.md); kAuto picks the faster by
+// the number of tokens and the width. Host memory ignores it.
+enum class Dsv4Kernel : int32_t {
+  kAuto = 0,
+  kCluster = 1,  // a thread-block cluster a token: small batches
+  kStream = 2,   // a CTA a token walking all of its rows: large batches
+};
+
 // Where every pointer of a call lives. Host memory runs the double-precision
 // CPU backend (the reference of SPEC.md); device memory runs the GPU kernels.
 enum class MemorySpace : int32_t { kDevice = 0, kHost = 1 };
@@ -87,6 +96,7 @@ struct Dsv4DecodeArgs {
   int32_t* out_of_range_count = nullptr;  // optional [1]: += active columns whose index is past its pool
 
   bool enable_pdl = false;  // programmatic dependent launch (device memory only)
+  Dsv4Kernel kernel = Dsv4Kernel::kAuto;  // device memory only
 };
 
 // Checks every argument that the host can check. InvalidArgument names the
@@ -106,8 +116,11 @@ size_t workspace_size(const Dsv4DecodeArgs& args);
 Status dsv4_decode(const Dsv4DecodeArgs& args, void* workspace, size_t workspace_bytes,
                    CUstream_st* stream);
 
-// The most tokens for which the small-batch cluster kernel runs in one wave on
-// the current device (0 without a device).
+// The most tokens for which the cluster kernel runs in one wave on the
+// current device (0 without a device).
 int64_t dsv4_small_batch_max_tokens(const Dsv4DecodeArgs& args);
+
+// The kernel that dsv4_decode runs for these (device) arguments.
+Dsv4Kernel dsv4_chosen_kernel(const Dsv4DecodeArgs& args);
 
 }  // namespace sparse_decode

@@ -2,7 +2,7 @@
 // kernels for device memory.
 #include "sparse_decode/dsv4_decode.h"
 
-#include "dsv4/small_batch.h"
+#include "dsv4/launch.h"
 #include "reference/dsv4_reference.h"
 
 namespace sparse_decode {
@@ -10,7 +10,7 @@ namespace sparse_decode {
 Status supports(const Dsv4DecodeArgs& args) {
   if (Status status = validate(args); !status.ok()) return status;
   if (args.memory == MemorySpace::kHost || args.num_tokens == 0) return Status::Ok();
-  return dsv4::small_batch_supports(args);
+  return dsv4::kernels_support(args);
 }
 
 size_t workspace_size(const Dsv4DecodeArgs&) { return 0; }
@@ -22,11 +22,13 @@ Status dsv4_decode(const Dsv4DecodeArgs& args, void*, size_t, CUstream_st* strea
     reference::dsv4_decode_host(args);
     return Status::Ok();
   }
-  return dsv4::launch_small_batch(args, stream);
+  return dsv4::launch_dsv4(args, stream);
 }
 
 int64_t dsv4_small_batch_max_tokens(const Dsv4DecodeArgs& args) {
-  return dsv4::small_batch_max_tokens(args.width);
+  return dsv4::cluster_max_tokens(args.width);
 }
+
+Dsv4Kernel dsv4_chosen_kernel(const Dsv4DecodeArgs& args) { return dsv4::choose_kernel(args); }
 
 }  // namespace sparse_decode

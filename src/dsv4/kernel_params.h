@@ -40,7 +40,8 @@ struct Dsv4Params {
   int64_t lse_token_stride; // elements
   int32_t* out_of_range_count;  // or null
   int64_t num_tokens;
-  int32_t chunks_per_cta;   // 64-column chunks each CTA walks through
+  int32_t chunks;           // 64-column chunks of a token: ceil(W / 64)
+  int32_t chunks_per_group; // chunks of a group (the last group may hold fewer)
   int32_t skip_stages;      // measurement aid (SPARSE_DECODE_SKIP_STAGES): 1 = no row loads, 2 = no exchange,
                             // 4 = stop after the gather, 8 = stop at once
 };

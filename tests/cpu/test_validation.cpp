@@ -86,6 +86,7 @@ std::vector<Refusal> refusals() {
   std::vector<Refusal> list = {
       {"memory", fp8, [](A& a) { a.memory = static_cast<MemorySpace>(5); }, "memory"},
       {"dtype", fp8, [](A& a) { a.dtype = static_cast<DType>(3); }, "dtype"},
+      {"kernel", fp8, [](A& a) { a.kernel = static_cast<Dsv4Kernel>(3); }, "kernel"},
       {"num_tokens_negative", fp8, [](A& a) { a.num_tokens = -1; }, "num_tokens"},
       {"num_heads_12", fp8, [](A& a) { a.num_heads = 12; }, "num_heads"},
       {"num_heads_0", fp8, [](A& a) { a.num_heads = 0; }, "num_heads"},

@@ -1,8 +1,11 @@
-// GPU tests of dsv4_decode against the fp64 reference (SPEC section 1).
-// Without a CUDA device every test reports SKIPPED.
+// GPU tests of dsv4_decode against the fp64 reference (SPEC section 1): every
+// problem runs on both kernels (cluster and stream), each checked against the
+// reference and the two compared bit for bit. Without a CUDA device every
+// test reports SKIPPED.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -101,7 +104,12 @@ void expect_matches(const Comparison& c) {
   EXPECT_LE(c.max_lse_error, 1e-3);
 }
 
-// Builds a problem, lets `edit` change it, and checks the device against the reference.
+constexpr Dsv4Kernel kKernels[] = {Dsv4Kernel::kCluster, Dsv4Kernel::kStream};
+
+const char* kernel_name(Dsv4Kernel kernel) { return kernel == Dsv4Kernel::kCluster ? "cluster" : "stream"; }
+
+// Builds a problem, lets `edit` change it, and checks each kernel against the
+// reference, its out-of-range count, and that both kernels give the same bits.
 void check_problem(Dsv4ProblemConfig config, const std::function<void(Dsv4Problem&)>& edit = {},
                    const std::function<void(Dsv4DecodeArgs&)>& edit_args = {}) {
   SCOPED_TRACE("seed " + std::to_string(config.seed) + ", T " + std::to_string(config.tokens) + ", W " +
@@ -111,11 +119,26 @@ void check_problem(Dsv4ProblemConfig config, const std::function<void(Dsv4Proble
   Dsv4DeviceProblem device(problem);
   Dsv4DecodeArgs host = problem.host_args(nullptr, nullptr);
   if (edit_args) edit_args(device.args), edit_args(host);
-  int64_t expected_out_of_range = 0;
-  expect_matches(run_and_compare(device.args, host, device.out, device.lse, &expected_out_of_range));
-  int32_t counted = 0;
-  device.out_of_range_count.download(&counted, sizeof(counted));
-  EXPECT_EQ(counted, expected_out_of_range);
+  std::vector<uint16_t> first_out;
+  std::vector<uint32_t> first_lse;
+  for (Dsv4Kernel kernel : kKernels) {
+    SCOPED_TRACE(kernel_name(kernel));
+    device.args.kernel = kernel;
+    device.out_of_range_count.fill_bytes(0);
+    int64_t expected_out_of_range = 0;
+    expect_matches(run_and_compare(device.args, host, device.out, device.lse, &expected_out_of_range));
+    int32_t counted = 0;
+    device.out_of_range_count.download(&counted, sizeof(counted));
+    EXPECT_EQ(counted, expected_out_of_range);
+    std::vector<uint16_t> out = device.out.download<uint16_t>();
+    std::vector<uint32_t> lse = device.lse.download<uint32_t>();
+    if (first_out.empty()) {
+      first_out = out, first_lse = lse;
+    } else {
+      EXPECT_EQ(out, first_out) << "the kernels' outputs differ";
+      if (device.args.lse) EXPECT_EQ(lse, first_lse) << "the kernels' lse differ";
+    }
+  }
 }
 
 uint64_t fresh_seed() {
@@ -136,7 +159,10 @@ TEST_F(Dsv4Gpu, WidthsAndTokenCounts) {
     for (int64_t tokens : {1, 6, 12, 48}) check_problem(config_for(tokens, width));
 }
 
-TEST_F(Dsv4Gpu, ManyTokens) { check_problem(config_for(700, 640)); }
+TEST_F(Dsv4Gpu, ManyTokens) {
+  check_problem(config_for(700, 640));
+  check_problem(config_for(300, 2176));
+}
 
 TEST_F(Dsv4Gpu, NoSinksNoLens) {
   Dsv4ProblemConfig config = config_for(12, 640);
@@ -304,12 +330,16 @@ TEST_F(Dsv4Gpu, BitwiseIdenticalOverRepeatedRuns) {
     Dsv4Problem problem = testing::make_dsv4_problem(config);
     Dsv4DeviceProblem device(problem);
     std::vector<uint16_t> first;
-    for (int run = 0; run < 100; ++run) {
-      device.out.fill_bytes(static_cast<uint8_t>(run));
-      ASSERT_TRUE(dsv4_decode(device.args, nullptr, 0, nullptr).ok());
-      std::vector<uint16_t> got = device.out.download<uint16_t>();
-      if (run == 0) first = got;
-      ASSERT_EQ(std::memcmp(first.data(), got.data(), got.size() * 2), 0) << "run " << run;
+    for (Dsv4Kernel kernel : kKernels) {
+      device.args.kernel = kernel;
+      for (int run = 0; run < 100; ++run) {
+        device.out.fill_bytes(static_cast<uint8_t>(run));
+        ASSERT_TRUE(dsv4_decode(device.args, nullptr, 0, nullptr).ok());
+        std::vector<uint16_t> got = device.out.download<uint16_t>();
+        if (first.empty()) first = got;
+        ASSERT_EQ(std::memcmp(first.data(), got.data(), got.size() * 2), 0)
+            << kernel_name(kernel) << " kernel, run " << run;
+      }
     }
   }
 }
@@ -326,6 +356,84 @@ TEST_F(Dsv4Gpu, SmallBatchLimitIsReported) {
   Dsv4DecodeArgs args;
   args.width = 640;
   EXPECT_GT(dsv4_small_batch_max_tokens(args), 0);
+}
+
+// Tokens `picks` of `source`, in that order, as a problem of their own (same pools).
+Dsv4Problem select_tokens(const Dsv4Problem& source, const std::vector<int64_t>& picks) {
+  Dsv4Problem batch = source;
+  const int64_t T = static_cast<int64_t>(picks.size());
+  const size_t q_bytes = size_t(source.config.heads) * kHeadDim * source.element_bytes();
+  const size_t W = source.config.width;
+  batch.config.tokens = T;
+  batch.q.resize(T * q_bytes);
+  batch.indices.resize(T * W);
+  if (!source.lens.empty()) batch.lens.resize(T);
+  for (int64_t i = 0; i < T; ++i) {
+    std::memcpy(&batch.q[i * q_bytes], &source.q[picks[i] * q_bytes], q_bytes);
+    std::memcpy(&batch.indices[i * W], &source.indices[picks[i] * W], W * sizeof(int32_t));
+    if (!source.lens.empty()) batch.lens[i] = source.lens[picks[i]];
+  }
+  return batch;
+}
+
+// A token's output has the same bits whatever the batch around it and
+// whichever kernel dsv4_decode picks for that batch size (issue #4).
+TEST_F(Dsv4Gpu, BatchInvariance) {
+  for (int32_t width : {640, 2176}) {
+    Dsv4ProblemConfig config = config_for(5000, width);
+    config.hole_fraction = 0.05;
+    SCOPED_TRACE("seed " + std::to_string(config.seed) + ", W " + std::to_string(width));
+    const Dsv4Problem source = testing::make_dsv4_problem(config);
+    std::mt19937_64 rng(config.seed);
+    const std::vector<int64_t> tracked = {0, 1, 2, 4999, 2500, 77};
+    std::vector<std::vector<uint16_t>> expected(tracked.size());
+    const size_t token_values = size_t(config.heads) * kHeadDim;
+    for (int64_t batch_size : {1, 7, 100, 5000}) {
+      // Batch 1 runs each tracked token alone; larger batches hold them all at
+      // random places among random other tokens.
+      const int64_t runs = batch_size == 1 ? static_cast<int64_t>(tracked.size()) : 1;
+      for (int64_t run = 0; run < runs; ++run) {
+        std::vector<int64_t> picks(batch_size);
+        for (int64_t& pick : picks) pick = static_cast<int64_t>(rng() % config.tokens);
+        std::vector<int64_t> place(tracked.size(), -1);
+        if (batch_size == 1) {
+          picks[0] = tracked[run], place[run] = 0;
+        } else {
+          std::vector<int64_t> positions(batch_size);
+          for (int64_t i = 0; i < batch_size; ++i) positions[i] = i;
+          std::shuffle(positions.begin(), positions.end(), rng);
+          for (size_t k = 0; k < tracked.size(); ++k) picks[positions[k]] = tracked[k], place[k] = positions[k];
+        }
+        Dsv4DeviceProblem device(select_tokens(source, picks));
+        SCOPED_TRACE("batch " + std::to_string(batch_size) + " on the " +
+                     kernel_name(dsv4_chosen_kernel(device.args)) + " kernel");
+        device.out.fill_bytes(kPoisonByte);
+        ASSERT_TRUE(dsv4_decode(device.args, nullptr, 0, nullptr).ok());
+        const std::vector<uint16_t> out = device.out.download<uint16_t>();
+        for (size_t k = 0; k < tracked.size(); ++k) {
+          if (place[k] < 0) continue;
+          const std::vector<uint16_t> got(out.begin() + place[k] * token_values,
+                                          out.begin() + (place[k] + 1) * token_values);
+          if (expected[k].empty()) {
+            expected[k] = got;
+          } else {
+            EXPECT_EQ(got, expected[k]) << "token " << tracked[k] << " changed bits";
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(Dsv4Gpu, AutoChoosesTheClusterKernelForFewTokensAndTheStreamKernelForMany) {
+  Dsv4DecodeArgs args;
+  args.width = 640;
+  args.num_tokens = 1;
+  EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kCluster);
+  args.num_tokens = 5000;
+  EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
+  args.kernel = Dsv4Kernel::kCluster;
+  EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kCluster);
 }
 
 }  // namespace

@@ -1,0 +1,362 @@
+// The steps every dsv4 kernel takes on a 64-column chunk (gather, Q K^T,
+// softmax, P V) and the fold of group results into a token's output. Both
+// kernels call exactly these, in the same order, so a token's output has the
+// same bits whichever kernel ran (docs/kernels/large_batch.md).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "common/ptx.cuh"
+#include "dsv4/kernel_params.h"
+#include "dsv4/kernel_traits.cuh"
+
+namespace sparse_decode::dsv4 {
+
+inline constexpr float kLog2e = 1.4426950408889634f;
+inline constexpr float kLn2 = 0.6931471805599453f;
+
+__device__ __forceinline__ int64_t row_offset(const PoolParams& pool, int64_t row) {
+  if (pool.page_size == 1) return row * pool.row_stride;
+  return (row / pool.page_size) * pool.page_stride + (row % pool.page_size) * pool.row_stride;
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&pair);
+}
+
+__device__ __forceinline__ uint32_t pack_f16x2(float lo, float hi) {
+  const __half2 pair = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&pair);
+}
+
+// The index this thread's gather lane reads for the chunk at `column0`
+// (-1 past the width), from global memory: the first chunk's.
+template <class Traits>
+__device__ __forceinline__ int32_t chunk_index(const Dsv4Params& p, int64_t token, int column0) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int column = column0 + warp * Traits::kGatherRowsPerWarp + lane % Traits::kGatherRowsPerWarp;
+  return column < p.width ? p.indices[token * p.indices_stride + column] : -1;
+}
+
+// Copies the indices of the chunk at `column0` into staged_index[slot]
+// (lanes 0..7 of each warp, one index each): they travel with the previous
+// chunk's rows, so that issuing this chunk's row copies never waits on a load.
+template <class Traits>
+__device__ __forceinline__ void stage_chunk_indices(ChunkSmem<Traits>& s, const Dsv4Params& p, int64_t token,
+                                                    int column0, int slot) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane >= Traits::kGatherRowsPerWarp) return;
+  const int offset = warp * Traits::kGatherRowsPerWarp + lane;
+  const int column = column0 + offset;
+  const int32_t* src = p.indices + token * p.indices_stride + (column < p.width ? column : 0);
+  ptx::cp_async_4(ptx::smem_address(&s.staged_index[slot][offset]), src, column < p.width ? 4u : 0u);
+}
+
+// This thread's gather lane's index from staged_index[slot] (-1 past the width).
+template <class Traits>
+__device__ __forceinline__ int32_t staged_index(const ChunkSmem<Traits>& s, const Dsv4Params& p, int column0,
+                                                int slot) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int offset = warp * Traits::kGatherRowsPerWarp + lane % Traits::kGatherRowsPerWarp;
+  return column0 + offset < p.width ? s.staged_index[slot][offset] : -1;
+}
+
+// Gathers the chunk's rows into KV tile `buffer`: warp w takes row group w
+// (rows 8w..8w+7); lane l copies pieces l/8, l/8 + 4, ... of row 8w + l%8, so
+// each copy instruction of a warp fills four whole core matrices (no bank
+// conflicts). Masked columns read nothing and are zero-filled, so NaN in
+// their rows never reaches the MMAs. `index` is chunk_index() of the chunk.
+template <class Traits>
+__device__ __forceinline__ void gather_chunk(ChunkSmem<Traits>& s, const Dsv4Params& p, int column0, int32_t index,
+                                             int len, int window, int buffer) {
+  constexpr int kRows = Traits::kGatherRowsPerWarp;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int column = column0 + warp * kRows + lane % kRows;
+  const bool swa = column < kSwaColumns;
+  const int64_t rows = swa ? p.swa.rows : p.compressed.rows;
+  const bool listed = index >= 0 && column < len && (!swa || column < window);
+  const bool active = listed && index < rows;
+  if (listed && !active && lane < kRows && p.out_of_range_count) atomicAdd(p.out_of_range_count, 1);
+  __syncwarp();  // reconverge before the barriers that follow
+  const uint8_t* src = !active ? p.swa.data
+                       : swa   ? p.swa.data + row_offset(p.swa, index)
+                               : p.compressed.data + row_offset(p.compressed, index);
+  const uint32_t mask = __ballot_sync(0xffffffffu, active) & ((1u << kRows) - 1);
+  if (lane == 0) s.column_mask[buffer][warp] = static_cast<uint8_t>(mask);
+  const int row = lane % kRows;
+  const uint32_t dst = ptx::smem_address(&s.kv[buffer][warp][lane / kRows][row][0]);
+  constexpr int kLanesPerRow = 32 / kRows;
+#pragma unroll
+  for (int i = 0; i < Traits::kPieces / kLanesPerRow; ++i) {
+    const int piece = lane / kRows + i * kLanesPerRow;
+    const bool load = active && !(p.skip_stages & 1);
+    ptx::cp_async_16(dst + i * kLanesPerRow * Traits::kCoreBytes, src + (load ? piece * 16 : 0), load ? 16u : 0u);
+  }
+}
+
+// Copies the token's query into the Q tile: thread t copies piece t/8 of
+// heads t%8 and t%8 + 8, so a warp fills whole core matrices.
+template <class Traits>
+__device__ __forceinline__ void load_query(ChunkSmem<Traits>& s, const Dsv4Params& p, int64_t token) {
+  static_assert(Traits::kThreads == 8 * Traits::kPieces, "one Q piece of each head group a thread");
+  const int head = threadIdx.x % 8, piece = threadIdx.x / 8;
+  const uint8_t* src = p.q + token * p.q_token_stride + head * p.q_head_stride + piece * 16;
+  ptx::cp_async_16(ptx::smem_address(&s.q[0][piece][head][0]), src, 16);
+  ptx::cp_async_16(ptx::smem_address(&s.q[1][piece][head][0]), src + 8 * p.q_head_stride, 16);
+}
+
+// Partial S^T = K Q^T (64 columns x 16 heads) of this warpgroup's half of
+// the dims, with wgmma on the FP8 tiles: no conversion, each operand byte
+// read once. Stored as scores[warpgroup][head][column].
+template <class Traits>
+__device__ __forceinline__ void score_chunk(ChunkSmem<Traits>& s, int buffer) {
+  const int warpgroup = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  const int piece0 = warpgroup * Traits::kPiecesPerWarpgroup;
+  const uint32_t kv = ptx::smem_address(&s.kv[buffer][0][piece0][0][0]);
+  const uint32_t q = ptx::smem_address(&s.q[0][piece0][0][0]);
+  // FP8 wgmma accumulates with reduced precision: each pair of k32 steps gets
+  // its own accumulator, summed in FP32 afterwards (all issued before one wait).
+  constexpr int kSteps = Traits::kPiecesPerWarpgroup / 2, kSets = kSteps / 2;
+  float partial[kSets][8];
+  ptx::wgmma_fence();
+#pragma unroll
+  for (int k = 0; k < kSteps; ++k) {  // one k32 step = two 16-byte pieces
+    const uint64_t a = ptx::wgmma_descriptor(kv + k * 2 * Traits::kCoreBytes, Traits::kCoreBytes, Traits::kRowGroupBytes);
+    const uint64_t b = ptx::wgmma_descriptor(q + k * 2 * Traits::kCoreBytes, Traits::kCoreBytes, Traits::kRowGroupBytes);
+    ptx::wgmma_e4m3_64x16x32(partial[k / 2], a, b, k % 2 == 1);
+  }
+  ptx::wgmma_commit();
+  ptx::wgmma_wait_all();
+  float d[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    d[i] = partial[0][i];
+#pragma unroll
+    for (int set = 1; set < kSets; ++set) d[i] += partial[set][i];
+  }
+  // Fragment: rows (columns of the chunk) 16 warp + lane/4 (+8), heads 8j + 2(lane%4) (+1).
+  const int column = 16 * warp + lane / 4, head = 2 * (lane % 4);
+  float(&scores)[Traits::kHeads][Traits::kScoreRowFloats] = s.scores[warpgroup];
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    scores[8 * j + head][column] = d[4 * j + 0];
+    scores[8 * j + head + 1][column] = d[4 * j + 1];
+    scores[8 * j + head][column + 8] = d[4 * j + 2];
+    scores[8 * j + head + 1][column + 8] = d[4 * j + 3];
+  }
+}
+
+// Online softmax over the chunk: 16 threads a head, 4 columns each. Writes
+// FP16 probabilities and the group's running statistics (restarted at the
+// first chunk of a group).
+template <class Traits>
+__device__ __forceinline__ void softmax_chunk(ChunkSmem<Traits>& s, int buffer, float scale_log2, bool group_start) {
+  static_assert(Traits::kWarpgroups == 2, "the score is the sum of the two warpgroups' halves");
+  const int head = threadIdx.x / 16, part = threadIdx.x % 16;
+  const uint64_t mask = *reinterpret_cast<const uint64_t*>(s.column_mask[buffer]) >> (part * 4);
+  const float4 lo = *reinterpret_cast<const float4*>(&s.scores[0][head][part * 4]);
+  const float4 hi = *reinterpret_cast<const float4*>(&s.scores[1][head][part * 4]);
+  float v[4] = {(lo.x + hi.x) * scale_log2, (lo.y + hi.y) * scale_log2, (lo.z + hi.z) * scale_log2,
+                (lo.w + hi.w) * scale_log2};
+  float chunk_max = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if (!((mask >> i) & 1u)) v[i] = -INFINITY;
+    chunk_max = fmaxf(chunk_max, v[i]);
+  }
+#pragma unroll
+  for (int offset = 1; offset < 16; offset *= 2) {
+    chunk_max = fmaxf(chunk_max, __shfl_xor_sync(0xffffffffu, chunk_max, offset));
+  }
+  const float old_max = group_start ? -INFINITY : s.running_max[head];
+  const float old_sum = group_start ? 0.0f : s.running_sum[head];
+  const float new_max = fmaxf(old_max, chunk_max);
+  const float base = new_max == -INFINITY ? 0.0f : new_max;  // no active column yet: all p = 0
+  const __half2 p01 = __floats2half2_rn(ptx::exp2_approx(v[0] - base), ptx::exp2_approx(v[1] - base));
+  const __half2 p23 = __floats2half2_rn(ptx::exp2_approx(v[2] - base), ptx::exp2_approx(v[3] - base));
+  *reinterpret_cast<uint2*>(&s.probs[head][part * 4]) =
+      make_uint2(*reinterpret_cast<const uint32_t*>(&p01), *reinterpret_cast<const uint32_t*>(&p23));
+  const float2 f01 = __half22float2(p01), f23 = __half22float2(p23);
+  float sum = (f01.x + f01.y) + (f23.x + f23.y);  // the denominator sums what P V multiplies
+#pragma unroll
+  for (int offset = 1; offset < 16; offset *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  __syncwarp();
+  if (part == 0) {
+    const float factor = ptx::exp2_approx(old_max - base);  // 0 while old_max is -inf
+    s.rescale[head] = factor;
+    s.running_sum[head] = old_sum * factor + sum;
+    s.running_max[head] = new_max;
+  }
+}
+
+// O += P V for the warp's 64 dims (O restarts at the first chunk of a group).
+// V comes from the FP8 tile through ldmatrix.trans on byte pairs: a byte
+// permute splits each pair into the even-dim and odd-dim B fragments,
+// converted exactly to FP16. So n-tile (half, parity) column n is dim
+// 16*half + 2n + parity, and a thread ends up holding 4 consecutive dims of
+// its two heads.
+template <class Traits>
+__device__ __forceinline__ void accumulate_chunk(ChunkSmem<Traits>& s, int buffer, OutputFragment<Traits>& acc,
+                                                 bool group_start) {
+  constexpr int kGroups = Traits::kDimGroups;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const float top = group_start ? 0.0f : s.rescale[lane / 4], bottom = group_start ? 0.0f : s.rescale[lane / 4 + 8];
+#pragma unroll
+  for (int g = 0; g < kGroups; ++g)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int par = 0; par < 2; ++par) {
+        acc[g][h][par][0] *= top, acc[g][h][par][1] *= top;
+        acc[g][h][par][2] *= bottom, acc[g][h][par][3] *= bottom;
+      }
+  const int d0 = warp * Traits::kDimsPerWarp;
+  const uint32_t p_base = ptx::smem_address(&s.probs[(lane & 7) + ((lane >> 3) & 1) * 8][(lane >> 4) * 8]);
+  // Matrices of an ldmatrix.x4: rows k..k+7 / k+8..k+15 (row groups) x dims d..d+15 / d+16..d+31 (pieces).
+  const uint32_t v_base = ptx::smem_address(&s.kv[buffer][(lane >> 3) & 1][d0 / 16 + (lane >> 4)][lane & 7][0]);
+#pragma unroll
+  for (int kk = 0; kk < Traits::kChunkColumns / 16; ++kk) {
+    uint32_t a[4];
+    ptx::ldmatrix_x4(a, p_base + kk * 16 * 2);
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g) {
+      uint32_t r[4];
+      ptx::ldmatrix_x4_trans(r, v_base + kk * 2 * Traits::kRowGroupBytes + g * 2 * Traits::kCoreBytes);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        // bytes (k, 2j), (k, 2j+1), (k+1, 2j), (k+1, 2j+1) -> (k, 2j), (k+1, 2j) | (k, 2j+1), (k+1, 2j+1)
+        const uint32_t rows_lo = __byte_perm(r[2 * half], 0, 0x3120);
+        const uint32_t rows_hi = __byte_perm(r[2 * half + 1], 0, 0x3120);
+        ptx::mma_f16_16x8x16(acc[g][half][0], a, ptx::e4m3x2_to_f16x2(rows_lo & 0xffff),
+                             ptx::e4m3x2_to_f16x2(rows_hi & 0xffff));
+        ptx::mma_f16_16x8x16(acc[g][half][1], a, ptx::e4m3x2_to_f16x2(rows_lo >> 16),
+                             ptx::e4m3x2_to_f16x2(rows_hi >> 16));
+      }
+    }
+  }
+}
+
+// SWA columns valid for the token under seq_lens: min(128, position + 1),
+// position = seq_lens[b] - q_len_b + (index of the token in request b).
+// Called by every thread of a CTA that holds SWA columns (varlen: a barrier).
+template <class Traits>
+__device__ __forceinline__ int swa_window(ChunkSmem<Traits>& s, const Dsv4Params& p, int64_t token) {
+  int64_t position;
+  if (!p.cum_seq_lens_q) {
+    const int64_t request = token / p.q_len;
+    position = int64_t{p.seq_lens[request]} - p.q_len + (token - request * p.q_len);
+  } else {
+    // Find the request whose query range holds the token, all threads at once.
+    if (threadIdx.x == 0) s.request = -1;
+    __syncthreads();
+    for (int b = threadIdx.x; b < p.num_requests; b += Traits::kThreads) {
+      if (p.cum_seq_lens_q[b] <= token && token < p.cum_seq_lens_q[b + 1]) s.request = b;
+    }
+    __syncthreads();
+    const int b = s.request;
+    if (b < 0) return 0;
+    const int64_t begin = p.cum_seq_lens_q[b], end = p.cum_seq_lens_q[b + 1];
+    position = int64_t{p.seq_lens[b]} - (end - begin) + (token - begin);
+  }
+  return static_cast<int>(position < 0 ? 0 : position + 1 < kSwaColumns ? position + 1 : kSwaColumns);
+}
+
+// What the chunk walk of one token needs besides the chunks.
+struct TokenScope {
+  int64_t token;
+  int len;          // active columns by lens (width without lens)
+  int window;       // active SWA columns by seq_lens (128 without)
+  float scale_log2; // bmm1_scale * log2(e)
+  float sink;       // this thread's head's sink (threads < 16), -inf without sinks
+};
+
+// Walks chunks [first, first + count) of a token: the rows of chunk i + 1
+// (and the indices of chunk i + 2) are in flight during chunk i's math. They
+// are issued after the wait and fence for chunk i's rows, so that the fence
+// never waits on them. Chunks form groups of `per_group` from `first`, and
+// `group_end(acc)` runs after each group's last chunk (the group's
+// statistics are then in running_max / running_sum). The first gather
+// releases dependent grids (PDL); the sinks reach shared memory after it, so
+// that their load never delays it.
+template <class Traits, class GroupEnd>
+__device__ __forceinline__ void walk_chunks(ChunkSmem<Traits>& s, const Dsv4Params& p, const TokenScope& scope,
+                                            int first, int count, int per_group, OutputFragment<Traits>& acc,
+                                            GroupEnd&& group_end) {
+  constexpr int kColumns = Traits::kChunkColumns;
+  gather_chunk<Traits>(s, p, first * kColumns, chunk_index<Traits>(p, scope.token, first * kColumns), scope.len,
+                       scope.window, 0);
+  if (count > 1) stage_chunk_indices<Traits>(s, p, scope.token, (first + 1) * kColumns, 1);
+  ptx::cp_async_commit();
+  ptx::launch_dependents();
+  if (threadIdx.x < Traits::kHeads) s.sink_log2[threadIdx.x] = scope.sink * kLog2e;
+  for (int i = 0; i < count; ++i) {
+    const int buffer = i % Traits::kBuffers;
+    ptx::cp_async_wait_group<0>();
+    ptx::fence_proxy_async_shared();  // the copies are read by wgmma (async proxy)
+    // Chunk i's rows and chunk i + 1's indices are visible; chunk i - 1's P V is done with the other tile.
+    __syncthreads();
+    if (i + 1 < count) {
+      const int column0 = (first + i + 1) * kColumns;
+      gather_chunk<Traits>(s, p, column0, staged_index<Traits>(s, p, column0, (i + 1) % Traits::kBuffers),
+                           scope.len, scope.window, buffer ^ 1);
+      if (i + 2 < count) stage_chunk_indices<Traits>(s, p, scope.token, column0 + kColumns, i % Traits::kBuffers);
+      ptx::cp_async_commit();
+    }
+    if (p.skip_stages & 4) continue;
+    score_chunk<Traits>(s, buffer);
+    __syncthreads();
+    const bool group_start = i % per_group == 0;
+    softmax_chunk<Traits>(s, buffer, scope.scale_log2, group_start);
+    __syncthreads();
+    accumulate_chunk<Traits>(s, buffer, acc, group_start);
+    if (i % per_group == per_group - 1 || i == count - 1) group_end(acc);
+  }
+}
+
+// A token's output so far, per head: the fold of its groups in group order.
+// Group c (statistics m_c, l_c; mean output o_c) enters as
+//   O <- O * keep + o_c * take,  keep = 2^(M - M'), take = 2^(m_c - M') * l_c,
+// with M' = max(M, m_c): the same float operations in every kernel.
+struct FoldState {
+  float max = -INFINITY;  // log2 domain
+  float sum = 0.0f;
+};
+
+struct FoldWeights {
+  float keep;  // on the output so far
+  float take;  // on the group's mean output
+};
+
+__device__ __forceinline__ FoldWeights fold_group(FoldState& state, float group_max, float group_sum) {
+  const float new_max = fmaxf(state.max, group_max);
+  const float keep = state.max == -INFINITY ? 0.0f : ptx::exp2_approx(state.max - new_max);
+  const float take = group_max == -INFINITY ? 0.0f : __fmul_rn(ptx::exp2_approx(group_max - new_max), group_sum);
+  state.sum = __fmaf_rn(state.sum, keep, take);
+  state.max = new_max;
+  return {keep, take};
+}
+
+__device__ __forceinline__ float fold_value(float output, FoldWeights w, float group_mean) {
+  return __fmaf_rn(group_mean, w.take, __fmul_rn(output, w.keep));
+}
+
+// 1 / the group's sum: its mean output travels as FP16 (|value| <= 448).
+__device__ __forceinline__ float mean_factor(float group_sum) { return group_sum > 0.0f ? 1.0f / group_sum : 0.0f; }
+
+// Factor on the folded output: bmm2 over the softmax denominator, sink included.
+// A token with no active column gets zeros (and lse -inf), sink or not.
+__device__ __forceinline__ float output_scale(const FoldState& state, float sink_log2, float bmm2) {
+  if (state.max == -INFINITY) return 0.0f;
+  return bmm2 / (state.sum + ptx::exp2_approx(sink_log2 - state.max));
+}
+
+__device__ __forceinline__ float output_lse(const FoldState& state) {
+  return state.max == -INFINITY ? -INFINITY : (state.max + __log2f(state.sum)) * kLn2;
+}
+
+}  // namespace sparse_decode::dsv4

@@ -1,0 +1,175 @@
+// The cluster kernel of dsv4_decode (small batches): one thread-block cluster
+// a token, one CTA a group of 64-column chunks; each group's statistics and
+// mean output go through distributed shared memory to the CTA that owns the
+// dims, which folds them in group order. FP8 E4M3 q and rows.
+// docs/kernels/small_batch.md explains the design and its measurements.
+#pragma once
+
+#include "dsv4/chunk_steps.cuh"
+
+namespace sparse_decode::dsv4 {
+
+// Sends this CTA's group statistics and mean output to the CTAs that own
+// them. The mean (the group's P V divided by its sum, |value| <= 448) travels
+// as FP16, half the bytes of FP32. Granule g of the 128 4-dim granules goes
+// to CTA g % n, slot [source rank][g / n][head]; the (max, sum) pairs go to
+// every CTA.
+template <class Traits>
+__device__ __forceinline__ void send_group(ClusterSmem<Traits>& s, const OutputFragment<Traits>& acc, int rank,
+                                           int ctas, float2 own_stats) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const uint32_t barrier = ptx::smem_address(&s.received_barrier);
+  // (max, sum) of head h to CTA c: thread c * 16 + h (first: the owners start with them).
+  if (threadIdx.x < ctas * Traits::kHeads) {
+    const int peer = threadIdx.x / Traits::kHeads, h = threadIdx.x % Traits::kHeads;
+    const uint32_t stats_slot = ptx::smem_address(&s.received_stats[rank][h]);
+    ptx::st_async_peer(ptx::map_to_peer(stats_slot, peer), own_stats, ptx::map_to_peer(barrier, peer));
+  }
+  const int per_owner = Traits::granules_per_owner(ctas);
+  const uint32_t received = ptx::smem_address(&s.received[0]);
+  const int head = lane / 4;
+  const float top = mean_factor(s.chunk.running_sum[head]), bottom = mean_factor(s.chunk.running_sum[head + 8]);
+  // granule / ctas as a multiply-high: exact for granule < 2^32 / ctas^2 (ctas >= 2).
+  const uint32_t reciprocal = 0xffffffffu / static_cast<uint32_t>(ctas) + 1;
+#pragma unroll
+  for (int g = 0; g < Traits::kDimGroups; ++g)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int granule = (warp * Traits::kDimsPerWarp + g * 32 + half * 16) / Traits::kGranuleDims + lane % 4;
+      const int local = static_cast<int>(__umulhi(static_cast<uint32_t>(granule), reciprocal));
+      const int owner = granule - local * ctas;
+      const int slot = (rank * per_owner + local) * Traits::kHeads + head;
+      const uint32_t peer_slot = ptx::map_to_peer(received + slot * 8, owner);
+      const uint32_t peer_barrier = ptx::map_to_peer(barrier, owner);
+      const float(&even)[4] = acc[g][half][0];
+      const float(&odd)[4] = acc[g][half][1];
+      ptx::st_async_peer(peer_slot,
+                         make_uint2(pack_f16x2(even[0] * top, odd[0] * top), pack_f16x2(even[1] * top, odd[1] * top)),
+                         peer_barrier);
+      ptx::st_async_peer(peer_slot + 8 * 8,
+                         make_uint2(pack_f16x2(even[2] * bottom, odd[2] * bottom),
+                                    pack_f16x2(even[3] * bottom, odd[3] * bottom)),
+                         peer_barrier);
+    }
+}
+
+// Bytes this CTA receives: its granules from every CTA, and every CTA's statistics.
+template <class Traits>
+__device__ __forceinline__ uint32_t bytes_to_receive(int rank, int ctas) {
+  const int owned = (Traits::kGranules - rank + ctas - 1) / ctas;
+  return static_cast<uint32_t>(ctas * (owned * Traits::kHeads * 8 + Traits::kHeads * 8));
+}
+
+// Folds the received group means of this CTA's granules in group (rank)
+// order, scales and stores BF16. Thread t serves head t % 16 and granules
+// t / 16, t / 16 + 16, ...; kPeers >= the cluster size bounds the unrolled
+// loops (peers past it are skipped).
+template <class Traits, int kPeers>
+__device__ __forceinline__ void fold_owned(const ClusterSmem<Traits>& s, uint16_t* out_head, float* lse_head,
+                                           float bmm2, int rank, int ctas) {
+  constexpr int kHeads = Traits::kHeads;
+  constexpr int kGranuleStride = Traits::kThreads / kHeads;
+  const int per_owner = Traits::granules_per_owner(ctas);
+  const int owned = (Traits::kGranules - rank + ctas - 1) / ctas;
+  const int head = threadIdx.x % kHeads;
+
+  FoldState state;
+  FoldWeights weights[kPeers];
+#pragma unroll
+  for (int c = 0; c < kPeers; ++c) {
+    if (c < ctas) {
+      const float2 stats = s.received_stats[c][head];
+      weights[c] = fold_group(state, stats.x, stats.y);
+    }
+  }
+  const float scale = output_scale(state, s.chunk.sink_log2[head], bmm2);
+  if (lse_head) *lse_head = output_lse(state);
+  for (int local = threadIdx.x / kHeads; local < owned; local += kGranuleStride) {
+    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int c = 0; c < kPeers; ++c) {
+      if (c < ctas) {
+        const uint2 part = s.received[(c * per_owner + local) * kHeads + head];
+        const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&part.x));
+        const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&part.y));
+        o.x = fold_value(o.x, weights[c], lo.x), o.y = fold_value(o.y, weights[c], lo.y);
+        o.z = fold_value(o.z, weights[c], hi.x), o.w = fold_value(o.w, weights[c], hi.y);
+      }
+    }
+    const uint2 packed = make_uint2(pack_bf16x2(o.x * scale, o.y * scale), pack_bf16x2(o.z * scale, o.w * scale));
+    *reinterpret_cast<uint2*>(out_head + (local * ctas + rank) * Traits::kGranuleDims) = packed;
+  }
+}
+
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kThreads, 2) cluster_kernel(const __grid_constant__ Dsv4Params p) {
+  using Smem = ClusterSmem<Traits>;
+  constexpr int kHeads = Traits::kHeads;
+  extern __shared__ __align__(16) uint8_t smem_bytes[];
+  Smem& s = *reinterpret_cast<Smem*>(smem_bytes);
+  const int rank = static_cast<int>(ptx::cluster_ctarank());
+  const int ctas = static_cast<int>(ptx::cluster_nctarank());
+  const int64_t token = blockIdx.x / ctas;
+  const int tid = threadIdx.x;
+
+  if (p.skip_stages & 8) return;
+  // The receive barrier expects its bytes before the cluster barrier's arrive
+  // (released: nothing is in flight yet, so the fence is cheap); the matching
+  // wait comes only before the first send, long after every CTA arrived.
+  if (tid == 0) {
+    const uint32_t barrier = ptx::smem_address(&s.received_barrier);
+    ptx::mbarrier_init(barrier, 1);
+    ptx::mbarrier_arrive_expect_tx(barrier, bytes_to_receive<Traits>(rank, ctas));
+  }
+  ptx::cluster_arrive_release();
+  // Sinks are weights, not outputs of the previous kernel: their load is
+  // issued before the dependency wait and lands while the gather is in flight.
+  const float sink = p.sinks && tid < kHeads ? p.sinks[tid] : -INFINITY;
+  ptx::grid_dependency_wait();
+
+  load_query<Traits>(s.chunk, p, token);
+  const int first = rank * p.chunks_per_group;
+  const int count = min(p.chunks_per_group, p.chunks - first);
+  const bool has_swa_columns = first * Traits::kChunkColumns < kSwaColumns;
+  TokenScope scope;
+  scope.token = token;
+  scope.len = p.lens ? p.lens[token] : p.width;
+  scope.window = p.seq_lens && has_swa_columns ? swa_window<Traits>(s.chunk, p, token) : kSwaColumns;
+  scope.scale_log2 = (p.bmm1_scale_ptr ? *p.bmm1_scale_ptr : p.bmm1_scale) * kLog2e;
+  scope.sink = sink;
+  const float bmm2 = p.bmm2_scale_ptr ? *p.bmm2_scale_ptr : p.bmm2_scale;
+  // Output addresses of the fold, computed now: the parameters they read
+  // would otherwise be fetched (and miss in the constant cache) at the end.
+  uint16_t* out_head = p.out + token * p.out_token_stride + (tid % kHeads) * p.out_head_stride;
+  float* lse_head = p.lse && rank == 0 && tid < kHeads ? p.lse + token * p.lse_token_stride + tid : nullptr;
+  asm volatile("" : "+l"(out_head), "+l"(lse_head));
+
+  OutputFragment<Traits> acc = {};
+  walk_chunks<Traits>(s.chunk, p, scope, first, count, count, acc, [](OutputFragment<Traits>&) {});
+  if (p.skip_stages & 4) return;
+
+  const float2 own_stats = make_float2(s.chunk.running_max[tid % kHeads], s.chunk.running_sum[tid % kHeads]);
+  ptx::cluster_wait();  // every CTA's receive barrier is initialized
+  if (p.skip_stages & 2) {
+    if (tid < kHeads) s.received_stats[0][tid] = own_stats;
+    __syncthreads();
+    fold_owned<Traits, 1>(s, out_head, lse_head, bmm2, 0, 1);
+    return;
+  }
+  send_group<Traits>(s, acc, rank, ctas, own_stats);
+  ptx::mbarrier_wait_parity(ptx::smem_address(&s.received_barrier), 0);
+  // Exact peer counts for DeepSeek-V4's widths (128: 2 CTAs, 640: 10), bounds otherwise.
+  if (ctas == 2) {
+    fold_owned<Traits, 2>(s, out_head, lse_head, bmm2, rank, ctas);
+  } else if (ctas <= 4) {
+    fold_owned<Traits, 4>(s, out_head, lse_head, bmm2, rank, ctas);
+  } else if (ctas <= 8) {
+    fold_owned<Traits, 8>(s, out_head, lse_head, bmm2, rank, ctas);
+  } else if (ctas == 10) {
+    fold_owned<Traits, 10>(s, out_head, lse_head, bmm2, rank, ctas);
+  } else {
+    fold_owned<Traits, Traits::kMaxGroups>(s, out_head, lse_head, bmm2, rank, ctas);
+  }
+}
+
+}  // namespace sparse_decode::dsv4

@@ -1,0 +1,186 @@
+// Host side of the dsv4 kernels: plan, support check, choice, launch.
+#include "dsv4/launch.h"
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "dsv4/kernel_params.h"
+#include "dsv4/kernel_traits.cuh"
+
+namespace sparse_decode::dsv4 {
+namespace {
+
+using Traits16 = Dsv4Traits<16>;
+constexpr size_t kClusterSmemBytes = sizeof(ClusterSmem<Traits16>);
+constexpr size_t kStreamSmemBytes = sizeof(StreamSmem<Traits16>);
+
+// The cluster kernel serves batches up to this many waves of resident
+// clusters; the stream kernel serves larger ones (docs/kernels/dispatch.md).
+constexpr int64_t kClusterWaves = 1;
+
+Status cuda_status(cudaError_t error, const char* what) {
+  if (error == cudaSuccess) return Status::Ok();
+  return Status::CudaError(std::string(what) + ": " + cudaGetErrorString(error));
+}
+
+// Raises the kernels' shared-memory limits and allows 16-CTA clusters, once a process.
+Status configure_kernels() {
+  static const cudaError_t error = [] {
+    cudaError_t e = cudaFuncSetAttribute(cluster_kernel_fp8_h16(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(kClusterSmemBytes));
+    if (e == cudaSuccess) {
+      e = cudaFuncSetAttribute(cluster_kernel_fp8_h16(), cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    }
+    if (e == cudaSuccess) {
+      e = cudaFuncSetAttribute(stream_kernel_fp8_h16(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(kStreamSmemBytes));
+    }
+    return e;
+  }();
+  return cuda_status(error, "configuring the dsv4 kernels");
+}
+
+PoolParams pool_params(const KvPool& pool, int64_t element_bytes) {
+  PoolParams params{static_cast<const uint8_t*>(pool.data), pool.rows(), pool.page_size,
+                    pool.page_stride * element_bytes, pool.row_stride * element_bytes};
+  // page_size 1 in the kernel means "rows evenly spaced by row_stride".
+  if (pool.page_size == 1) params.row_stride = params.page_stride;
+  if (pool.page_stride == pool.page_size * pool.row_stride) params.page_size = 1;
+  return params;
+}
+
+Dsv4Params kernel_params(const Dsv4DecodeArgs& args) {
+  const ChunkPlan plan = chunk_plan(args.width);
+  const int64_t q_bytes = args.dtype == DType::kFloat8E4M3 ? 1 : 2;
+  Dsv4Params p{};
+  p.q = static_cast<const uint8_t*>(args.q);
+  p.q_token_stride = args.q_token_stride * q_bytes;
+  p.q_head_stride = args.q_head_stride * q_bytes;
+  p.swa = pool_params(args.swa_kv, q_bytes);
+  p.compressed = args.compressed_kv.data ? pool_params(args.compressed_kv, q_bytes) : PoolParams{p.swa.data, 0, 1, 0, 0};
+  p.indices = args.indices;
+  p.indices_stride = args.indices_stride;
+  p.width = args.width;
+  p.lens = args.lens;
+  p.seq_lens = args.seq_lens;
+  p.cum_seq_lens_q = args.cum_seq_lens_q;
+  p.q_len = args.q_len;
+  p.num_requests = args.num_requests;
+  p.sinks = args.sinks;
+  p.bmm1_scale = args.bmm1_scale.value;
+  p.bmm1_scale_ptr = args.bmm1_scale.device;
+  p.bmm2_scale = args.bmm2_scale.value;
+  p.bmm2_scale_ptr = args.bmm2_scale.device;
+  p.out = static_cast<uint16_t*>(args.out);
+  p.out_token_stride = args.out_token_stride;
+  p.out_head_stride = args.out_head_stride;
+  p.lse = args.lse;
+  p.lse_token_stride = args.lse_token_stride;
+  p.out_of_range_count = args.out_of_range_count;
+  p.num_tokens = args.num_tokens;
+  p.chunks = plan.chunks;
+  p.chunks_per_group = plan.chunks_per_group;
+  static const int32_t skip_stages = [] {
+    const char* value = std::getenv("SPARSE_DECODE_SKIP_STAGES");
+    return value ? std::atoi(value) : 0;
+  }();
+  p.skip_stages = skip_stages;
+  return p;
+}
+
+}  // namespace
+
+ChunkPlan chunk_plan(int32_t width) {
+  ChunkPlan plan;
+  plan.chunks = (width + Traits16::kChunkColumns - 1) / Traits16::kChunkColumns;
+  plan.chunks_per_group = (plan.chunks + Traits16::kMaxGroups - 1) / Traits16::kMaxGroups;
+  plan.groups = (plan.chunks + plan.chunks_per_group - 1) / plan.chunks_per_group;
+  return plan;
+}
+
+Status kernels_support(const Dsv4DecodeArgs& args) {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return Status::NotSupported("device memory: no CUDA device is available");
+  }
+  int major = 0, minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+  if (major != 9 || minor != 0) {
+    return Status::NotSupported("device: the kernels are built for sm_90a (Hopper), the device is sm_" +
+                                std::to_string(major * 10 + minor));
+  }
+  if (args.dtype != DType::kFloat8E4M3) {
+    return Status::NotSupported("dtype: only kFloat8E4M3 is served on the GPU so far (BF16: issue #5)");
+  }
+  if (args.num_heads != 16) {
+    return Status::NotSupported("num_heads: only 16 heads are served on the GPU so far, got " +
+                                std::to_string(args.num_heads));
+  }
+  return Status::Ok();
+}
+
+int64_t cluster_max_tokens(int32_t width) {
+  // Cached per device and group count: the occupancy query is not free.
+  constexpr int kDevices = 64;
+  static std::atomic<int64_t> cache[kDevices][Traits16::kMaxGroups + 1] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || !configure_kernels().ok()) {
+    cudaGetLastError();
+    return 0;
+  }
+  const ChunkPlan plan = chunk_plan(width);
+  std::atomic<int64_t>* cached = device < kDevices ? &cache[device][plan.groups] : nullptr;
+  if (cached && cached->load(std::memory_order_relaxed) > 0) return cached->load(std::memory_order_relaxed);
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(plan.groups);
+  config.blockDim = dim3(Traits16::kThreads);
+  config.dynamicSmemBytes = kClusterSmemBytes;
+  cudaLaunchAttribute attribute;
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim = {static_cast<unsigned>(plan.groups), 1, 1};
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, cluster_kernel_fp8_h16(), &config) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  if (cached) cached->store(clusters, std::memory_order_relaxed);
+  return clusters;
+}
+
+Dsv4Kernel choose_kernel(const Dsv4DecodeArgs& args) {
+  if (args.kernel != Dsv4Kernel::kAuto) return args.kernel;
+  return args.num_tokens <= kClusterWaves * cluster_max_tokens(args.width) ? Dsv4Kernel::kCluster
+                                                                           : Dsv4Kernel::kStream;
+}
+
+Status launch_dsv4(const Dsv4DecodeArgs& args, CUstream_st* stream) {
+  if (Status status = configure_kernels(); !status.ok()) return status;
+  Dsv4Params p = kernel_params(args);
+  const bool cluster = choose_kernel(args) == Dsv4Kernel::kCluster;
+  const ChunkPlan plan = chunk_plan(args.width);
+
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(args.num_tokens * (cluster ? plan.groups : 1)));
+  config.blockDim = dim3(Traits16::kThreads);
+  config.dynamicSmemBytes = cluster ? kClusterSmemBytes : kStreamSmemBytes;
+  config.stream = stream;
+  cudaLaunchAttribute attributes[2];
+  attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attributes[0].val.programmaticStreamSerializationAllowed = args.enable_pdl ? 1 : 0;
+  attributes[1].id = cudaLaunchAttributeClusterDimension;
+  attributes[1].val.clusterDim = {static_cast<unsigned>(plan.groups), 1, 1};
+  config.attrs = attributes;
+  config.numAttrs = cluster ? 2 : 1;
+  void* kernel_args[] = {&p};
+  const void* kernel = cluster ? cluster_kernel_fp8_h16() : stream_kernel_fp8_h16();
+  return cuda_status(cudaLaunchKernelExC(&config, kernel, kernel_args), "launching a dsv4 kernel");
+}
+
+}  // namespace sparse_decode::dsv4

@@ -1,0 +1,36 @@
+// Host side of the dsv4 kernels: the chunk plan, the support check, the
+// choice between the cluster and the stream kernel, and the launch.
+#pragma once
+
+#include <cstdint>
+
+#include "sparse_decode/dsv4_decode.h"
+
+namespace sparse_decode::dsv4 {
+
+// Defined with their instantiations (cluster_fp8_h16.cu, stream_fp8_h16.cu).
+const void* cluster_kernel_fp8_h16();
+const void* stream_kernel_fp8_h16();
+
+// How a token's columns form groups: the unit that both kernels fold in
+// order (the cluster kernel gives each group a CTA). Depends on W only.
+struct ChunkPlan {
+  int32_t chunks = 0;            // 64-column chunks: ceil(W / 64)
+  int32_t chunks_per_group = 0;  // ceil(chunks / 16)
+  int32_t groups = 0;            // ceil(chunks / chunks_per_group) <= 16
+};
+ChunkPlan chunk_plan(int32_t width);
+
+// Why the kernels cannot serve these (validated) arguments; Ok when they can.
+Status kernels_support(const Dsv4DecodeArgs& args);
+
+// Tokens whose clusters are all resident at once on the current device.
+int64_t cluster_max_tokens(int32_t width);
+
+// kCluster or kStream: args.kernel unless kAuto, else by the measured crossover.
+Dsv4Kernel choose_kernel(const Dsv4DecodeArgs& args);
+
+// Launches the chosen kernel on `stream`; arguments must have passed kernels_support().
+Status launch_dsv4(const Dsv4DecodeArgs& args, CUstream_st* stream);
+
+}  // namespace sparse_decode::dsv4
