@@ -20,19 +20,15 @@ __device__ __forceinline__ void mma_bf16_16x8x16(float (&d)[4], const uint32_t (
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Loads from a peer CTA's shared memory (an address from map_to_peer).
-__device__ __forceinline__ float4 ld_peer_f32x4(uint32_t peer_addr) {
-  float4 v;
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(peer_addr)
-               : "memory");
-  return v;
+// Stores to a peer CTA's shared memory (an address from map_to_peer).
+__device__ __forceinline__ void st_peer_f32x2(uint32_t peer_addr, float x, float y) {
+  asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};\n" ::"r"(peer_addr), "f"(x), "f"(y) : "memory");
 }
-__device__ __forceinline__ float ld_peer_f32(uint32_t peer_addr) {
-  float v;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(peer_addr) : "memory");
-  return v;
+
+// cp.async groups: wait until at most `kPending` of this thread's groups are in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait_pending() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
 // Full cluster barrier with release/acquire semantics: shared-memory writes

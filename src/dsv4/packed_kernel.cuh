@@ -1,9 +1,11 @@
 // The packed-row kernel of dsv4_decode_packed: one thread-block cluster a
 // (token, group of 16 heads), one CTA a run of 64-column chunks (the SWA
-// segment's chunks, then the extra segment's). Rows are gathered with
-// cp.async, their FP8 tiles dequantized to BF16 in shared memory, scored and
-// multiplied with BF16 mma.sync; the CTAs' partial results are combined
-// through distributed shared memory. docs/kernels/packed.md explains it.
+// segment's chunks, then the extra segment's). Each warp gathers 8 rows with
+// cp.async, dequantizes their FP8 tiles to BF16 in shared memory and scores
+// them with BF16 mma.sync, without waiting for the other warps; P V and the
+// softmax statistics need two CTA barriers a chunk. The CTAs' partial results
+// are pushed to their owners through distributed shared memory.
+// docs/kernels/packed.md explains it.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -34,10 +36,10 @@ __device__ __forceinline__ uint32_t bf16x2_bits(float lo, float hi) {
 // pieces (FP8 bytes to the staging area, BF16 dims straight to the tile) and
 // lanes 0..7 their row's scale bytes. Masked columns read nothing and are
 // zero-filled (scale byte 0 and FP8 0 dequantize to 0), so NaN in their rows
-// never reaches an MMA.
-__device__ __forceinline__ void gather_chunk(PackedSmem& s, const PackedSegmentParams& seg, int64_t token,
-                                             int column0, int len, bool count_out_of_range,
-                                             int32_t* out_of_range_count) {
+// never reaches an MMA. Returns the warp's active rows, bit r for row 8w + r.
+__device__ __forceinline__ uint32_t gather_rows(PackedSmem& s, const PackedSegmentParams& seg, int64_t token,
+                                                int column0, int len, bool count_out_of_range,
+                                                int32_t* out_of_range_count) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int column = column0 + warp * Traits::kGatherRowsPerWarp + lane;
   bool active = false;
@@ -56,7 +58,6 @@ __device__ __forceinline__ void gather_chunk(PackedSmem& s, const PackedSegmentP
     }
   }
   const uint32_t mask = __ballot_sync(0xffffffffu, active);
-  if (lane == 0) s.column_mask[warp] = static_cast<uint8_t>(mask);
   const int row0 = warp * Traits::kGatherRowsPerWarp;
 #pragma unroll
   for (int i = 0; i < Traits::kGatherRowsPerWarp * Traits::kRowPieces / 32; ++i) {
@@ -73,19 +74,21 @@ __device__ __forceinline__ void gather_chunk(PackedSmem& s, const PackedSegmentP
   if (lane < Traits::kGatherRowsPerWarp) {
     ptx::cp_async_8(ptx::smem_address(&s.raw.scales[row0 + lane][0]), scales, active ? 8u : 0u);
   }
+  return mask;
 }
 
-// FP8 bytes times their tile's UE8M0 scale, to BF16 in the tile: exact (an
-// E4M3 value has 4 significant bits, BF16 8) except below BF16's subnormal
-// range. Thread t converts 8 bytes at a time, consecutive threads
+// The warp's 8 rows: FP8 bytes times their tile's UE8M0 scale, to BF16 in
+// the tile. Exact (an E4M3 value has 4 significant bits, BF16 8) except
+// below BF16's subnormal range. 8 bytes a lane and step, consecutive lanes
 // consecutive bytes of a row.
-__device__ __forceinline__ void dequantize_chunk(PackedSmem& s) {
-  constexpr int kSteps = Traits::kChunkColumns * Traits::kGroupsPerRow / Traits::kThreads;
-  static_assert(kSteps * Traits::kThreads == Traits::kChunkColumns * Traits::kGroupsPerRow, "whole steps");
+__device__ __forceinline__ void dequantize_rows(PackedSmem& s) {
+  constexpr int kItems = Traits::kGatherRowsPerWarp * Traits::kGroupsPerRow;
+  static_assert(kItems % 32 == 0, "whole steps");
+  const int row0 = threadIdx.x / 32 * Traits::kGatherRowsPerWarp, lane = threadIdx.x % 32;
 #pragma unroll 2
-  for (int i = 0; i < kSteps; ++i) {
-    const int item = i * Traits::kThreads + threadIdx.x;
-    const int row = item / Traits::kGroupsPerRow, group = item % Traits::kGroupsPerRow;
+  for (int i = 0; i < kItems / 32; ++i) {
+    const int item = i * 32 + lane;
+    const int row = row0 + item / Traits::kGroupsPerRow, group = item % Traits::kGroupsPerRow;
     const uint2 bytes = *reinterpret_cast<const uint2*>(&s.raw.fp8[row][group * 8]);
     const uint32_t byte = s.raw.scales[row][group * 8 / kPackedTileDims];
     // 2^(byte - 127) as a float: byte 0 is the subnormal 2^-127.
@@ -104,8 +107,9 @@ __device__ __forceinline__ void dequantize_chunk(PackedSmem& s) {
 }
 
 // S = Q K^T for the warp's 8 columns over all 512 dims (32 k16 steps on 4
-// accumulators, summed in a fixed order), stored as scores[head][column].
-__device__ __forceinline__ void score_chunk(PackedSmem& s) {
+// accumulators, summed in a fixed order). Fragment: [0], [1] head lane / 4,
+// [2], [3] head lane / 4 + 8; columns 8 warp + 2 (lane % 4) + 0, 1.
+__device__ __forceinline__ void score_columns(const PackedSmem& s, float (&d)[4]) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const uint32_t q_base = ptx::smem_address(&s.q[(lane & 7) + ((lane >> 3) & 1) * 8][(lane >> 4) * 8]);
   const uint32_t k_base = ptx::smem_address(&s.kv[warp * Traits::kColumnsPerWarp + (lane & 7)][(lane >> 3) * 8]);
@@ -119,70 +123,89 @@ __device__ __forceinline__ void score_chunk(PackedSmem& s) {
     ptx::mma_bf16_16x8x16(acc[(2 * kk) % 4], a0, b[0], b[1]);
     ptx::mma_bf16_16x8x16(acc[(2 * kk + 1) % 4], a1, b[2], b[3]);
   }
-  const int head = lane / 4, column = warp * Traits::kColumnsPerWarp + 2 * (lane % 4);
-  float d[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) d[i] = (acc[0][i] + acc[1][i]) + (acc[2][i] + acc[3][i]);
-  *reinterpret_cast<float2*>(&s.soft.scores[head][column]) = make_float2(d[0], d[1]);
-  *reinterpret_cast<float2*>(&s.soft.scores[head + 8][column]) = make_float2(d[2], d[3]);
 }
 
-// Online softmax over the chunk in the log2 domain: 16 threads a head, 4
-// columns each. P goes to P V as hi + lo, two BF16 values (16 significant
-// bits): BF16 alone would cost up to 3.6e-3 of relative error where the
-// weighted rows cancel.
-__device__ __forceinline__ void softmax_chunk(PackedSmem& s, float scale_log2) {
-  const int head = threadIdx.x / 16, part = threadIdx.x % 16;
-  const uint64_t mask = *reinterpret_cast<const uint64_t*>(s.column_mask) >> (part * 4);
-  const float4 raw = *reinterpret_cast<const float4*>(&s.soft.scores[head][part * 4]);
-  float v[4] = {raw.x * scale_log2, raw.y * scale_log2, raw.z * scale_log2, raw.w * scale_log2};
-  float chunk_max = -INFINITY;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    if (!((mask >> i) & 1u)) v[i] = -INFINITY;
-    chunk_max = fmaxf(chunk_max, v[i]);
-  }
-#pragma unroll
-  for (int offset = 1; offset < 16; offset *= 2) {
-    chunk_max = fmaxf(chunk_max, __shfl_xor_sync(0xffffffffu, chunk_max, offset));
-  }
-  const float old_max = s.running_max[head];
-  const float new_max = fmaxf(old_max, chunk_max);
-  const float base = new_max == -INFINITY ? 0.0f : new_max;  // no active column yet: all p = 0
-  float prob[4], sum = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) prob[i] = ptx::exp2_approx(v[i] - base), sum += prob[i];
-  const __nv_bfloat162 hi01 = __floats2bfloat162_rn(prob[0], prob[1]), hi23 = __floats2bfloat162_rn(prob[2], prob[3]);
-  const float2 h01 = __bfloat1622float2(hi01), h23 = __bfloat1622float2(hi23);
-  const __nv_bfloat162 lo01 = __floats2bfloat162_rn(prob[0] - h01.x, prob[1] - h01.y);
-  const __nv_bfloat162 lo23 = __floats2bfloat162_rn(prob[2] - h23.x, prob[3] - h23.y);
-  *reinterpret_cast<uint2*>(&s.soft.probs_hi[head][part * 4]) =
-      make_uint2(*reinterpret_cast<const uint32_t*>(&hi01), *reinterpret_cast<const uint32_t*>(&hi23));
-  *reinterpret_cast<uint2*>(&s.soft.probs_lo[head][part * 4]) =
-      make_uint2(*reinterpret_cast<const uint32_t*>(&lo01), *reinterpret_cast<const uint32_t*>(&lo23));
-#pragma unroll
-  for (int offset = 1; offset < 16; offset *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-  if (part == 0) {
-    const float factor = ptx::exp2_approx(old_max - base);  // 0 while old_max is -inf
-    s.rescale[head] = factor;
-    s.running_sum[head] = s.running_sum[head] * factor + sum;
-    s.running_max[head] = new_max;
-  }
-}
+// Online-softmax state of heads lane / 4 ([0]) and lane / 4 + 8 ([1]), in
+// the log2 domain; every warp computes the same values.
+struct SoftmaxState {
+  float max[2] = {-INFINITY, -INFINITY};
+  float sum[2] = {0.0f, 0.0f};  // of the FP32 probabilities
+};
 
-// O += P V for the warp's 64 dims: V's B fragments by ldmatrix.trans from
-// the [column][dim] tile. acc[j] is the n8 tile of dims 64 warp + 8 j:
-// [0], [1] head lane / 4, [2], [3] head lane / 4 + 8, dims 2 (lane % 4) + 0, 1.
-__device__ __forceinline__ void accumulate_chunk(PackedSmem& s, float (&acc)[8][4], bool rescale) {
+// Scores, then the online softmax of the chunk: the warps' maxima meet in
+// shared memory (barrier), each warp writes the probabilities of its columns
+// as hi + lo BF16 (BF16 alone costs up to 3.6e-3 of relative error where the
+// weighted rows cancel) and its sums (barrier). Returns the factor by which
+// the output so far is rescaled, per head of the fragment.
+__device__ __forceinline__ float2 softmax_chunk(PackedSmem& s, SoftmaxState& state, uint32_t mask,
+                                                float scale_log2) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (rescale) {
-    const float top = s.rescale[lane / 4], bottom = s.rescale[lane / 4 + 8];
+  const int head = lane / 4, column = warp * Traits::kColumnsPerWarp + 2 * (lane % 4);
+  float d[4];
+  score_columns(s, d);
+  const bool live0 = (mask >> (2 * (lane % 4))) & 1u, live1 = (mask >> (2 * (lane % 4) + 1)) & 1u;
+  float v[4] = {live0 ? d[0] * scale_log2 : -INFINITY, live1 ? d[1] * scale_log2 : -INFINITY,
+                live0 ? d[2] * scale_log2 : -INFINITY, live1 ? d[3] * scale_log2 : -INFINITY};
+  float warp_max[2] = {fmaxf(v[0], v[1]), fmaxf(v[2], v[3])};
 #pragma unroll
-    for (int j = 0; j < 8; ++j) acc[j][0] *= top, acc[j][1] *= top, acc[j][2] *= bottom, acc[j][3] *= bottom;
+  for (int h = 0; h < 2; ++h) {
+    warp_max[h] = fmaxf(warp_max[h], __shfl_xor_sync(0xffffffffu, warp_max[h], 1));
+    warp_max[h] = fmaxf(warp_max[h], __shfl_xor_sync(0xffffffffu, warp_max[h], 2));
+  }
+  if (lane % 4 == 0) s.warp_max[head][warp] = warp_max[0], s.warp_max[head + 8][warp] = warp_max[1];
+  __syncthreads();
+  float base[2], factor[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float4 m0 = *reinterpret_cast<const float4*>(&s.warp_max[head + 8 * h][0]);
+    const float4 m1 = *reinterpret_cast<const float4*>(&s.warp_max[head + 8 * h][4]);
+    const float chunk_max = fmaxf(fmaxf(fmaxf(m0.x, m0.y), fmaxf(m0.z, m0.w)), fmaxf(fmaxf(m1.x, m1.y), fmaxf(m1.z, m1.w)));
+    const float new_max = fmaxf(state.max[h], chunk_max);
+    base[h] = new_max == -INFINITY ? 0.0f : new_max;  // no active column yet: all p = 0
+    factor[h] = ptx::exp2_approx(state.max[h] - base[h]);  // 0 while the max is -inf
+    state.max[h] = new_max;
+  }
+  float p[4], part[2];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) p[i] = ptx::exp2_approx(v[i] - base[i / 2]);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const __nv_bfloat162 hi = __floats2bfloat162_rn(p[2 * h], p[2 * h + 1]);
+    const float2 rounded = __bfloat1622float2(hi);
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(p[2 * h] - rounded.x, p[2 * h + 1] - rounded.y);
+    *reinterpret_cast<__nv_bfloat162*>(&s.probs.hi[head + 8 * h][column]) = hi;
+    *reinterpret_cast<__nv_bfloat162*>(&s.probs.lo[head + 8 * h][column]) = lo;
+    part[h] = p[2 * h] + p[2 * h + 1];
+    part[h] += __shfl_xor_sync(0xffffffffu, part[h], 1);
+    part[h] += __shfl_xor_sync(0xffffffffu, part[h], 2);
+  }
+  if (lane % 4 == 0) s.warp_sum[head][warp] = part[0], s.warp_sum[head + 8][warp] = part[1];
+  __syncthreads();
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float chunk_sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < Traits::kWarps; ++w) chunk_sum += s.warp_sum[head + 8 * h][w];  // fixed order
+    state.sum[h] = state.sum[h] * factor[h] + chunk_sum;
+  }
+  return make_float2(factor[0], factor[1]);
+}
+
+// O = O * factor + P V for the warp's 64 dims: V's B fragments by
+// ldmatrix.trans from the [column][dim] tile. acc[j] is the n8 tile of dims
+// 64 warp + 8 j: [0], [1] head lane / 4, [2], [3] head lane / 4 + 8, dims
+// 2 (lane % 4) + 0, 1.
+__device__ __forceinline__ void accumulate_chunk(const PackedSmem& s, float (&acc)[8][4], float2 factor) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    acc[j][0] *= factor.x, acc[j][1] *= factor.x, acc[j][2] *= factor.y, acc[j][3] *= factor.y;
   }
   const int fragment_row = (lane & 7) + ((lane >> 3) & 1) * 8;
-  const uint32_t hi_base = ptx::smem_address(&s.soft.probs_hi[fragment_row][(lane >> 4) * 8]);
-  const uint32_t lo_base = ptx::smem_address(&s.soft.probs_lo[fragment_row][(lane >> 4) * 8]);
+  const uint32_t hi_base = ptx::smem_address(&s.probs.hi[fragment_row][(lane >> 4) * 8]);
+  const uint32_t lo_base = ptx::smem_address(&s.probs.lo[fragment_row][(lane >> 4) * 8]);
   const uint32_t v_base = ptx::smem_address(&s.kv[fragment_row][warp * Traits::kDimsPerWarp + (lane >> 4) * 8]);
 #pragma unroll
   for (int kk = 0; kk < Traits::kChunkColumns / 16; ++kk) {
@@ -201,49 +224,70 @@ __device__ __forceinline__ void accumulate_chunk(PackedSmem& s, float (&acc)[8][
   }
 }
 
-// Combines the cluster's partial results for this CTA's share of the
-// output: granules (4 dims) g with g % ctas == rank, every head. Peers are
-// summed in rank order (the same order every run: bitwise reproducible).
+// Pushes this CTA's unnormalized partial O and statistics to their owners:
+// granule g (4 dims) of every head belongs to CTA g % n, slot [rank][g / n]
+// [head]; the (max, sum) pairs go to every CTA (warp w to CTAs w, w + 8).
+__device__ __forceinline__ void send_partials(PackedSmem& s, const float (&acc)[8][4], const SoftmaxState& state,
+                                              int rank, int ctas) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, head = lane / 4;
+  const int per_owner = Traits::granules_per_owner(ctas);
+  const uint32_t received = ptx::smem_address(&s.received[0]);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int dim = warp * Traits::kDimsPerWarp + 8 * j + 2 * (lane % 4);
+    const int granule = dim / 4, owner = granule % ctas;
+    const uint32_t slot = received + (((rank * per_owner + granule / ctas) * Traits::kHeads + head) * 4 + dim % 4) * 4;
+    const uint32_t peer = ptx::map_to_peer(slot, owner);
+    ptx::st_peer_f32x2(peer, acc[j][0], acc[j][1]);
+    ptx::st_peer_f32x2(peer + 8 * 16, acc[j][2], acc[j][3]);  // head + 8: 8 float4 slots on
+  }
+  if (lane % 4 == 0) {
+    const uint32_t stats = ptx::smem_address(&s.received_stats[rank][head]);
+#pragma unroll
+    for (int c = warp; c < Traits::kMaxClusterCtas; c += Traits::kWarps) {
+      if (c >= ctas) break;
+      const uint32_t peer = ptx::map_to_peer(stats, c);
+      ptx::st_peer_f32x2(peer, state.max[0], state.sum[0]);
+      ptx::st_peer_f32x2(peer + 8 * 8, state.max[1], state.sum[1]);  // head + 8
+    }
+  }
+}
+
+// Sums the received partial outputs of this CTA's granules in rank order
+// (the same order every run: bitwise reproducible), normalizes, stores BF16.
 __device__ __forceinline__ void reduce_owned(const PackedSmem& s, const PackedParams& p, int64_t token, int head0,
                                              int rank, int ctas, float sink_log2) {
-  constexpr int kHeads = Traits::kHeads;
+  constexpr int kHeads = Traits::kHeads, kPeers = Traits::kMaxClusterCtas;
   const int h = threadIdx.x % kHeads;
-  const uint32_t max_addr = ptx::smem_address(&s.running_max[h]);
-  const uint32_t sum_addr = ptx::smem_address(&s.running_sum[h]);
-  float peer_max[Traits::kMaxClusterCtas], peer_sum[Traits::kMaxClusterCtas];
+  const int head = head0 + h;
+  if (head >= p.num_heads) return;  // 8 heads: the padding rows
   float cluster_max = -INFINITY;
 #pragma unroll
-  for (int c = 0; c < Traits::kMaxClusterCtas; ++c) {
-    peer_max[c] = c < ctas ? ptx::ld_peer_f32(ptx::map_to_peer(max_addr, c)) : -INFINITY;
-    peer_sum[c] = c < ctas ? ptx::ld_peer_f32(ptx::map_to_peer(sum_addr, c)) : 0.0f;
-    cluster_max = fmaxf(cluster_max, peer_max[c]);
-  }
-  float weight[Traits::kMaxClusterCtas], sum = 0.0f;
+  for (int c = 0; c < kPeers; ++c) cluster_max = c < ctas ? fmaxf(cluster_max, s.received_stats[c][h].x) : cluster_max;
+  float weight[kPeers], sum = 0.0f;
 #pragma unroll
-  for (int c = 0; c < Traits::kMaxClusterCtas; ++c) {
-    weight[c] = peer_max[c] == -INFINITY ? 0.0f : ptx::exp2_approx(peer_max[c] - cluster_max);
-    sum += weight[c] * peer_sum[c];
+  for (int c = 0; c < kPeers; ++c) {
+    const float2 stats = s.received_stats[c < ctas ? c : 0][h];
+    weight[c] = c >= ctas || stats.x == -INFINITY ? 0.0f : ptx::exp2_approx(stats.x - cluster_max);
+    sum += weight[c] * stats.y;
   }
   const bool none = cluster_max == -INFINITY;  // no active column: zeros, lse = -inf, sink or not
   const float scale = none ? 0.0f : 1.0f / (sum + ptx::exp2_approx(sink_log2 - cluster_max));
-  const int head = head0 + h;
-  if (head >= p.num_heads) return;
   if (rank == 0 && threadIdx.x < kHeads && p.lse) {
     p.lse[token * p.lse_token_stride + head] = none ? -INFINITY : (cluster_max + __log2f(sum)) * kLn2;
   }
   uint16_t* out = p.out + token * p.out_token_stride + head * p.out_head_stride;
+  const int per_owner = Traits::granules_per_owner(ctas);
   const int owned = (Traits::kGranules - rank + ctas - 1) / ctas;
   for (int local = threadIdx.x / kHeads; local < owned; local += Traits::kThreads / kHeads) {
-    const int granule = local * ctas + rank;
-    const uint32_t addr = ptx::smem_address(&s.partial[h][granule * 4]);
     float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
-    for (int c = 0; c < Traits::kMaxClusterCtas; ++c) {
+    for (int c = 0; c < kPeers; ++c) {
       if (c >= ctas || weight[c] == 0.0f) continue;  // no active column there (its O is 0)
-      const float4 v = ptx::ld_peer_f32x4(ptx::map_to_peer(addr, c));
+      const float4 v = s.received[(c * per_owner + local) * kHeads + h];
       o.x += weight[c] * v.x, o.y += weight[c] * v.y, o.z += weight[c] * v.z, o.w += weight[c] * v.w;
     }
-    *reinterpret_cast<uint2*>(out + granule * 4) =
+    *reinterpret_cast<uint2*>(out + (local * ctas + rank) * 4) =
         make_uint2(bf16x2_bits(o.x * scale, o.y * scale), bf16x2_bits(o.z * scale, o.w * scale));
   }
 }
@@ -261,13 +305,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 2) packed_kernel(const __gri
   // Sinks are weights, not outputs of the previous kernel: loaded before the dependency wait.
   const float sink_log2 = p.sinks && head0 + tid % kHeads < p.num_heads ? p.sinks[head0 + tid % kHeads] * kLog2e
                                                                          : -INFINITY;
-  if (tid < kHeads) {
-    s.running_max[tid] = -INFINITY;
-    s.running_sum[tid] = 0.0f;
-  }
   ptx::grid_dependency_wait();
 
-  // q: thread t copies four 16-byte pieces of head t / 16.
+  // q: thread t copies four 16-byte pieces of head t / 16, in a cp.async group of their own.
   {
     const int h = tid / 16, piece0 = tid % 16;
     const bool live = head0 + h < p.num_heads;  // 8 heads: rows 8..15 are zeros
@@ -277,6 +317,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 2) packed_kernel(const __gri
       const int piece = piece0 + 16 * i;
       ptx::cp_async_16(ptx::smem_address(&s.q[h][piece * 8]), src + piece * 8, live ? 16u : 0u);
     }
+    ptx::cp_async_commit();
   }
   const int total_chunks = p.swa.chunks + p.extra.chunks;
   const int swa_len = p.swa.lens ? p.swa.lens[token] : p.swa.width;
@@ -284,6 +325,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 2) packed_kernel(const __gri
   const bool count_out_of_range = blockIdx.y == 0;  // once a column, not once a head group
 
   float acc[8][4] = {};
+  SoftmaxState state;
   for (int step = 0; step < p.chunks_per_cta; ++step) {
     const int chunk = rank * p.chunks_per_cta + step;
     if (chunk >= total_chunks) break;
@@ -291,32 +333,28 @@ __global__ void __launch_bounds__(Traits::kThreads, 2) packed_kernel(const __gri
     const bool swa = chunk < p.swa.chunks;
     const PackedSegmentParams& seg = swa ? p.swa : p.extra;
     const int column0 = (swa ? chunk : chunk - p.swa.chunks) * Traits::kChunkColumns;
-    gather_chunk(s, seg, token, column0, swa ? swa_len : extra_len, count_out_of_range, p.out_of_range_count);
+    const uint32_t mask =
+        gather_rows(s, seg, token, column0, swa ? swa_len : extra_len, count_out_of_range, p.out_of_range_count);
     ptx::cp_async_commit();
-    if (step == 0) ptx::launch_dependents();
+    if (step == 0) {
+      ptx::launch_dependents();
+      ptx::cp_async_wait_pending<1>();  // q (issued before the indices were loaded)
+      __syncthreads();
+    }
     ptx::cp_async_wait_all();
-    __syncthreads();
-    dequantize_chunk(s);
-    __syncthreads();
-    score_chunk(s);
-    __syncthreads();
-    softmax_chunk(s, p.scale_log2);
-    __syncthreads();
-    accumulate_chunk(s, acc, step > 0);
+    __syncwarp();  // the warp's rows, copied by all its lanes
+    dequantize_rows(s);
+    __syncwarp();
+    const float2 factor = softmax_chunk(s, state, mask, p.scale_log2);
+    accumulate_chunk(s, acc, factor);
   }
   ptx::cp_async_wait_all();  // q, when this CTA had no chunk
-  __syncthreads();           // every warp is done with the tile: it now holds the partial O
 
-  const int warp = tid / 32, lane = tid % 32;
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const int dim = warp * Traits::kDimsPerWarp + 8 * j + 2 * (lane % 4);
-    *reinterpret_cast<float2*>(&s.partial[lane / 4][dim]) = make_float2(acc[j][0], acc[j][1]);
-    *reinterpret_cast<float2*>(&s.partial[lane / 4 + 8][dim]) = make_float2(acc[j][2], acc[j][3]);
-  }
-  ptx::cluster_sync();  // every CTA's partial O and statistics are written
+  ptx::cluster_arrive_release();  // this CTA no longer reads its tile (nothing is in flight: the fence is cheap)
+  ptx::cluster_wait();            // nor does any other: the partials may land in the tiles
+  send_partials(s, acc, state, rank, ctas);
+  ptx::cluster_sync();  // every partial has landed
   reduce_owned(s, p, token, head0, rank, ctas, sink_log2);
-  ptx::cluster_sync();  // no CTA leaves while a peer still reads its shared memory
 }
 
 }  // namespace sparse_decode::dsv4::packed

@@ -8,6 +8,15 @@
 
 namespace sparse_decode::dsv4 {
 
+// The combine moves 4 dims (a granule) of a head at a time; granule g of the
+// 128 belongs to CTA g % n of the n in a cluster.
+constexpr int packed_granules_per_owner(int ctas) { return (kHeadDim / 4 + ctas - 1) / ctas; }
+constexpr int packed_max_receive_slots(int max_ctas) {
+  int most = 0;
+  for (int n = 1; n <= max_ctas; ++n) most = most > n * packed_granules_per_owner(n) ? most : n * packed_granules_per_owner(n);
+  return most;
+}
+
 struct PackedTraits {
   static constexpr int kHeads = 16;         // heads a CTA: the M of mma.sync m16n8k16
   static constexpr int kChunkColumns = 64;  // KV rows a CTA gathers, dequantizes and scores at once
@@ -24,15 +33,16 @@ struct PackedTraits {
   static constexpr int kGroupsPerRow = kPackedFp8Dims / 8;  // dequantization: 8 FP8 bytes a step
   static constexpr int kColumnsPerWarp = kChunkColumns / kWarps;  // S = Q K^T: one n8 tile a warp
   static constexpr int kDimsPerWarp = kHeadDim / kWarps;          // O = P V: 64 dims a warp
-  static constexpr int kScoreStride = kChunkColumns + 4;
   static constexpr int kProbStride = kChunkColumns + 8;  // ldmatrix rows on distinct banks
-  static constexpr int kPartialStride = kHeadDim + 8;    // float2 stores of a half-warp on distinct banks
-  static constexpr int kGranules = kHeadDim / 4;         // the reduction writes 4 dims (8 bytes) at a time
+  static constexpr int kGranules = kHeadDim / 4;
+  static constexpr int granules_per_owner(int ctas) { return packed_granules_per_owner(ctas); }
+  // Receive slots [source CTA][owned granule][head] (4 floats each), for the worst cluster size.
+  static constexpr int kReceiveSlots = packed_max_receive_slots(kMaxClusterCtas) * kHeads;
 
   static_assert(kGatherRowsPerWarp == 8, "lanes 0..7 of a warp load the indices of its 8 rows");
   static_assert(kColumnsPerWarp == 8, "S: a warp computes one n8 tile over all 512 dims");
   static_assert(kDimsPerWarp == 64, "P V: a warp owns 8 n8 tiles of dims");
-  static_assert(kThreads == kHeads * 16 && kChunkColumns == 64, "softmax: 16 threads a head, 4 columns each");
+  static_assert(kMaxClusterCtas <= 2 * kWarps, "statistics: warp w sends to CTAs w and w + kWarps");
   static_assert(kPackedFp8Dims % 16 == 0 && kPackedDataBytes % 16 == 0, "rows copy as whole 16-byte pieces");
   static_assert(kThreads * 4 * 8 == kHeads * kHeadDim, "q: four 16-byte copies a thread");
   static_assert(kPackedTileDims % 8 == 0, "a dequantization step stays in one scale tile");
@@ -43,28 +53,26 @@ struct PackedSmem {
   using T = PackedTraits;
   union {
     uint16_t kv[T::kChunkColumns][T::kTileStride];  // dequantized rows, BF16: K and V
-    float partial[T::kHeads][T::kPartialStride];    // after the last chunk: this CTA's unnormalized O
+    float4 received[T::kReceiveSlots];  // after the last chunk: the cluster's partial O, this CTA's granules
   };
   union {
     struct {
-      uint8_t fp8[T::kChunkColumns][kPackedFp8Dims];   // the rows' FP8 bytes as gathered
+      uint8_t fp8[T::kChunkColumns][kPackedFp8Dims];  // the rows' FP8 bytes as gathered
       uint8_t scales[T::kChunkColumns][kPackedScaleBytes];
     } raw;
-    struct {  // live only after the raw bytes are dequantized
-      float scores[T::kHeads][T::kScoreStride];
-      // exp2(score - running max) as the sum of two BF16 values (16 significant bits)
-      uint16_t probs_hi[T::kHeads][T::kProbStride];
-      uint16_t probs_lo[T::kHeads][T::kProbStride];
-    } soft;
+    struct {  // written once every warp has dequantized its rows
+      // exp2(score - max) as the sum of two BF16 values (16 significant bits)
+      uint16_t hi[T::kHeads][T::kProbStride];
+      uint16_t lo[T::kHeads][T::kProbStride];
+    } probs;
   };
   uint16_t q[T::kHeads][T::kTileStride];
-  float running_max[T::kHeads];  // log2 domain, over this CTA's columns
-  float running_sum[T::kHeads];  // sum of the probabilities
-  float rescale[T::kHeads];      // factor on O when the running max moves
-  alignas(8) uint8_t column_mask[T::kWarps];  // active columns of the chunk, 8 a warp
+  float warp_max[T::kHeads][T::kWarps];  // each warp's score max over its 8 columns
+  float warp_sum[T::kHeads][T::kWarps];  // and its sum of probabilities
+  float2 received_stats[T::kMaxClusterCtas][T::kHeads];  // (max, sum) of every CTA of the cluster
 };
 
-static_assert(sizeof(PackedSmem::partial) <= sizeof(PackedSmem::kv), "the partial O reuses the KV tile");
+static_assert(sizeof(PackedSmem::received) <= sizeof(PackedSmem::kv), "the partial O reuses the KV tile");
 static_assert(sizeof(PackedSmem) <= 113 * 1024, "two CTAs an SM");
 
 }  // namespace sparse_decode::dsv4

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -392,6 +393,155 @@ TEST_F(Dsv4PackedGpu, ZeroTokensLaunchesNothing) {
   EXPECT_TRUE(supports(args).ok()) << supports(args).message();
   EXPECT_TRUE(dsv4_decode_packed(args, nullptr, 0, nullptr).ok());
   testing::check_cuda(static_cast<int>(cudaDeviceSynchronize()), "sync");
+}
+
+
+// ---------------------------------------------------------------------------
+// Time per layer, DESIGN.md's way (a measurement, never an assertion; run with
+// --gtest_also_run_disabled_tests --gtest_filter='*PackedTiming*'): L = 8
+// layers in one CUDA graph, each with its own q, indices and out and its own
+// region of 2 GiB of packed pools, the L2 flushed (512 MiB written) before
+// each replay, median of 30 replays; 16 heads, every column active.
+
+constexpr int kTimedLayers = 8;
+constexpr int64_t kTimedPageSize = 64;
+constexpr int64_t kTimedPageStride = kTimedPageSize * kPackedRowBytes;
+
+// A pool of `pages` pages of live random rows (E4M3 codes without NaN, scale
+// bytes 120..134, BF16 of magnitude about 1): a 64 MiB pattern of whole
+// pages uploaded once and copied over the pool on the device.
+DeviceBuffer random_packed_pool(int64_t pages, std::mt19937_64& rng) {
+  const int64_t pattern_pages = std::min<int64_t>(pages, (64 << 20) / kTimedPageStride);
+  std::vector<uint8_t> pattern(static_cast<size_t>(pattern_pages * kTimedPageStride));
+  for (int64_t p = 0; p < pattern_pages; ++p) {
+    uint8_t* page = &pattern[p * kTimedPageStride];
+    for (int64_t j = 0; j < kTimedPageSize; ++j) {
+      uint8_t* data = page + j * kPackedDataBytes;
+      for (int d = 0; d < kPackedFp8Dims; ++d) data[d] = static_cast<uint8_t>(rng() % 0x7F) | (rng() & 0x80);
+      for (int d = kPackedFp8Dims; d < kPackedDataBytes; d += 2) data[d] = static_cast<uint8_t>(rng()), data[d + 1] = 0x3F;
+      uint8_t* scales = page + kTimedPageSize * kPackedDataBytes + j * kPackedScaleBytes;
+      for (int k = 0; k < kPackedScaleBytes; ++k) scales[k] = static_cast<uint8_t>(120 + rng() % 15);
+    }
+  }
+  DeviceBuffer pool(static_cast<size_t>(pages * kTimedPageStride));
+  for (int64_t p = 0; p < pages; p += pattern_pages) {
+    const int64_t n = std::min(pattern_pages, pages - p);
+    testing::check_cuda(static_cast<int>(cudaMemcpy(pool.as<uint8_t>() + p * kTimedPageStride, pattern.data(),
+                                                    n * kTimedPageStride, cudaMemcpyHostToDevice)),
+                        "pool");
+  }
+  return pool;
+}
+
+struct TimedLayer {
+  DeviceBuffer q, swa_indices, extra_indices, swa_lens, extra_lens, out;
+  Dsv4PackedDecodeArgs args;
+};
+
+// Layer `l` of T tokens: requests of 6 tokens read consecutive SWA rows (a
+// window a request), every token 512 scattered rows of the extra region.
+TimedLayer make_timed_layer(int layer, int64_t T, bool extra, const DeviceBuffer& swa_pool, int64_t swa_pages,
+                            const DeviceBuffer& extra_pool, int64_t extra_pages, const DeviceBuffer& sinks,
+                            std::mt19937_64& rng) {
+  const int64_t swa_region = swa_pages / kTimedLayers * kTimedPageSize;
+  const int64_t extra_region = extra_pages / kTimedLayers * kTimedPageSize;
+  std::vector<uint16_t> q(static_cast<size_t>(T) * 16 * kHeadDim);
+  for (auto& v : q) v = static_cast<uint16_t>(0x3C00 | (rng() & 0x807F));  // about +-2^-7..2^-6
+  std::vector<int32_t> swa(static_cast<size_t>(T) * 128), top(static_cast<size_t>(T) * 512);
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t window = (t / 6 * 4096 + rng() % 64) % (swa_region - 256) + t % 6;
+    for (int c = 0; c < 128; ++c) swa[t * 128 + c] = static_cast<int32_t>(layer * swa_region + window + c);
+    for (int c = 0; c < 512; ++c) top[t * 512 + c] = static_cast<int32_t>(layer * extra_region + rng() % extra_region);
+  }
+  TimedLayer l{DeviceBuffer(q), DeviceBuffer(swa), DeviceBuffer(top),
+               DeviceBuffer(std::vector<int32_t>(T, 128)), DeviceBuffer(std::vector<int32_t>(T, 512)),
+               DeviceBuffer(static_cast<size_t>(T) * 16 * kHeadDim * 2), {}};
+  Dsv4PackedDecodeArgs& a = l.args;
+  a.memory = MemorySpace::kDevice;
+  a.num_tokens = T;
+  a.num_heads = 16;
+  a.q = l.q.get();
+  a.q_token_stride = 16 * kHeadDim;
+  a.swa = {{swa_pool.as<uint8_t>(), swa_pages, kTimedPageSize, kTimedPageStride}, l.swa_indices.as<int32_t>(), 128,
+           128, l.swa_lens.as<int32_t>()};
+  if (extra) {
+    a.extra = {{extra_pool.as<uint8_t>(), extra_pages, kTimedPageSize, kTimedPageStride},
+               l.extra_indices.as<int32_t>(), 512, 512, l.extra_lens.as<int32_t>()};
+  }
+  a.softmax_scale = 0.04f;
+  a.sinks = sinks.as<float>();
+  a.out = l.out.get();
+  a.out_token_stride = 16 * kHeadDim;
+  return l;
+}
+
+// Median over `replays` graph replays of the captured `enqueue`, the L2
+// flushed before each, in microseconds.
+double median_replay_us(const std::function<void(cudaStream_t)>& enqueue, cudaStream_t stream, DeviceBuffer& flush,
+                        int replays) {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  testing::check_cuda(static_cast<int>(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal)), "capture");
+  enqueue(stream);
+  testing::check_cuda(static_cast<int>(cudaStreamEndCapture(stream, &graph)), "capture");
+  testing::check_cuda(static_cast<int>(cudaGraphInstantiate(&exec, graph, 0)), "instantiate");
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  std::vector<double> times;
+  for (int r = -3; r < replays; ++r) {
+    cudaMemsetAsync(flush.get(), r & 0xFF, flush.bytes(), stream);
+    cudaEventRecord(start, stream);
+    cudaGraphLaunch(exec, stream);
+    cudaEventRecord(stop, stream);
+    testing::check_cuda(static_cast<int>(cudaEventSynchronize(stop)), "replay");
+    float ms = 0.0f;
+    cudaEventElapsedTime(&ms, start, stop);
+    if (r >= 0) times.push_back(ms * 1e3);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+  return times[times.size() / 2];
+}
+
+TEST_F(Dsv4PackedGpu, DISABLED_PackedTimingPerLayer) {
+  std::mt19937_64 rng(1);
+  const int64_t swa_pages = (512ll << 20) / kTimedPageStride, extra_pages = (1536ll << 20) / kTimedPageStride;
+  DeviceBuffer swa_pool = random_packed_pool(swa_pages, rng), extra_pool = random_packed_pool(extra_pages, rng);
+  std::vector<float> sink_values(16);
+  for (auto& s : sink_values) s = static_cast<float>(rng() % 5) - 2.0f;
+  DeviceBuffer sinks(sink_values), flush(512u << 20);
+  cudaStream_t stream;
+  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  std::printf("%6s %6s %10s %10s %10s\n", "T", "width", "us/layer", "with PDL", "GB/s");
+  for (bool extra : {true, false}) {
+    for (int64_t T : {1, 6, 12, 48, 128, 512, 2048}) {
+      std::vector<TimedLayer> layers;
+      for (int l = 0; l < kTimedLayers; ++l) {
+        layers.push_back(make_timed_layer(l, T, extra, swa_pool, swa_pages, extra_pool, extra_pages, sinks, rng));
+      }
+      double us[2];
+      for (int pdl = 0; pdl < 2; ++pdl) {
+        us[pdl] = median_replay_us(
+                      [&](cudaStream_t s) {
+                        for (auto& l : layers) {
+                          l.args.enable_pdl = pdl == 1;
+                          ASSERT_TRUE(dsv4_decode_packed(l.args, nullptr, 0, s).ok());
+                        }
+                      },
+                      stream, flush, 30) /
+                  kTimedLayers;
+      }
+      const int width = extra ? 640 : 128;
+      const double bytes = static_cast<double>(T) * (width * kPackedRowBytes + 16 * kHeadDim * 4);
+      std::printf("%6lld %6d %10.2f %10.2f %10.1f\n", static_cast<long long>(T), width, us[0], us[1],
+                  bytes / us[0] / 1e3);
+    }
+  }
+  cudaStreamDestroy(stream);
 }
 
 }  // namespace
