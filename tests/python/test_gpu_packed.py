@@ -1,9 +1,9 @@
 """dsv4_decode_packed on torch CUDA tensors; every test is skipped without a CUDA device.
 
-Until the packed layout's GPU kernels exist (issue #7) the library refuses
-device memory with NotImplementedError; each test then skips with the
-library's reason (test_device_calls_are_served_or_refused_cleanly checks the
-refusal itself), so that these tests check the kernels the day they land.
+The packed-row kernel (docs/kernels/packed.md) serves device memory on
+sm_90a. Where the library refuses it (another GPU, a build without the
+kernel) it raises NotImplementedError and each test skips with the library's
+reason; test_device_calls_are_served_or_refused_cleanly checks either outcome.
 """
 
 import numpy as np
