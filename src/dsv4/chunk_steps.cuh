@@ -99,15 +99,31 @@ __device__ __forceinline__ void gather_chunk(ChunkSmem<Traits>& s, const Dsv4Par
   }
 }
 
-// Copies the token's query into the Q tile: thread t copies piece t/8 of
-// heads t%8 and t%8 + 8, so a warp fills whole core matrices.
+// The query heads a CTA serves: 16 from `first`, of which `count` exist
+// (8 with H = 8: the other 8 rows of the MMAs see a zero query and are
+// never stored).
+struct HeadGroup {
+  int first;
+  int count;
+};
+
+__device__ __forceinline__ HeadGroup head_group(const Dsv4Params& p, int group) {
+  const int first = group * 16;
+  return {first, p.num_heads - first < 16 ? p.num_heads - first : 16};
+}
+
+// Copies the token's query heads into the Q tile: thread t copies piece t/8
+// of heads t%8 and t%8 + 8, so a warp fills whole core matrices.
 template <class Traits>
-__device__ __forceinline__ void load_query(ChunkSmem<Traits>& s, const Dsv4Params& p, int64_t token) {
+__device__ __forceinline__ void load_query(ChunkSmem<Traits>& s, const Dsv4Params& p, int64_t token,
+                                           HeadGroup heads) {
   static_assert(Traits::kThreads == 8 * Traits::kPieces, "one Q piece of each head group a thread");
   const int head = threadIdx.x % 8, piece = threadIdx.x / 8;
-  const uint8_t* src = p.q + token * p.q_token_stride + head * p.q_head_stride + piece * 16;
+  const uint8_t* src = p.q + token * p.q_token_stride + (heads.first + head) * p.q_head_stride + piece * 16;
   ptx::cp_async_16(ptx::smem_address(&s.q[0][piece][head][0]), src, 16);
-  ptx::cp_async_16(ptx::smem_address(&s.q[1][piece][head][0]), src + 8 * p.q_head_stride, 16);
+  const bool upper = head + 8 < heads.count;
+  ptx::cp_async_16(ptx::smem_address(&s.q[1][piece][head][0]), upper ? src + 8 * p.q_head_stride : src,
+                   upper ? 16u : 0u);
 }
 
 // Partial S^T = K Q^T (64 columns x 16 heads) of this warpgroup's half of

@@ -66,12 +66,13 @@ __device__ __forceinline__ uint32_t bytes_to_receive(int rank, int ctas) {
 // loops (peers past it are skipped).
 template <class Traits, int kPeers>
 __device__ __forceinline__ void fold_owned(const ClusterSmem<Traits>& s, uint16_t* out_head, float* lse_head,
-                                           float bmm2, int rank, int ctas) {
+                                           float bmm2, int rank, int ctas, int heads) {
   constexpr int kHeads = Traits::kHeads;
   constexpr int kGranuleStride = Traits::kThreads / kHeads;
   const int per_owner = Traits::granules_per_owner(ctas);
   const int owned = (Traits::kGranules - rank + ctas - 1) / ctas;
   const int head = threadIdx.x % kHeads;
+  if (head >= heads) return;  // a silent head of H = 8
 
   FoldState state;
   FoldWeights weights[kPeers];
@@ -109,7 +110,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 2) cluster_kernel(const __gr
   Smem& s = *reinterpret_cast<Smem*>(smem_bytes);
   const int rank = static_cast<int>(ptx::cluster_ctarank());
   const int ctas = static_cast<int>(ptx::cluster_nctarank());
-  const int64_t token = blockIdx.x / ctas;
+  const int64_t cluster = blockIdx.x / ctas;
+  const int64_t token = cluster / p.head_groups;
+  const HeadGroup heads = head_group(p, static_cast<int>(cluster % p.head_groups));
   const int tid = threadIdx.x;
 
   if (p.skip_stages & 8) return;
@@ -124,10 +127,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 2) cluster_kernel(const __gr
   ptx::cluster_arrive_release();
   // Sinks are weights, not outputs of the previous kernel: their load is
   // issued before the dependency wait and lands while the gather is in flight.
-  const float sink = p.sinks && tid < kHeads ? p.sinks[tid] : -INFINITY;
+  const float sink = p.sinks && tid < heads.count ? p.sinks[heads.first + tid] : -INFINITY;
   ptx::grid_dependency_wait();
 
-  load_query<Traits>(s.chunk, p, token);
+  load_query<Traits>(s.chunk, p, token, heads);
   const int first = rank * p.chunks_per_group;
   const int count = min(p.chunks_per_group, p.chunks - first);
   const bool has_swa_columns = first * Traits::kChunkColumns < kSwaColumns;
@@ -140,8 +143,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 2) cluster_kernel(const __gr
   const float bmm2 = p.bmm2_scale_ptr ? *p.bmm2_scale_ptr : p.bmm2_scale;
   // Output addresses of the fold, computed now: the parameters they read
   // would otherwise be fetched (and miss in the constant cache) at the end.
-  uint16_t* out_head = p.out + token * p.out_token_stride + (tid % kHeads) * p.out_head_stride;
-  float* lse_head = p.lse && rank == 0 && tid < kHeads ? p.lse + token * p.lse_token_stride + tid : nullptr;
+  uint16_t* out_head = p.out + token * p.out_token_stride + (heads.first + tid % kHeads) * p.out_head_stride;
+  float* lse_head =
+      p.lse && rank == 0 && tid < heads.count ? p.lse + token * p.lse_token_stride + heads.first + tid : nullptr;
   asm volatile("" : "+l"(out_head), "+l"(lse_head));
 
   OutputFragment<Traits> acc = {};
@@ -153,22 +157,22 @@ __global__ void __launch_bounds__(Traits::kThreads, 2) cluster_kernel(const __gr
   if (p.skip_stages & 2) {
     if (tid < kHeads) s.received_stats[0][tid] = own_stats;
     __syncthreads();
-    fold_owned<Traits, 1>(s, out_head, lse_head, bmm2, 0, 1);
+    fold_owned<Traits, 1>(s, out_head, lse_head, bmm2, 0, 1, heads.count);
     return;
   }
   send_group<Traits>(s, acc, rank, ctas, own_stats);
   ptx::mbarrier_wait_parity(ptx::smem_address(&s.received_barrier), 0);
   // Exact peer counts for DeepSeek-V4's widths (128: 2 CTAs, 640: 10), bounds otherwise.
   if (ctas == 2) {
-    fold_owned<Traits, 2>(s, out_head, lse_head, bmm2, rank, ctas);
+    fold_owned<Traits, 2>(s, out_head, lse_head, bmm2, rank, ctas, heads.count);
   } else if (ctas <= 4) {
-    fold_owned<Traits, 4>(s, out_head, lse_head, bmm2, rank, ctas);
+    fold_owned<Traits, 4>(s, out_head, lse_head, bmm2, rank, ctas, heads.count);
   } else if (ctas <= 8) {
-    fold_owned<Traits, 8>(s, out_head, lse_head, bmm2, rank, ctas);
+    fold_owned<Traits, 8>(s, out_head, lse_head, bmm2, rank, ctas, heads.count);
   } else if (ctas == 10) {
-    fold_owned<Traits, 10>(s, out_head, lse_head, bmm2, rank, ctas);
+    fold_owned<Traits, 10>(s, out_head, lse_head, bmm2, rank, ctas, heads.count);
   } else {
-    fold_owned<Traits, Traits::kMaxGroups>(s, out_head, lse_head, bmm2, rank, ctas);
+    fold_owned<Traits, Traits::kMaxGroups>(s, out_head, lse_head, bmm2, rank, ctas, heads.count);
   }
 }
 

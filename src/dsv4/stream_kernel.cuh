@@ -17,13 +17,14 @@ __global__ void __launch_bounds__(Traits::kThreads, 2) stream_kernel(const __gri
   constexpr int kHeads = Traits::kHeads;
   extern __shared__ __align__(16) uint8_t smem_bytes[];
   ChunkSmem<Traits>& s = reinterpret_cast<Smem*>(smem_bytes)->chunk;
-  const int64_t token = blockIdx.x;
+  const int64_t token = blockIdx.x / p.head_groups;
+  const HeadGroup heads = head_group(p, static_cast<int>(blockIdx.x % p.head_groups));
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   if (p.skip_stages & 8) return;
 
-  const float sink = p.sinks && tid < kHeads ? p.sinks[tid] : -INFINITY;
+  const float sink = p.sinks && tid < heads.count ? p.sinks[heads.first + tid] : -INFINITY;
   ptx::grid_dependency_wait();
-  load_query<Traits>(s, p, token);
+  load_query<Traits>(s, p, token, heads);
   TokenScope scope;
   scope.token = token;
   scope.len = p.lens ? p.lens[token] : p.width;
@@ -59,10 +60,12 @@ __global__ void __launch_bounds__(Traits::kThreads, 2) stream_kernel(const __gri
 
   const float top_scale = output_scale(top_state, s.sink_log2[top_head], bmm2);
   const float bottom_scale = output_scale(bottom_state, s.sink_log2[bottom_head], bmm2);
-  uint16_t* out_token = p.out + token * p.out_token_stride;
+  uint16_t* out_token = p.out + token * p.out_token_stride + heads.first * p.out_head_stride;
+  const bool bottom_exists = bottom_head < heads.count;  // not with H = 8
   if (p.lse && warp == 0 && lane % 4 == 0) {
-    p.lse[token * p.lse_token_stride + top_head] = output_lse(top_state);
-    p.lse[token * p.lse_token_stride + bottom_head] = output_lse(bottom_state);
+    float* lse = p.lse + token * p.lse_token_stride + heads.first;
+    lse[top_head] = output_lse(top_state);
+    if (bottom_exists) lse[bottom_head] = output_lse(bottom_state);
   }
 #pragma unroll
   for (int g = 0; g < Traits::kDimGroups; ++g)
@@ -75,6 +78,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 2) stream_kernel(const __gri
       *reinterpret_cast<uint2*>(out_token + top_head * p.out_head_stride + d) =
           make_uint2(pack_bf16x2(even[0] * top_scale, odd[0] * top_scale),
                      pack_bf16x2(even[1] * top_scale, odd[1] * top_scale));
+      if (!bottom_exists) continue;
       *reinterpret_cast<uint2*>(out_token + bottom_head * p.out_head_stride + d) =
           make_uint2(pack_bf16x2(even[2] * bottom_scale, odd[2] * bottom_scale),
                      pack_bf16x2(even[3] * bottom_scale, odd[3] * bottom_scale));

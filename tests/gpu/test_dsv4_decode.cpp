@@ -159,6 +159,25 @@ TEST_F(Dsv4Gpu, WidthsAndTokenCounts) {
     for (int64_t tokens : {1, 6, 12, 48}) check_problem(config_for(tokens, width));
 }
 
+// H = 8 runs as 16 heads with 8 silent ones; 32..128 as groups of 16.
+TEST_F(Dsv4Gpu, HeadCounts) {
+  for (int32_t heads : {8, 32, 64, 128})
+    for (int64_t tokens : {1, 7, 40}) {
+      Dsv4ProblemConfig config = config_for(tokens, tokens == 7 ? 2176 : 640);
+      config.heads = heads;
+      config.hole_fraction = 0.05;
+      SCOPED_TRACE("H " + std::to_string(heads));
+      check_problem(config);
+    }
+}
+
+TEST_F(Dsv4Gpu, WidestWidth) {  // 128 + 16384 columns: 258 chunks, 16 groups of 17
+  Dsv4ProblemConfig config = config_for(5, 128 + 16384);
+  config.compressed_rows = 32768;
+  config.hole_fraction = 0.02;
+  check_problem(config);
+}
+
 TEST_F(Dsv4Gpu, ManyTokens) {
   check_problem(config_for(700, 640));
   check_problem(config_for(300, 2176));
