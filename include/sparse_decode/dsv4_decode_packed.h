@@ -101,8 +101,8 @@ struct Dsv4PackedDecodeArgs {
 Status validate(const Dsv4PackedDecodeArgs& args);
 
 // validate(), then whether a path of this build serves the call (NotSupported
-// says why not). Host memory runs the CPU backend; device memory is not
-// served yet: the GPU kernels for the packed layout are not built (issue #7).
+// says why not). Host memory runs the CPU backend; device memory the GPU
+// kernel (docs/kernels/packed.md), on an sm_90a device.
 Status supports(const Dsv4PackedDecodeArgs& args);
 
 // Bytes of scratch memory that dsv4_decode_packed needs for these arguments

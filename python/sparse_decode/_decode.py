@@ -144,8 +144,8 @@ def dsv4_decode_packed(
     workspace, enable_pdl, stream: as for dsv4_decode.
 
     Raises ValueError for bad arguments, NotImplementedError for valid calls
-    that this build does not serve (device memory until the GPU kernels of
-    issue #7 exist), RuntimeError for CUDA errors; the message is the library's.
+    that this build does not serve (e.g. device memory without a Hopper
+    GPU), RuntimeError for CUDA errors; the message is the library's.
     """
     if not isinstance(softmax_scale, numbers.Real):
         raise TypeError(f"softmax_scale: expected a float, got {type(softmax_scale).__name__}")
