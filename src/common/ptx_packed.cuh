@@ -25,12 +25,6 @@ __device__ __forceinline__ void st_peer_f32x2(uint32_t peer_addr, float x, float
   asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};\n" ::"r"(peer_addr), "f"(x), "f"(y) : "memory");
 }
 
-// cp.async groups: wait until at most `kPending` of this thread's groups are in flight.
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait_pending() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
-
 // Full cluster barrier with release/acquire semantics: shared-memory writes
 // before it are visible to every CTA of the cluster after it.
 __device__ __forceinline__ void cluster_sync() {

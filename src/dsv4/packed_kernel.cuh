@@ -338,7 +338,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 2) packed_kernel(const __gri
     ptx::cp_async_commit();
     if (step == 0) {
       ptx::launch_dependents();
-      ptx::cp_async_wait_pending<1>();  // q (issued before the indices were loaded)
+      ptx::cp_async_wait_group<1>();  // q (issued before the indices were loaded)
       __syncthreads();
     }
     ptx::cp_async_wait_all();
