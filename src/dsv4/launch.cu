@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "common/device_support.h"
 #include "dsv4/kernel_params.h"
 #include "dsv4/kernel_traits.cuh"
 
@@ -109,17 +110,13 @@ ChunkPlan chunk_plan(int32_t width) {
 }
 
 Status kernels_support(const Dsv4DecodeArgs& args) {
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) {
-    cudaGetLastError();
-    return Status::NotSupported("device memory: no CUDA device is available");
-  }
-  int major = 0, minor = 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
-  if (major != 9 || minor != 0) {
-    return Status::NotSupported("device: the kernels are built for sm_90a (Hopper), the device is sm_" +
-                                std::to_string(major * 10 + minor));
+  if (Status status = hopper_device_status(""); !status.ok()) return status;
+  const int64_t ctas_a_token = head_groups(args.num_heads) *
+                                (choose_kernel(args) == Dsv4Kernel::kCluster ? chunk_plan(args.width).groups : 1);
+  if (args.num_tokens > int64_t{0x7fffffff} / ctas_a_token) {
+    return Status::NotSupported("num_tokens: at most " + std::to_string(int64_t{0x7fffffff} / ctas_a_token) +
+                                " tokens a call with this kernel, heads and width (grid size), got " +
+                                std::to_string(args.num_tokens));
   }
   if (args.dtype != DType::kFloat8E4M3) {
     return Status::NotSupported("dtype: only kFloat8E4M3 is served on the GPU so far (BF16: issue #5)");

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <string>
 
+#include "common/device_support.h"
 #include "dsv4/packed_params.h"
 #include "dsv4/packed_traits.cuh"
 
@@ -70,19 +71,7 @@ Status packed_supports(const Dsv4PackedDecodeArgs& args) {
                                 std::to_string(int64_t{0x7fffffff} / plan.cluster_ctas) +
                                 " tokens a call at these widths (grid size), got " + std::to_string(args.num_tokens));
   }
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) {
-    cudaGetLastError();
-    return Status::NotSupported("dsv4_decode_packed: device memory: no CUDA device is available");
-  }
-  int major = 0, minor = 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
-  if (major != 9 || minor != 0) {
-    return Status::NotSupported("dsv4_decode_packed: device: the kernels are built for sm_90a (Hopper), the device is sm_" +
-                                std::to_string(major * 10 + minor));
-  }
-  return Status::Ok();
+  return hopper_device_status("dsv4_decode_packed: ");
 }
 
 Status launch_packed(const Dsv4PackedDecodeArgs& args, CUstream_st* stream) {
