@@ -5,6 +5,8 @@
 # to $OUT (default ./gpu-check-out); a summary is printed last.
 #
 #   scripts/gpu_check.sh [--quick]      --quick: tests + sanitizers only
+# Environment: BUILD_DIR, OUT, SANITIZER_FILTER, BENCH_ARGS, SKIP_PYTHON=1,
+# PYTHON_TESTS (pytest paths, default tests/python).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-check-out}
@@ -46,7 +48,8 @@ if [ -f pyproject.toml ] && [ "${SKIP_PYTHON:-0}" != 1 ]; then
     PATH=/usr/local/cuda/bin:$PATH python3 -m pip install --no-build-isolation --no-deps -q --upgrade \
       --target build-python/site . >> "$OUT/python_tests.log" 2>&1
   fi
-  PYTHONPATH=$PWD/build-python/site python3 -m pytest -q -rs tests/python >> "$OUT/python_tests.log" 2>&1
+  # shellcheck disable=SC2086
+  PYTHONPATH=$PWD/build-python/site python3 -m pytest -q -rs ${PYTHON_TESTS:-tests/python} >> "$OUT/python_tests.log" 2>&1
   note "python tests: rc=$? $(grep -E '(passed|failed)' "$OUT/python_tests.log" | tail -1)"
 fi
 

@@ -73,7 +73,7 @@ __device__ __forceinline__ int32_t staged_index(const ChunkSmem<Traits>& s, cons
 // their rows never reaches the MMAs. `index` is chunk_index() of the chunk.
 template <class Traits>
 __device__ __forceinline__ void gather_chunk(ChunkSmem<Traits>& s, const Dsv4Params& p, int column0, int32_t index,
-                                             int len, int window, int buffer) {
+                                             int len, int window, bool count_out_of_range, int buffer) {
   constexpr int kRows = Traits::kGatherRowsPerWarp;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int column = column0 + warp * kRows + lane % kRows;
@@ -81,7 +81,7 @@ __device__ __forceinline__ void gather_chunk(ChunkSmem<Traits>& s, const Dsv4Par
   const int64_t rows = swa ? p.swa.rows : p.compressed.rows;
   const bool listed = index >= 0 && column < len && (!swa || column < window);
   const bool active = listed && index < rows;
-  if (listed && !active && lane < kRows && p.out_of_range_count) atomicAdd(p.out_of_range_count, 1);
+  if (listed && !active && lane < kRows && count_out_of_range) atomicAdd(p.out_of_range_count, 1);
   __syncwarp();  // reconverge before the barriers that follow
   const uint8_t* src = !active ? p.swa.data
                        : swa   ? p.swa.data + row_offset(p.swa, index)
@@ -177,8 +177,9 @@ __device__ __forceinline__ void softmax_chunk(ChunkSmem<Traits>& s, int buffer, 
   const uint64_t mask = *reinterpret_cast<const uint64_t*>(s.column_mask[buffer]) >> (part * 4);
   const float4 lo = *reinterpret_cast<const float4*>(&s.scores[0][head][part * 4]);
   const float4 hi = *reinterpret_cast<const float4*>(&s.scores[1][head][part * 4]);
-  float v[4] = {(lo.x + hi.x) * scale_log2, (lo.y + hi.y) * scale_log2, (lo.z + hi.z) * scale_log2,
-                (lo.w + hi.w) * scale_log2};
+  // Explicit roundings (no contraction): both kernels must do the same float operations.
+  float v[4] = {__fmul_rn(__fadd_rn(lo.x, hi.x), scale_log2), __fmul_rn(__fadd_rn(lo.y, hi.y), scale_log2),
+                __fmul_rn(__fadd_rn(lo.z, hi.z), scale_log2), __fmul_rn(__fadd_rn(lo.w, hi.w), scale_log2)};
   float chunk_max = -INFINITY;
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -193,8 +194,10 @@ __device__ __forceinline__ void softmax_chunk(ChunkSmem<Traits>& s, int buffer, 
   const float old_sum = group_start ? 0.0f : s.running_sum[head];
   const float new_max = fmaxf(old_max, chunk_max);
   const float base = new_max == -INFINITY ? 0.0f : new_max;  // no active column yet: all p = 0
-  const __half2 p01 = __floats2half2_rn(ptx::exp2_approx(v[0] - base), ptx::exp2_approx(v[1] - base));
-  const __half2 p23 = __floats2half2_rn(ptx::exp2_approx(v[2] - base), ptx::exp2_approx(v[3] - base));
+  const __half2 p01 =
+      __floats2half2_rn(ptx::exp2_approx(__fsub_rn(v[0], base)), ptx::exp2_approx(__fsub_rn(v[1], base)));
+  const __half2 p23 =
+      __floats2half2_rn(ptx::exp2_approx(__fsub_rn(v[2], base)), ptx::exp2_approx(__fsub_rn(v[3], base)));
   *reinterpret_cast<uint2*>(&s.probs[head][part * 4]) =
       make_uint2(*reinterpret_cast<const uint32_t*>(&p01), *reinterpret_cast<const uint32_t*>(&p23));
   const float2 f01 = __half22float2(p01), f23 = __half22float2(p23);
@@ -203,9 +206,9 @@ __device__ __forceinline__ void softmax_chunk(ChunkSmem<Traits>& s, int buffer, 
   for (int offset = 1; offset < 16; offset *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
   __syncwarp();
   if (part == 0) {
-    const float factor = ptx::exp2_approx(old_max - base);  // 0 while old_max is -inf
+    const float factor = ptx::exp2_approx(__fsub_rn(old_max, base));  // 0 while old_max is -inf
     s.rescale[head] = factor;
-    s.running_sum[head] = old_sum * factor + sum;
+    s.running_sum[head] = __fmaf_rn(old_sum, factor, sum);
     s.running_max[head] = new_max;
   }
 }
@@ -221,15 +224,17 @@ __device__ __forceinline__ void accumulate_chunk(ChunkSmem<Traits>& s, int buffe
                                                  bool group_start) {
   constexpr int kGroups = Traits::kDimGroups;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const float top = group_start ? 0.0f : s.rescale[lane / 4], bottom = group_start ? 0.0f : s.rescale[lane / 4 + 8];
+  // A group starts from +0 (not from 0 * the previous group: -0 and NaN would survive).
+  const float top = s.rescale[lane / 4], bottom = s.rescale[lane / 4 + 8];
 #pragma unroll
   for (int g = 0; g < kGroups; ++g)
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
       for (int par = 0; par < 2; ++par) {
-        acc[g][h][par][0] *= top, acc[g][h][par][1] *= top;
-        acc[g][h][par][2] *= bottom, acc[g][h][par][3] *= bottom;
+        float(&a)[4] = acc[g][h][par];
+        a[0] = group_start ? 0.0f : __fmul_rn(a[0], top), a[1] = group_start ? 0.0f : __fmul_rn(a[1], top);
+        a[2] = group_start ? 0.0f : __fmul_rn(a[2], bottom), a[3] = group_start ? 0.0f : __fmul_rn(a[3], bottom);
       }
   const int d0 = warp * Traits::kDimsPerWarp;
   const uint32_t p_base = ptx::smem_address(&s.probs[(lane & 7) + ((lane >> 3) & 1) * 8][(lane >> 4) * 8]);
@@ -267,10 +272,20 @@ __device__ __forceinline__ int swa_window(ChunkSmem<Traits>& s, const Dsv4Params
     const int64_t request = token / p.q_len;
     position = int64_t{p.seq_lens[request]} - p.q_len + (token - request * p.q_len);
   } else {
-    // Find the request whose query range holds the token, all threads at once.
+    // Find the request whose query range holds the token (cum_seq_lens_q is
+    // non-decreasing): the last of 256 evenly spaced pivots at or below the
+    // token, then the requests between it and the next pivot, all threads at once.
+    if (threadIdx.x == 0) s.request = 0;
+    __syncthreads();
+    const int stride = (p.num_requests + Traits::kThreads - 1) / Traits::kThreads;
+    const int pivot = threadIdx.x * stride;
+    if (pivot < p.num_requests && p.cum_seq_lens_q[pivot] <= token) atomicMax(&s.request, pivot);
+    __syncthreads();
+    const int first = s.request, last = min(first + stride, p.num_requests);
+    __syncthreads();
     if (threadIdx.x == 0) s.request = -1;
     __syncthreads();
-    for (int b = threadIdx.x; b < p.num_requests; b += Traits::kThreads) {
+    for (int b = first + threadIdx.x; b < last; b += Traits::kThreads) {
       if (p.cum_seq_lens_q[b] <= token && token < p.cum_seq_lens_q[b + 1]) s.request = b;
     }
     __syncthreads();
@@ -289,6 +304,7 @@ struct TokenScope {
   int window;       // active SWA columns by seq_lens (128 without)
   float scale_log2; // bmm1_scale * log2(e)
   float sink;       // this thread's head's sink (threads < 16), -inf without sinks
+  bool count_out_of_range;  // the counter is given and this is the token's first head group
 };
 
 // Walks chunks [first, first + count) of a token: the rows of chunk i + 1
@@ -305,7 +321,7 @@ __device__ __forceinline__ void walk_chunks(ChunkSmem<Traits>& s, const Dsv4Para
                                             GroupEnd&& group_end) {
   constexpr int kColumns = Traits::kChunkColumns;
   gather_chunk<Traits>(s, p, first * kColumns, chunk_index<Traits>(p, scope.token, first * kColumns), scope.len,
-                       scope.window, 0);
+                       scope.window, scope.count_out_of_range, 0);
   if (count > 1) stage_chunk_indices<Traits>(s, p, scope.token, (first + 1) * kColumns, 1);
   ptx::cp_async_commit();
   ptx::launch_dependents();
@@ -319,7 +335,7 @@ __device__ __forceinline__ void walk_chunks(ChunkSmem<Traits>& s, const Dsv4Para
     if (i + 1 < count) {
       const int column0 = (first + i + 1) * kColumns;
       gather_chunk<Traits>(s, p, column0, staged_index<Traits>(s, p, column0, (i + 1) % Traits::kBuffers),
-                           scope.len, scope.window, buffer ^ 1);
+                           scope.len, scope.window, scope.count_out_of_range, buffer ^ 1);
       if (i + 2 < count) stage_chunk_indices<Traits>(s, p, scope.token, column0 + kColumns, i % Traits::kBuffers);
       ptx::cp_async_commit();
     }

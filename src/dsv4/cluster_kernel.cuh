@@ -140,6 +140,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 2) cluster_kernel(const __gr
   scope.window = p.seq_lens && has_swa_columns ? swa_window<Traits>(s.chunk, p, token) : kSwaColumns;
   scope.scale_log2 = (p.bmm1_scale_ptr ? *p.bmm1_scale_ptr : p.bmm1_scale) * kLog2e;
   scope.sink = sink;
+  scope.count_out_of_range = p.out_of_range_count && heads.first == 0;
   const float bmm2 = p.bmm2_scale_ptr ? *p.bmm2_scale_ptr : p.bmm2_scale;
   // Output addresses of the fold, computed now: the parameters they read
   // would otherwise be fetched (and miss in the constant cache) at the end.

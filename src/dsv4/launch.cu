@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <mutex>
 #include <cstdlib>
 #include <string>
 
@@ -30,21 +31,31 @@ Status cuda_status(cudaError_t error, const char* what) {
   return Status::CudaError(std::string(what) + ": " + cudaGetErrorString(error));
 }
 
-// Raises the kernels' shared-memory limits and allows 16-CTA clusters, once a process.
+constexpr int kMaxDevices = 64;
+
+cudaError_t set_kernel_attributes() {
+  cudaError_t e = cudaFuncSetAttribute(cluster_kernel_fp8_h16(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(kClusterSmemBytes));
+  if (e == cudaSuccess) {
+    e = cudaFuncSetAttribute(cluster_kernel_fp8_h16(), cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  }
+  if (e == cudaSuccess) {
+    e = cudaFuncSetAttribute(stream_kernel_fp8_h16(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(kStreamSmemBytes));
+  }
+  return e;
+}
+
+// Raises the kernels' shared-memory limits and allows 16-CTA clusters, once
+// a device (function attributes belong to a device's context).
 Status configure_kernels() {
-  static const cudaError_t error = [] {
-    cudaError_t e = cudaFuncSetAttribute(cluster_kernel_fp8_h16(), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(kClusterSmemBytes));
-    if (e == cudaSuccess) {
-      e = cudaFuncSetAttribute(cluster_kernel_fp8_h16(), cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    }
-    if (e == cudaSuccess) {
-      e = cudaFuncSetAttribute(stream_kernel_fp8_h16(), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(kStreamSmemBytes));
-    }
-    return e;
-  }();
-  return cuda_status(error, "configuring the dsv4 kernels");
+  static std::once_flag once[kMaxDevices];
+  static cudaError_t errors[kMaxDevices];
+  int device = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_status(e, "configuring the dsv4 kernels");
+  if (device >= kMaxDevices) return cuda_status(set_kernel_attributes(), "configuring the dsv4 kernels");
+  std::call_once(once[device], [device] { errors[device] = set_kernel_attributes(); });
+  return cuda_status(errors[device], "configuring the dsv4 kernels");
 }
 
 PoolParams pool_params(const KvPool& pool, int64_t element_bytes) {
@@ -126,15 +137,14 @@ Status kernels_support(const Dsv4DecodeArgs& args) {
 
 int64_t cluster_max_tokens(int32_t width) {
   // Cached per device and group count: the occupancy query is not free.
-  constexpr int kDevices = 64;
-  static std::atomic<int64_t> cache[kDevices][Traits16::kMaxGroups + 1] = {};
+  static std::atomic<int64_t> cache[kMaxDevices][Traits16::kMaxGroups + 1] = {};
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess || !configure_kernels().ok()) {
     cudaGetLastError();
     return 0;
   }
   const ChunkPlan plan = chunk_plan(width);
-  std::atomic<int64_t>* cached = device < kDevices ? &cache[device][plan.groups] : nullptr;
+  std::atomic<int64_t>* cached = device < kMaxDevices ? &cache[device][plan.groups] : nullptr;
   if (cached && cached->load(std::memory_order_relaxed) > 0) return cached->load(std::memory_order_relaxed);
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(plan.groups);
@@ -158,6 +168,7 @@ Dsv4Kernel choose_kernel(const Dsv4DecodeArgs& args) {
   if (args.kernel != Dsv4Kernel::kAuto) return args.kernel;
   // Head groups of one token are independent work, like more tokens.
   const int64_t units = args.num_tokens * head_groups(args.num_heads);
+  if (cluster_max_tokens(args.width) == 0) return Dsv4Kernel::kStream;  // no cluster fits (e.g. a partitioned GPU)
   const int64_t most = chunk_plan(args.width).chunks_per_group > 1 ? kClusterMaxUnitsWide : kClusterMaxUnits;
   return units <= most ? Dsv4Kernel::kCluster : Dsv4Kernel::kStream;
 }

@@ -155,7 +155,8 @@ Dsv4ProblemConfig config_for(int64_t tokens, int32_t width) {
 }
 
 TEST_F(Dsv4Gpu, WidthsAndTokenCounts) {
-  for (int32_t width : {128, 192, 640, 1024, 1088, 2176})
+  // 132, 644, 1092: a last chunk of 4 columns; 384: 6-CTA clusters.
+  for (int32_t width : {128, 132, 192, 384, 640, 644, 1024, 1088, 1092, 2176})
     for (int64_t tokens : {1, 6, 12, 48}) check_problem(config_for(tokens, width));
 }
 
@@ -172,10 +173,12 @@ TEST_F(Dsv4Gpu, HeadCounts) {
 }
 
 TEST_F(Dsv4Gpu, WidestWidth) {  // 128 + 16384 columns: 258 chunks, 16 groups of 17
-  Dsv4ProblemConfig config = config_for(5, 128 + 16384);
-  config.compressed_rows = 32768;
-  config.hole_fraction = 0.02;
-  check_problem(config);
+  for (int32_t width : {128 + 16384, 16500}) {
+    Dsv4ProblemConfig config = config_for(5, width);
+    config.compressed_rows = 32768;
+    config.hole_fraction = 0.02;
+    check_problem(config);
+  }
 }
 
 TEST_F(Dsv4Gpu, ManyTokens) {
@@ -224,17 +227,22 @@ TEST_F(Dsv4Gpu, TokensWithNoActiveColumn) {
   });
 }
 
+// Counted once a column whatever the number of head groups that read it.
 TEST_F(Dsv4Gpu, OutOfRangeIndicesAreMaskedAndCounted) {
-  Dsv4ProblemConfig config = config_for(12, 640);
-  config.lens = false;
-  check_problem(config, [](Dsv4Problem& p) {
-    const int W = p.config.width;
-    for (int64_t t = 0; t < p.config.tokens; ++t) {
-      p.indices[t * W + 5] = static_cast<int32_t>(p.config.swa_rows);              // first row past the pool
-      p.indices[t * W + 200] = std::numeric_limits<int32_t>::max();
-      p.indices[t * W + W - 1] = static_cast<int32_t>(p.config.compressed_rows + t);
-    }
-  });
+  for (int32_t heads : {16, 8, 32, 128}) {
+    Dsv4ProblemConfig config = config_for(12, 640);
+    config.lens = false;
+    config.heads = heads;
+    SCOPED_TRACE("H " + std::to_string(heads));
+    check_problem(config, [](Dsv4Problem& p) {
+      const int W = p.config.width;
+      for (int64_t t = 0; t < p.config.tokens; ++t) {
+        p.indices[t * W + 5] = static_cast<int32_t>(p.config.swa_rows);  // first row past the pool
+        p.indices[t * W + 200] = std::numeric_limits<int32_t>::max();
+        p.indices[t * W + W - 1] = static_cast<int32_t>(p.config.compressed_rows + t);
+      }
+    });
+  }
 }
 
 TEST_F(Dsv4Gpu, ScalesFromDevicePointers) {
@@ -282,6 +290,29 @@ TEST_F(Dsv4Gpu, SeqLensWindowVarlen) {
   });
 }
 
+// 700 requests of 0 to 3 tokens (empty ones included): the request search
+// of the kernels goes through its pivots (700 > 256 threads).
+TEST_F(Dsv4Gpu, SeqLensWindowVarlenManyRequests) {
+  Dsv4ProblemConfig config = config_for(0, 640);
+  std::mt19937 rng(static_cast<uint32_t>(config.seed));
+  std::vector<int32_t> cum_seq_lens_q = {0}, seq_lens;
+  for (int b = 0; b < 700; ++b) {
+    const int32_t q_len = static_cast<int32_t>(rng() % 4);
+    cum_seq_lens_q.push_back(cum_seq_lens_q.back() + q_len);
+    seq_lens.push_back(q_len + static_cast<int32_t>(rng() % 200));
+  }
+  config.tokens = cum_seq_lens_q.back();
+  config.q_len = 16;
+  DeviceBuffer cum_device(cum_seq_lens_q), seq_lens_device(seq_lens);
+  check_problem(config, {}, [&](Dsv4DecodeArgs& args) {
+    const bool device = args.memory == MemorySpace::kDevice;
+    args.seq_lens = device ? seq_lens_device.as<int32_t>() : seq_lens.data();
+    args.cum_seq_lens_q = device ? cum_device.as<int32_t>() : cum_seq_lens_q.data();
+    args.num_requests = 700;
+    args.max_q_len = 3;
+  });
+}
+
 TEST_F(Dsv4Gpu, PagedPoolsWithGapsAndWideRows) {
   for (int64_t page_size : {1, 2, 61, 64}) {
     Dsv4ProblemConfig config = config_for(6, 640);
@@ -295,42 +326,53 @@ TEST_F(Dsv4Gpu, PagedPoolsWithGapsAndWideRows) {
 }
 
 TEST_F(Dsv4Gpu, StridedQueryAndOutput) {
-  Dsv4ProblemConfig config = config_for(6, 640);
-  Dsv4Problem problem = testing::make_dsv4_problem(config);
-  // q with a head stride of 1024 and a token stride of 20000 elements; out likewise padded.
-  const int H = config.heads;
-  const int64_t q_head = 1024, q_token = 20000, out_head = 640, out_token = H * 640 + 64;
-  std::vector<uint8_t> q(static_cast<size_t>(config.tokens) * q_token, 0x7F);
-  for (int64_t t = 0; t < config.tokens; ++t)
-    for (int h = 0; h < H; ++h)
-      std::memcpy(&q[t * q_token + h * q_head], &problem.q[(t * H + h) * kHeadDim], kHeadDim);
-  Dsv4DeviceProblem device(problem);
-  DeviceBuffer q_device(q), out(static_cast<size_t>(config.tokens) * out_token * 2), lse(config.tokens * 32 * 4);
-  Dsv4DecodeArgs args = device.args;
-  args.q = q_device.get();
-  args.q_token_stride = q_token;
-  args.q_head_stride = q_head;
-  args.out = out.get();
-  args.out_token_stride = out_token;
-  args.out_head_stride = out_head;
-  args.lse = lse.as<float>();
-  args.lse_token_stride = 32;
-  Dsv4DecodeArgs host = problem.host_args(nullptr, nullptr);
-  Dsv4DecodeArgs host_strided = host;
-  host_strided.q = q.data();
-  host_strided.q_token_stride = q_token;
-  host_strided.q_head_stride = q_head;
-  host_strided.out_token_stride = out_token;
-  host_strided.out_head_stride = out_head;
-  host_strided.lse_token_stride = 32;
-  expect_matches(run_and_compare(args, host_strided, out, lse));
-  // The padding between heads and tokens is never written.
-  std::vector<uint16_t> got(out.bytes() / 2);
-  out.download(got.data(), out.bytes());
-  for (int64_t t = 0; t < config.tokens; ++t)
-    for (int h = 0; h < H; ++h)
-      for (int d = kHeadDim; d < out_head && h * out_head + d < out_token; ++d)
-        ASSERT_EQ(got[t * out_token + h * out_head + d], 0xFFFF);
+  for (int32_t heads : {16, 8, 32})
+    for (Dsv4Kernel kernel : kKernels) {
+      Dsv4ProblemConfig config = config_for(6, 640);
+      config.heads = heads;
+      SCOPED_TRACE(std::string(kernel_name(kernel)) + ", H " + std::to_string(heads) + ", seed " +
+                   std::to_string(config.seed));
+      Dsv4Problem problem = testing::make_dsv4_problem(config);
+      // q with a head stride of 1024 and a token stride of 140000 elements; out likewise padded.
+      const int H = config.heads;
+      const int64_t q_head = 1024, q_token = 140000, out_head = 640, out_token = H * 640 + 64, lse_token = 160;
+      std::vector<uint8_t> q(static_cast<size_t>(config.tokens) * q_token, 0x7F);
+      for (int64_t t = 0; t < config.tokens; ++t)
+        for (int h = 0; h < H; ++h)
+          std::memcpy(&q[t * q_token + h * q_head], &problem.q[(t * H + h) * kHeadDim], kHeadDim);
+      Dsv4DeviceProblem device(problem);
+      DeviceBuffer q_device(q), out(static_cast<size_t>(config.tokens) * out_token * 2),
+          lse(config.tokens * lse_token * 4);
+      Dsv4DecodeArgs args = device.args;
+      args.kernel = kernel;
+      args.q = q_device.get();
+      args.q_token_stride = q_token;
+      args.q_head_stride = q_head;
+      args.out = out.get();
+      args.out_token_stride = out_token;
+      args.out_head_stride = out_head;
+      args.lse = lse.as<float>();
+      args.lse_token_stride = lse_token;
+      Dsv4DecodeArgs host = problem.host_args(nullptr, nullptr);
+      Dsv4DecodeArgs host_strided = host;
+      host_strided.q = q.data();
+      host_strided.q_token_stride = q_token;
+      host_strided.q_head_stride = q_head;
+      host_strided.out_token_stride = out_token;
+      host_strided.out_head_stride = out_head;
+      host_strided.lse_token_stride = lse_token;
+      expect_matches(run_and_compare(args, host_strided, out, lse));
+      // The padding between heads and tokens (out and lse) is never written.
+      std::vector<uint16_t> got(out.bytes() / 2);
+      out.download(got.data(), out.bytes());
+      for (int64_t t = 0; t < config.tokens; ++t)
+        for (int h = 0; h < H; ++h)
+          for (int d = kHeadDim; d < out_head && h * out_head + d < out_token; ++d)
+            ASSERT_EQ(got[t * out_token + h * out_head + d], 0xFFFF);
+      const std::vector<uint32_t> got_lse = lse.download<uint32_t>();
+      for (int64_t t = 0; t < config.tokens; ++t)
+        for (int64_t i = H; i < lse_token; ++i) ASSERT_EQ(got_lse[t * lse_token + i], 0xFFFFFFFFu);
+    }
 }
 
 TEST_F(Dsv4Gpu, WithPdlAndWithoutLse) {
