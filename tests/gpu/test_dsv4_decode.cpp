@@ -19,6 +19,7 @@
 #include "sparse_decode/dsv4_decode.h"
 #include "testing/device_buffer.h"
 #include "testing/dsv4_problem.h"
+#include "delayed_copy.h"
 
 namespace sparse_decode {
 namespace {
@@ -383,6 +384,43 @@ TEST_F(Dsv4Gpu, WithPdlAndWithoutLse) {
   });
 }
 
+// With PDL the decode may start while the previous kernel still writes its
+// query: what it reads after the grid-dependency wait must be the new values.
+// The previous kernel releases its dependents at once and writes q ~200 us
+// later (the kernel before it writes the indices).
+TEST_F(Dsv4Gpu, PdlWaitsForTheKernelThatWritesTheInputs) {
+  for (Dsv4Kernel kernel : kKernels) {
+    SCOPED_TRACE(kernel_name(kernel));
+    Dsv4ProblemConfig config = config_for(kernel == Dsv4Kernel::kCluster ? 12 : 300, 640);
+    Dsv4Problem problem = testing::make_dsv4_problem(config);
+    Dsv4DeviceProblem device(problem);
+    // The device buffers first hold another problem's query and indices.
+    Dsv4ProblemConfig stale_config = config;
+    stale_config.seed = config.seed + 1;
+    const Dsv4Problem stale = testing::make_dsv4_problem(stale_config);
+    DeviceBuffer fresh_q(problem.q), fresh_indices(problem.indices);
+    cudaMemcpy(device.q.get(), stale.q.data(), stale.q.size(), cudaMemcpyHostToDevice);
+    cudaMemcpy(device.indices.get(), stale.indices.data(), stale.indices.size() * 4, cudaMemcpyHostToDevice);
+    cudaStream_t stream = nullptr;
+    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+    device.out.fill_bytes(kPoisonByte);
+    device.out_of_range_count.fill_bytes(0);
+    testing::launch_delayed_copy(device.indices.get(), fresh_indices.get(), fresh_indices.bytes(), 0, stream);
+    testing::launch_delayed_copy(device.q.get(), fresh_q.get(), fresh_q.bytes(), 200000, stream);
+    Dsv4DecodeArgs args = device.args;
+    args.kernel = kernel;
+    args.enable_pdl = true;
+    ASSERT_TRUE(dsv4_decode(args, nullptr, 0, stream).ok());
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    cudaStreamDestroy(stream);
+    // The same call again, everything in place, is the expected output.
+    const std::vector<uint16_t> got = device.out.download<uint16_t>();
+    const Dsv4DecodeArgs host = problem.host_args(nullptr, nullptr);
+    expect_matches(run_and_compare(args, host, device.out, device.lse));
+    EXPECT_EQ(got, device.out.download<uint16_t>()) << "the PDL launch read inputs before they were written";
+  }
+}
+
 TEST_F(Dsv4Gpu, BitwiseIdenticalOverRepeatedRuns) {
   for (int32_t width : {640, 2176}) {
     Dsv4ProblemConfig config = config_for(12, width);
@@ -440,10 +478,16 @@ Dsv4Problem select_tokens(const Dsv4Problem& source, const std::vector<int64_t>&
 // A token's output has the same bits whatever the batch around it and
 // whichever kernel dsv4_decode picks for that batch size (issue #4).
 TEST_F(Dsv4Gpu, BatchInvariance) {
-  for (int32_t width : {640, 2176}) {
+  struct Shape {
+    int32_t width, heads;
+  };
+  for (const Shape shape : {Shape{640, 16}, Shape{2176, 16}, Shape{644, 32}}) {
+    const int32_t width = shape.width;
     Dsv4ProblemConfig config = config_for(5000, width);
+    config.heads = shape.heads;
     config.hole_fraction = 0.05;
-    SCOPED_TRACE("seed " + std::to_string(config.seed) + ", W " + std::to_string(width));
+    SCOPED_TRACE("seed " + std::to_string(config.seed) + ", W " + std::to_string(width) + ", H " +
+                 std::to_string(shape.heads));
     const Dsv4Problem source = testing::make_dsv4_problem(config);
     std::mt19937_64 rng(config.seed);
     const std::vector<int64_t> tracked = {0, 1, 2, 4999, 2500, 77};
