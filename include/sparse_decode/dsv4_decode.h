@@ -95,7 +95,10 @@ struct Dsv4DecodeArgs {
 
   int32_t* out_of_range_count = nullptr;  // optional [1]: += active columns whose index is past its pool
 
-  bool enable_pdl = false;  // programmatic dependent launch (device memory only)
+  // Programmatic dependent launch (device memory only). The kernels then read
+  // `sinks` before waiting for the previous kernel (they are weights): the
+  // previous kernel must not write them; everything else is read after.
+  bool enable_pdl = false;
   Dsv4Kernel kernel = Dsv4Kernel::kAuto;  // device memory only
 };
 

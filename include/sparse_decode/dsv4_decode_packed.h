@@ -93,7 +93,10 @@ struct Dsv4PackedDecodeArgs {
 
   int32_t* out_of_range_count = nullptr;  // optional [1]: += active columns whose index is past its pool
 
-  bool enable_pdl = false;  // programmatic dependent launch (device memory only)
+  // Programmatic dependent launch (device memory only). The kernels then read
+  // `sinks` before waiting for the previous kernel (they are weights): the
+  // previous kernel must not write them; everything else is read after.
+  bool enable_pdl = false;
 };
 
 // Checks every argument that the host can check. InvalidArgument names the
@@ -111,7 +114,9 @@ size_t workspace_size(const Dsv4PackedDecodeArgs& args);
 
 // Runs the decode on `stream` (ignored for host memory, which runs
 // synchronously on the CPU). No allocation on the device, no host
-// synchronization. Nothing is launched or written when it fails.
+// synchronization. Nothing is launched or written when it fails. A token's
+// output does not depend on the other tokens of the batch, but it does on
+// the two segment widths (they decide how its columns are split and summed).
 Status dsv4_decode_packed(const Dsv4PackedDecodeArgs& args, void* workspace, size_t workspace_bytes,
                           CUstream_st* stream);
 

@@ -20,4 +20,19 @@ Status hopper_device_status(const std::string& prefix) {
   return Status::Ok();
 }
 
+Status OncePerDevice::run() {
+  int device = 0;
+  int error = cudaGetDevice(&device);
+  if (error == cudaSuccess) {
+    if (device < kMaxDevices) {
+      std::call_once(once_[device], [this, device] { error_[device] = setup_(); });
+      error = error_[device];
+    } else {
+      error = setup_();
+    }
+  }
+  if (error == cudaSuccess) return Status::Ok();
+  return Status::CudaError(std::string(what_) + ": " + cudaGetErrorString(static_cast<cudaError_t>(error)));
+}
+
 }  // namespace sparse_decode

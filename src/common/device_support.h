@@ -1,6 +1,7 @@
 // Whether the current CUDA device can run this build's kernels (sm_90a).
 #pragma once
 
+#include <mutex>
 #include <string>
 
 #include "sparse_decode/status.h"
@@ -9,5 +10,22 @@ namespace sparse_decode {
 
 // Ok on an sm_90 device; else NotSupported, its message starting with `prefix`.
 Status hopper_device_status(const std::string& prefix);
+
+// Set-up that must run once for each device (kernel attributes belong to a
+// device's context): the first call on a device runs it, later calls return
+// its outcome.
+class OncePerDevice {
+ public:
+  using Setup = int (*)();  // returns a cudaError_t
+  OncePerDevice(Setup setup, const char* what) : setup_(setup), what_(what) {}
+  Status run();
+
+ private:
+  static constexpr int kMaxDevices = 64;
+  Setup setup_;
+  const char* what_;
+  std::once_flag once_[kMaxDevices];
+  int error_[kMaxDevices] = {};
+};
 
 }  // namespace sparse_decode

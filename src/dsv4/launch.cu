@@ -4,7 +4,6 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
-#include <mutex>
 #include <cstdlib>
 #include <string>
 
@@ -33,7 +32,7 @@ Status cuda_status(cudaError_t error, const char* what) {
 
 constexpr int kMaxDevices = 64;
 
-cudaError_t set_kernel_attributes() {
+int set_kernel_attributes() {
   cudaError_t e = cudaFuncSetAttribute(cluster_kernel_fp8_h16(), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(kClusterSmemBytes));
   if (e == cudaSuccess) {
@@ -46,16 +45,10 @@ cudaError_t set_kernel_attributes() {
   return e;
 }
 
-// Raises the kernels' shared-memory limits and allows 16-CTA clusters, once
-// a device (function attributes belong to a device's context).
+// Raises the kernels' shared-memory limits and allows 16-CTA clusters.
 Status configure_kernels() {
-  static std::once_flag once[kMaxDevices];
-  static cudaError_t errors[kMaxDevices];
-  int device = 0;
-  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_status(e, "configuring the dsv4 kernels");
-  if (device >= kMaxDevices) return cuda_status(set_kernel_attributes(), "configuring the dsv4 kernels");
-  std::call_once(once[device], [device] { errors[device] = set_kernel_attributes(); });
-  return cuda_status(errors[device], "configuring the dsv4 kernels");
+  static OncePerDevice configured(set_kernel_attributes, "configuring the dsv4 kernels");
+  return configured.run();
 }
 
 PoolParams pool_params(const KvPool& pool, int64_t element_bytes) {

@@ -91,8 +91,8 @@ __device__ __forceinline__ void dequantize_rows(PackedSmem& s) {
     const int row = row0 + item / Traits::kGroupsPerRow, group = item % Traits::kGroupsPerRow;
     const uint2 bytes = *reinterpret_cast<const uint2*>(&s.raw.fp8[row][group * 8]);
     const uint32_t byte = s.raw.scales[row][group * 8 / kPackedTileDims];
-    // 2^(byte - 127) as a float: byte 0 is the subnormal 2^-127.
-    const float scale = __uint_as_float(byte == 0 ? 0x00400000u : byte << 23);
+    // 2^(byte - 127) as a float: byte 0 is the subnormal 2^-127, byte 255 is NaN (as in UE8M0).
+    const float scale = __uint_as_float(byte == 0 ? 0x00400000u : byte == 255 ? 0x7fc00000u : byte << 23);
     uint32_t packed[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {

@@ -25,15 +25,17 @@ Status cuda_status(cudaError_t error, const char* what) {
   return Status::CudaError(std::string(what) + ": " + cudaGetErrorString(error));
 }
 
-// Raises the kernel's shared-memory limit and allows 16-CTA clusters, once a process.
+int set_kernel_attributes() {
+  cudaError_t e = cudaFuncSetAttribute(packed_kernel_pointer(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(kSmemBytes));
+  if (e == cudaSuccess) e = cudaFuncSetAttribute(packed_kernel_pointer(), cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  return e;
+}
+
+// Raises the kernel's shared-memory limit and allows 16-CTA clusters.
 Status configure_kernel() {
-  static const cudaError_t error = [] {
-    cudaError_t e = cudaFuncSetAttribute(packed_kernel_pointer(), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(kSmemBytes));
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(packed_kernel_pointer(), cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    return e;
-  }();
-  return cuda_status(error, "configuring the packed-row kernel");
+  static OncePerDevice configured(set_kernel_attributes, "configuring the packed-row kernel");
+  return configured.run();
 }
 
 int32_t chunks_of(int32_t width) { return (width + PackedTraits::kChunkColumns - 1) / PackedTraits::kChunkColumns; }

@@ -14,7 +14,6 @@ __device__ __forceinline__ float round_to_f16(float value) { return __half2float
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads, 2) stream_kernel(const __grid_constant__ Dsv4Params p) {
   using Smem = StreamSmem<Traits>;
-  constexpr int kHeads = Traits::kHeads;
   extern __shared__ __align__(16) uint8_t smem_bytes[];
   ChunkSmem<Traits>& s = reinterpret_cast<Smem*>(smem_bytes)->chunk;
   const int64_t token = blockIdx.x / p.head_groups;
