@@ -19,6 +19,7 @@
 #include "reference/dsv4_packed_reference.h"
 #include "reference/formats.h"
 #include "sparse_decode/dsv4_decode_packed.h"
+#include "delayed_copy.h"
 #include "testing/device_buffer.h"
 #include "testing/dsv4_packed_problem.h"
 
@@ -188,7 +189,8 @@ TEST_F(Dsv4PackedGpu, OtherHeadCounts) {
 // Widths that are not multiples of 64 and wide segments: a CTA walks several chunks.
 TEST_F(Dsv4PackedGpu, OddAndWideSegments) {
   const uint64_t seed = test::fresh_seed();
-  const int32_t widths[][2] = {{130, 1024}, {1, 1}, {64, 2048}, {256, 4096}, {77, 0}};
+  // {128, 896}: 16 chunks, the largest cluster; {64, 0}: one chunk, a cluster of one CTA.
+  const int32_t widths[][2] = {{130, 1024}, {1, 1}, {64, 2048}, {256, 4096}, {77, 0}, {128, 896}, {64, 0}};
   for (const auto& w : widths) {
     Dsv4PackedProblemConfig c = config_for(seed + w[1], 6, w[1]);
     c.swa_width = w[0];
@@ -312,6 +314,31 @@ TEST_F(Dsv4PackedGpu, WithPdlAndWithoutLseOrCounter) {
   EXPECT_EQ(lean.count, kCountStart);
   const std::vector<uint32_t> poison(lean.lse.size(), 0xFFFFFFFFu);
   EXPECT_EQ(std::memcmp(lean.lse.data(), poison.data(), poison.size() * 4), 0) << "lse written without lse";
+}
+
+// With PDL the kernel may start while the previous kernel still writes q
+// (it releases its dependents first and writes ~200 us later): q, indices
+// and lens must be read after the grid-dependency wait.
+TEST_F(Dsv4PackedGpu, PdlWaitsForTheKernelThatWritesTheQuery) {
+  Dsv4PackedProblemConfig c = config_for(test::fresh_seed(), 12);
+  SCOPED_TRACE(test::seed_message(c.seed));
+  Dsv4PackedProblem problem = testing::make_dsv4_packed_problem(c);
+  PackedDeviceProblem device(problem);
+  const DeviceResult expected = run_device(device);
+  Dsv4PackedProblemConfig stale_config = c;
+  stale_config.seed = c.seed + 1;
+  const Dsv4PackedProblem stale = testing::make_dsv4_packed_problem(stale_config);
+  DeviceBuffer fresh_q(problem.q);
+  cudaMemcpy(device.q.get(), stale.q.data(), stale.q.size() * 2, cudaMemcpyHostToDevice);
+  device.out.fill_bytes(kPoisonByte);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  testing::launch_delayed_copy(device.q.get(), fresh_q.get(), fresh_q.bytes(), 200000, stream);
+  device.args.enable_pdl = true;
+  ASSERT_TRUE(dsv4_decode_packed(device.args, nullptr, 0, stream).ok());
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  cudaStreamDestroy(stream);
+  EXPECT_TRUE(device.out.download<uint16_t>() == expected.out) << "the PDL launch read q before it was written";
 }
 
 // Strided q and out: the padding between heads and tokens is never written.
