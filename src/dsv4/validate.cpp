@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/validation.h"
+#include "dsv4/validate_plain.h"
 #include "sparse_decode/dsv4_decode.h"
 
 namespace sparse_decode {
@@ -11,52 +11,11 @@ namespace {
 
 constexpr int32_t kMaxWidth = kSwaColumns + 16384;
 
-int64_t element_bytes(DType dtype) { return dtype == DType::kFloat8E4M3 ? 1 : 2; }
-
 using validation::aligned16;
 using validation::aligned4;
+using validation::check_pool;
+using validation::check_rows;
 using validation::invalid;
-
-Status check_pool(const char* name, const KvPool& pool, DType dtype) {
-  const int64_t bytes = element_bytes(dtype);
-  if (pool.data == nullptr) return invalid(name, ".data: expected a non-null pointer");
-  if (!aligned16(pool.data)) return invalid(name, ".data: expected a 16-byte aligned pointer");
-  if (pool.pages < 1) return invalid(name, ".pages: expected >= 1, got ", pool.pages);
-  if (pool.page_size < 1) return invalid(name, ".page_size: expected >= 1, got ", pool.page_size);
-  if (pool.row_stride < kHeadDim) {
-    return invalid(name, ".row_stride: expected >= 512 elements, got ", pool.row_stride);
-  }
-  if (pool.row_stride * bytes % 16 != 0) {
-    return invalid(name, ".row_stride: expected a multiple of 16 bytes, got ", pool.row_stride, " elements");
-  }
-  if (pool.page_stride < pool.page_size * pool.row_stride) {
-    return invalid(name, ".page_stride: expected >= page_size * row_stride = ",
-                   pool.page_size * pool.row_stride, " elements, got ", pool.page_stride);
-  }
-  if (pool.page_stride * bytes % 16 != 0) {
-    return invalid(name, ".page_stride: expected a multiple of 16 bytes, got ", pool.page_stride, " elements");
-  }
-  return Status::Ok();
-}
-
-Status check_rows(const char* name, const void* data, int64_t token_stride, int64_t head_stride,
-                  int64_t heads, DType dtype, bool written) {
-  const int64_t bytes = element_bytes(dtype);
-  const std::string n = name;
-  if (data == nullptr) return invalid(n, ": expected a non-null pointer");
-  if (!aligned16(data)) return invalid(n, ": expected a 16-byte aligned pointer");
-  if (head_stride < (written ? kHeadDim : 0) || head_stride * bytes % 16 != 0) {
-    return invalid(n, "_head_stride: expected ", written ? ">= 512 elements and " : "",
-                   "a multiple of 16 bytes, got ", head_stride, " elements");
-  }
-  const int64_t row_extent = (heads - 1) * head_stride + kHeadDim;
-  if (token_stride < (written ? row_extent : 0) || token_stride * bytes % 16 != 0) {
-    return invalid(n, "_token_stride: expected ", written ? ">= (H - 1) * head_stride + 512 = " : "",
-                   written ? std::to_string(row_extent) + " elements and " : std::string(),
-                   "a multiple of 16 bytes, got ", token_stride, " elements");
-  }
-  return Status::Ok();
-}
 
 }  // namespace
 

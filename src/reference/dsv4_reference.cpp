@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "reference/formats.h"
+#include "reference/requests.h"
 
 namespace sparse_decode::reference {
 namespace {
@@ -18,17 +19,9 @@ double scalar(const ScalarArg& arg) { return arg.device ? *arg.device : arg.valu
 
 // Position of `token` in its request's KV sequence, or -1 when no request holds it.
 int64_t token_position(const Dsv4DecodeArgs& args, int64_t token) {
-  if (args.cum_seq_lens_q) {
-    for (int32_t b = 0; b < args.num_requests; ++b) {
-      const int64_t begin = args.cum_seq_lens_q[b];
-      const int64_t end = args.cum_seq_lens_q[b + 1];
-      if (token >= begin && token < end) return args.seq_lens[b] - (end - begin) + (token - begin);
-    }
-    return -1;
-  }
-  const int64_t request = token / args.q_len;
-  if (request >= args.num_requests) return -1;
-  return int64_t{args.seq_lens[request]} - args.q_len + token % args.q_len;
+  const TokenRequest r = locate_token(token, args.num_requests, args.cum_seq_lens_q, args.q_len);
+  if (r.request < 0) return -1;
+  return int64_t{args.seq_lens[r.request]} - r.q_len + r.index;
 }
 
 }  // namespace

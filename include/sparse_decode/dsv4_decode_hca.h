@@ -1,0 +1,141 @@
+// DeepSeek-V4 HCA decode: the compressed stream read by pages (SPEC section 3).
+//
+// FlashInfer's backend="cute-dsl" argument set. Each query token attends two
+// streams of FP8 E4M3 rows of 512 dims (key = value), in this order:
+// - the sliding window: columns c < swa_lens[t] of swa_rows[t, 0..127], each
+//   an absolute row of swa_kv;
+// - the compressed stream, read densely by pages: slots
+//   j < min(lens[t] - 128, hca_seq_lens[b] - 128, max_pages * page_size),
+//   slot j being row block_table[t, j / page_size] * page_size + j % page_size
+//   of compressed_kv (page_size = compressed_kv.page_size).
+// A row index or page id below 0 is masked; one past its pool is masked and
+// counted. The softmax is section 1's. docs/hca_layout.md has the details
+// and every decision the SPEC leaves open.
+//
+// validate, supports and workspace_size are overloads of the section-1
+// names; the call is dsv4_decode_hca. convert_page_aligned_indices turns a
+// section-1 table whose compressed columns are the canonical page expansion
+// into this form.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "sparse_decode/dsv4_decode.h"  // MemorySpace, KvPool, kHeadDim, kSwaColumns
+#include "sparse_decode/status.h"
+
+struct CUstream_st;  // cudaStream_t without the CUDA headers
+
+namespace sparse_decode {
+
+struct Dsv4HcaDecodeArgs {
+  MemorySpace memory = MemorySpace::kDevice;
+  int64_t num_tokens = 0;  // T: query tokens of all requests, request-major
+  int32_t num_heads = 16;  // H: query heads (8, 16, 32, 64 or 128), one KV head shared by all
+
+  const void* q = nullptr;           // [T, H, 512] FP8 E4M3, dims contiguous, 16-byte aligned
+  int64_t q_token_stride = 0;        // elements between tokens, a multiple of 16
+  int64_t q_head_stride = kHeadDim;  // elements between heads, a multiple of 16
+
+  KvPool swa_kv;         // FP8 E4M3 rows named by swa_rows
+  KvPool compressed_kv;  // FP8 E4M3 pages named by block_table; its page_size is the stream's
+
+  // Sliding-window stream.
+  const int32_t* swa_rows = nullptr;  // [T, 128] absolute rows of swa_kv, 16-byte aligned
+  int64_t swa_rows_stride = kSwaColumns;  // elements between tokens, >= 128, a multiple of 4
+  const int32_t* swa_lens = nullptr;  // [T] active window columns, 0..128 (clamped to it)
+
+  // Compressed stream.
+  const int32_t* block_table = nullptr;  // [T, max_pages] page ids of compressed_kv, 4-byte aligned
+  int32_t max_pages = 0;                 // pages a table row holds, >= 1
+  int64_t block_table_stride = 0;        // elements between tokens, >= max_pages
+  const int32_t* lens = nullptr;         // [T] 128 + compressed slots the token attends
+
+  // Requests: hca_seq_lens bounds the compressed slots of their tokens.
+  const int32_t* hca_seq_lens = nullptr;    // [B] 128 + backing compressed slots of each request
+  int32_t num_requests = 0;                 // B, >= 1
+  const int32_t* cum_seq_lens_q = nullptr;  // optional [B + 1]: varlen query offsets
+  int32_t q_len = 0;                        // uniform query length (1..16) without cum_seq_lens_q
+  int32_t max_q_len = 0;                    // max query length (1..16) with cum_seq_lens_q
+
+  float bmm1_scale = 1.0f;       // applied to q.k; not NaN
+  float bmm2_scale = 1.0f;       // applied to the output; not NaN
+  const float* sinks = nullptr;  // optional [H] float32 attention sink logits
+
+  void* out = nullptr;                 // [T, H, 512] bfloat16, dims contiguous, 16-byte aligned
+  int64_t out_token_stride = 0;        // elements between tokens, >= (H - 1) * out_head_stride + 512
+  int64_t out_head_stride = kHeadDim;  // elements between heads, >= 512, a multiple of 8
+
+  float* lse = nullptr;          // optional [T, H] float32: natural-log sum of exp of the scores
+  int64_t lse_token_stride = 0;  // elements between tokens (heads contiguous), >= H with lse
+
+  int32_t* out_of_range_count = nullptr;  // optional [1]: += active rows/slots whose row or page is past its pool
+
+  bool enable_pdl = false;  // programmatic dependent launch (device memory only)
+};
+
+// Checks every argument that the host can check. InvalidArgument names the
+// argument and the expected value.
+Status validate(const Dsv4HcaDecodeArgs& args);
+
+// validate(), then whether a path of this build serves the call. Host memory
+// runs the CPU backend; device memory is NotSupported (no GPU kernel yet).
+Status supports(const Dsv4HcaDecodeArgs& args);
+
+// Bytes of scratch memory that dsv4_decode_hca needs (0 today).
+size_t workspace_size(const Dsv4HcaDecodeArgs& args);
+
+// Runs the decode (host memory: synchronously on the CPU, `stream` ignored).
+// Nothing is written when it fails.
+Status dsv4_decode_hca(const Dsv4HcaDecodeArgs& args, void* workspace, size_t workspace_bytes,
+                       CUstream_st* stream);
+
+// ---------------------------------------------------------------------------
+// From a section-1 table to HCA metadata (FlashInfer's
+// hca_sparse_indices_format="compressed-page-aligned").
+//
+// Input: the section-1 columns of each token, with lens and seq_lens as in
+// Dsv4DecodeArgs. Its active compressed columns (128 + j for
+// j < min(lens[t], width) - 128) must be the canonical expansion
+// page * page_size + j % page_size, one page id for all the slots of a page.
+// Output: swa_rows/swa_lens (the active window columns, in order, then -1),
+// block_table (the pages, then -1) and hca_seq_lens (128 + the most slots a
+// token of the request attends). With these and the same lens, request
+// mapping and pools, dsv4_decode_hca computes what dsv4_decode does.
+struct Dsv4HcaConvertArgs {
+  MemorySpace memory = MemorySpace::kHost;
+  int64_t num_tokens = 0;  // T
+
+  // The section-1 table (read).
+  const int32_t* indices = nullptr;  // [T, W] section-1 columns, 16-byte aligned
+  int32_t width = 0;                 // W: >= 128, W % 4 == 0, <= 128 + 16384
+  int64_t indices_stride = 0;        // elements between tokens, >= W, a multiple of 4
+  const int32_t* lens = nullptr;     // [T] active columns counting the 128 SWA ones
+  const int32_t* seq_lens = nullptr;        // [B] KV length of each request (the window)
+  int32_t num_requests = 0;                 // B, >= 1
+  const int32_t* cum_seq_lens_q = nullptr;  // optional [B + 1]: varlen query offsets
+  int32_t q_len = 0;                        // uniform query length (1..16) without cum_seq_lens_q
+  int32_t max_q_len = 0;                    // max query length (1..16) with cum_seq_lens_q
+  int64_t page_size = 0;                    // slots per page of the compressed pool, >= 1
+
+  // The HCA metadata (written; Dsv4HcaDecodeArgs' fields of the same names).
+  int32_t* swa_rows = nullptr;            // [T, 128], 16-byte aligned
+  int64_t swa_rows_stride = kSwaColumns;  // >= 128, a multiple of 4
+  int32_t* swa_lens = nullptr;            // [T]
+  int32_t* block_table = nullptr;         // [T, max_pages], 4-byte aligned
+  int32_t max_pages = 0;                  // >= max(1, ceil((W - 128) / page_size))
+  int64_t block_table_stride = 0;         // >= max_pages
+  int32_t* hca_seq_lens = nullptr;        // [B]
+};
+
+// Checks every argument that the host can check (not the table's values).
+Status validate(const Dsv4HcaConvertArgs& args);
+
+// Converts. Host memory: validates the table's values too (InvalidArgument
+// names the token and column that is not canonical) before writing anything.
+// Device memory is NotSupported in this build: the device converter (no host
+// synchronization, into preallocated outputs) is not written yet.
+// T = 0 writes nothing.
+Status convert_page_aligned_indices(const Dsv4HcaConvertArgs& args, CUstream_st* stream);
+
+}  // namespace sparse_decode

@@ -1,0 +1,116 @@
+#include "reference/dsv4_hca_reference.h"
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <vector>
+
+#include "reference/formats.h"
+#include "reference/requests.h"
+
+namespace sparse_decode::reference {
+namespace {
+
+// E4M3 by table: the same exact values as decode_e4m3, without its ldexp
+// (the tests run this reference many times).
+double e4m3(uint8_t bits) {
+  static const std::array<double, 256> table = [] {
+    std::array<double, 256> values{};
+    for (int code = 0; code < 256; ++code) values[code] = decode_e4m3(static_cast<uint8_t>(code));
+    return values;
+  }();
+  return table[bits];
+}
+
+// Appends the 512 exactly decoded FP8 values of row `row` of `pool`.
+void append_row(const KvPool& pool, int64_t row, std::vector<double>& kv) {
+  const auto* bytes = static_cast<const uint8_t*>(pool.data) + (row / pool.page_size) * pool.page_stride +
+                      (row % pool.page_size) * pool.row_stride;
+  for (int d = 0; d < kHeadDim; ++d) kv.push_back(e4m3(bytes[d]));
+}
+
+}  // namespace
+
+HcaRowState hca_swa_column(const Dsv4HcaDecodeArgs& args, int64_t token, int32_t column) {
+  HcaRowState state;
+  if (column >= std::clamp(args.swa_lens[token], 0, kSwaColumns)) return state;
+  const int32_t row = args.swa_rows[token * args.swa_rows_stride + column];
+  if (row < 0) return state;
+  if (row >= args.swa_kv.rows()) {
+    state.out_of_range = true;
+    return state;
+  }
+  state.active = true;
+  state.row = row;
+  return state;
+}
+
+int64_t hca_compressed_slots(const Dsv4HcaDecodeArgs& args, int64_t token) {
+  const TokenRequest r = locate_token(token, args.num_requests, args.cum_seq_lens_q, args.q_len);
+  if (r.request < 0) return 0;
+  const int64_t slots = std::min({int64_t{args.lens[token]} - kSwaColumns,
+                                  int64_t{args.hca_seq_lens[r.request]} - kSwaColumns,
+                                  int64_t{args.max_pages} * args.compressed_kv.page_size});
+  return std::max<int64_t>(slots, 0);
+}
+
+HcaRowState hca_compressed_slot(const Dsv4HcaDecodeArgs& args, int64_t token, int64_t slot) {
+  HcaRowState state;
+  const int64_t page_size = args.compressed_kv.page_size;
+  const int32_t page = args.block_table[token * args.block_table_stride + slot / page_size];
+  if (page < 0) return state;
+  if (page >= args.compressed_kv.pages) {
+    state.out_of_range = true;
+    return state;
+  }
+  state.active = true;
+  state.row = page * page_size + slot % page_size;
+  return state;
+}
+
+Dsv4Result dsv4_decode_hca(const Dsv4HcaDecodeArgs& args) {
+  const int64_t T = args.num_tokens;
+  const int H = args.num_heads;
+  const double inf = std::numeric_limits<double>::infinity();
+
+  Dsv4Result result;
+  result.out.assign(static_cast<size_t>(T) * H * kHeadDim, 0.0);
+  result.lse.assign(static_cast<size_t>(T) * H, -inf);
+
+  std::vector<double> q(kHeadDim), kv;
+  for (int64_t t = 0; t < T; ++t) {
+    // Decode the token's active rows of both streams once; every head reads them.
+    kv.clear();
+    for (int32_t c = 0; c < kSwaColumns; ++c) {
+      const HcaRowState column = hca_swa_column(args, t, c);
+      result.out_of_range += column.out_of_range;
+      if (column.active) append_row(args.swa_kv, column.row, kv);
+    }
+    const int64_t slots = hca_compressed_slots(args, t);
+    for (int64_t j = 0; j < slots; ++j) {
+      const HcaRowState slot = hca_compressed_slot(args, t, j);
+      result.out_of_range += slot.out_of_range;
+      if (slot.active) append_row(args.compressed_kv, slot.row, kv);
+    }
+    const size_t active = kv.size() / kHeadDim;
+    if (active == 0) continue;  // zeros and lse = -inf, with or without a sink
+
+    const auto* q_bytes = static_cast<const uint8_t*>(args.q);
+    for (int h = 0; h < H; ++h) {
+      const uint8_t* q_row = q_bytes + t * args.q_token_stride + h * args.q_head_stride;
+      for (int d = 0; d < kHeadDim; ++d) q[d] = e4m3(q_row[d]);
+      const double sink = args.sinks ? args.sinks[h] : -inf;
+      const size_t row = static_cast<size_t>(t) * H + h;
+      result.lse[row] =
+          attend(q.data(), kv.data(), active, args.bmm1_scale, args.bmm2_scale, sink, &result.out[row * kHeadDim]);
+    }
+  }
+  return result;
+}
+
+void dsv4_decode_hca_host(const Dsv4HcaDecodeArgs& args) {
+  write_host_outputs(dsv4_decode_hca(args), args.num_tokens, args.num_heads, args.out, args.out_token_stride,
+                     args.out_head_stride, args.lse, args.lse_token_stride, args.out_of_range_count);
+}
+
+}  // namespace sparse_decode::reference

@@ -1,0 +1,34 @@
+// Which request a query token belongs to, from a uniform q_len or from
+// cum_seq_lens_q: shared by the references and the host-side metadata
+// converter so that every operation maps tokens to requests the same way.
+#pragma once
+
+#include <cstdint>
+
+namespace sparse_decode::reference {
+
+struct TokenRequest {
+  int32_t request = -1;  // -1: no request holds the token (varlen offsets that do not cover it)
+  int64_t index = 0;     // position of the token among its request's query tokens
+  int64_t q_len = 0;     // query tokens of that request
+};
+
+// With cum_seq_lens_q, the first request b with cum[b] <= token < cum[b + 1];
+// else request token / q_len when it is < num_requests.
+inline TokenRequest locate_token(int64_t token, int32_t num_requests, const int32_t* cum_seq_lens_q,
+                                 int32_t q_len) {
+  TokenRequest found;
+  if (cum_seq_lens_q) {
+    for (int32_t b = 0; b < num_requests; ++b) {
+      const int64_t begin = cum_seq_lens_q[b];
+      const int64_t end = cum_seq_lens_q[b + 1];
+      if (token >= begin && token < end) return {b, token - begin, end - begin};
+    }
+    return found;
+  }
+  const int64_t request = token / q_len;
+  if (request >= num_requests) return found;
+  return {static_cast<int32_t>(request), token % q_len, q_len};
+}
+
+}  // namespace sparse_decode::reference
