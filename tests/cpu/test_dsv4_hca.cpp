@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <ostream>
 #include <random>
 #include <string>
@@ -70,15 +70,13 @@ TEST_P(Dsv4HcaRandom, EqualsSection1OnTheExpansion) {
   EXPECT_LT(test::empty_tokens(ref, c.heads), c.tokens) << "every token is empty";
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, Dsv4HcaRandom,
-                         ::testing::Values(RandomCase{1, 16, 6, 3, false, true, 0.0, 0},
-                                           RandomCase{2, 8, 6, 2, false, false, 0.1, 16},
-                                           RandomCase{61, 16, 7, 4, true, true, 0.0, 0},
-                                           RandomCase{64, 32, 4, 4, false, true, 0.2, 32},
-                                           RandomCase{256, 16, 6, 6, true, true, 0.0, 0},
-                                           RandomCase{64, 128, 1, 1, false, true, 0.0, 0},
-                                           RandomCase{61, 64, 3, 3, false, false, 0.3, 16}),
-                         [](const auto& info) { return "case" + std::to_string(info.index); });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, Dsv4HcaRandom,
+    ::testing::Values(RandomCase{1, 16, 6, 3, false, true, 0.0, 0}, RandomCase{2, 8, 6, 2, false, false, 0.1, 16},
+                      RandomCase{61, 16, 7, 4, true, true, 0.0, 0}, RandomCase{64, 32, 4, 4, false, true, 0.2, 32},
+                      RandomCase{256, 16, 6, 6, true, true, 0.0, 0}, RandomCase{64, 128, 1, 1, false, true, 0.0, 0},
+                      RandomCase{61, 64, 3, 3, false, false, 0.3, 16}),
+    [](const auto& info) { return "case" + std::to_string(info.index); });
 
 // ---------------------------------------------------------------------------
 // Edge cases, each on a random problem then compared with section 1.
@@ -119,7 +117,8 @@ TEST_P(Dsv4HcaEdge, LensBelow128) {
   SCOPED_TRACE(test::seed_message(seed_));
   Dsv4HcaProblem p = problem_;
   for (int64_t t = 0; t < p.config.tokens; ++t) p.lens[t] = static_cast<int32_t>(rng_() % 129) - 1;
-  for (int64_t t = 0; t < p.config.tokens; ++t) EXPECT_EQ(reference::hca_compressed_slots(p.host_args(nullptr, nullptr), t), 0);
+  for (int64_t t = 0; t < p.config.tokens; ++t)
+    EXPECT_EQ(reference::hca_compressed_slots(p.host_args(nullptr, nullptr), t), 0);
   test::check_hca_problem(p);
   for (auto& w : p.swa_lens) w = 0;  // and then nothing at all: zeros, lse -inf
   const reference::Dsv4Result ref = test::check_hca_problem(p);
@@ -187,19 +186,23 @@ TEST_P(Dsv4HcaEdge, OutOfRangeAndNegativeIds) {
     slots[t] = reference::hca_compressed_slots(args, t);
     if (slots[t] > 0) {
       const int64_t k = static_cast<int64_t>(rng_() % ((slots[t] + c.page_size - 1) / c.page_size));
-      p.block_table[t * c.max_pages + k] = rng_() % 2 ? static_cast<int32_t>(c.compressed_pages + rng_() % 5) : INT32_MAX;
+      p.block_table[t * c.max_pages + k] =
+          rng_() % 2 ? static_cast<int32_t>(c.compressed_pages + rng_() % 5) : INT32_MAX;
     }
     const int32_t window = std::clamp(p.swa_lens[t], 0, 128);
     if (window > 0) {
-      p.swa_rows[t * kSwaColumns + rng_() % window] = rng_() % 2 ? static_cast<int32_t>(c.swa_rows + rng_() % 7) : INT32_MAX;
+      p.swa_rows[t * kSwaColumns + rng_() % window] =
+          rng_() % 2 ? static_cast<int32_t>(c.swa_rows + rng_() % 7) : INT32_MAX;
       p.swa_rows[t * kSwaColumns + rng_() % window] = -3;
     }
   }
   // The count, straight from SPEC section 3's rule.
   int64_t expected = 0;
   for (int64_t t = 0; t < c.tokens; ++t) {
-    for (int64_t j = 0; j < slots[t]; ++j) expected += p.block_table[t * c.max_pages + j / c.page_size] >= c.compressed_pages;
-    for (int col = 0; col < std::clamp(p.swa_lens[t], 0, 128); ++col) expected += p.swa_rows[t * kSwaColumns + col] >= c.swa_rows;
+    for (int64_t j = 0; j < slots[t]; ++j)
+      expected += p.block_table[t * c.max_pages + j / c.page_size] >= c.compressed_pages;
+    for (int col = 0; col < std::clamp(p.swa_lens[t], 0, 128); ++col)
+      expected += p.swa_rows[t * kSwaColumns + col] >= c.swa_rows;
   }
   const reference::Dsv4Result result = test::check_hca_problem(p);
   EXPECT_GT(expected, 0);
@@ -236,7 +239,8 @@ TEST(Dsv4HcaRequests, TokenOutsideEveryRequestHasNoCompressedSlots) {
   c.varlen = true;
   c.tokens = 6;
   Dsv4HcaProblem p = testing::make_dsv4_hca_problem(c);
-  for (auto& offset : p.cum_seq_lens_q) offset = std::min(offset, static_cast<int32_t>(c.tokens - 2));  // the last two tokens: no request
+  for (auto& offset : p.cum_seq_lens_q)
+    offset = std::min(offset, static_cast<int32_t>(c.tokens - 2));  // the last two tokens: no request
   const Dsv4HcaDecodeArgs args = p.host_args(nullptr, nullptr);
   EXPECT_EQ(reference::hca_compressed_slots(args, c.tokens - 1), 0);
   EXPECT_EQ(reference::hca_compressed_slots(args, c.tokens - 2), 0);

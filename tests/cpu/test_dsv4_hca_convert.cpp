@@ -66,12 +66,12 @@ TEST(Dsv4HcaConvert, HandCheckedTable) {
   constexpr int W = kSwaColumns + 8;
   std::vector<int32_t> indices(2 * W, -1);
   for (int c = 0; c < kSwaColumns; ++c) indices[c] = indices[W + c] = 1000 + c;
-  indices[3] = -1;                 // a hole inside the window: closes up
+  indices[3] = -1;  // a hole inside the window: closes up
   indices[W + 7] = -1;
-  indices[W + 60] = INT32_MAX;     // past the window of token 1 (p + 1 = 50): dropped
+  indices[W + 60] = INT32_MAX;                                 // past the window of token 1 (p + 1 = 50): dropped
   const int32_t compressed[5] = {28, 29, 30, 31, 13 * 4 + 0};  // pages 7 and 13
   std::copy_n(compressed, 5, &indices[kSwaColumns]);
-  indices[kSwaColumns + 6] = 5;    // past lens: never looked at
+  indices[kSwaColumns + 6] = 5;  // past lens: never looked at
   std::copy_n(compressed, 5, &indices[W + kSwaColumns]);
   const int32_t lens[2] = {kSwaColumns + 5, 120};  // token 1: lens below 128, no compressed slot
   const int32_t seq_lens[1] = {50};                // positions 48 and 49: windows of 49 and 50 columns
@@ -102,7 +102,9 @@ struct RandomCase {
   int64_t page_size;
   bool varlen;
 };
-void PrintTo(const RandomCase& c, std::ostream* os) { *os << "page_size " << c.page_size << (c.varlen ? " varlen" : ""); }
+void PrintTo(const RandomCase& c, std::ostream* os) {
+  *os << "page_size " << c.page_size << (c.varlen ? " varlen" : "");
+}
 
 class Dsv4HcaConvertRandom : public ::testing::TestWithParam<RandomCase> {};
 
@@ -133,11 +135,13 @@ TEST_P(Dsv4HcaConvertRandom, HcaOfTheConversionEqualsSection1) {
 
   // The expansion is canonical; make it a table a serving engine could hold.
   std::vector<int32_t> seq_lens(p.num_requests);
-  for (int32_t b = 0; b < p.num_requests; ++b) seq_lens[b] = static_cast<int32_t>(c.q_len + rng() % (b == 0 ? 88 : 160));
+  for (int32_t b = 0; b < p.num_requests; ++b)
+    seq_lens[b] = static_cast<int32_t>(c.q_len + rng() % (b == 0 ? 88 : 160));
   int64_t out_of_range_pages = 0;
   for (int64_t t = 0; t < c.tokens; ++t) {
     int32_t* row = &e.indices[t * W];
-    for (int k = 0; k < 3; ++k) row[rng() % kSwaColumns] = rng() % 2 ? -1 : static_cast<int32_t>(c.swa_rows + rng() % 9);
+    for (int k = 0; k < 3; ++k)
+      row[rng() % kSwaColumns] = rng() % 2 ? -1 : static_cast<int32_t>(c.swa_rows + rng() % 9);
     switch (t == 0 ? 3 : rng() % 4) {
       case 0:  // lens below 128
         e.lens[t] = static_cast<int32_t>(rng() % kSwaColumns);
@@ -145,7 +149,8 @@ TEST_P(Dsv4HcaConvertRandom, HcaOfTheConversionEqualsSection1) {
       case 1: {  // lens past the width: every compressed column active, on live pages
         e.lens[t] = W + 1 + static_cast<int32_t>(rng() % 100);
         for (int64_t j = 0; j < W - kSwaColumns; ++j) {
-          const int64_t page = (j % ps == 0) ? static_cast<int64_t>(rng() % c.compressed_pages) : row[kSwaColumns + j - 1] / ps;
+          const int64_t page =
+              (j % ps == 0) ? static_cast<int64_t>(rng() % c.compressed_pages) : row[kSwaColumns + j - 1] / ps;
           row[kSwaColumns + j] = static_cast<int32_t>(page * ps + j % ps);
           p.fill_row(true, row[kSwaColumns + j], rng());
         }
@@ -244,7 +249,8 @@ std::vector<Refusal> refusals() {
       {"width_not_multiple_of_4", [](A& a, S&) { a.width = 138; }, "width"},
       {"width_too_large", [](A& a, S&) { a.width = kSwaColumns + 16384 + 4; }, "width"},
       {"page_size_0", [](A& a, S&) { a.page_size = 0; }, "page_size"},
-      {"max_pages_short", [](A& a, S&) { a.max_pages = 2; }, "max_pages: expected >= max(1, ceil((width - 128) / page_size)) = 3"},
+      {"max_pages_short", [](A& a, S&) { a.max_pages = 2; },
+       "max_pages: expected >= max(1, ceil((width - 128) / page_size)) = 3"},
       {"max_pages_0_at_width_128", [](A& a, S&) { a.width = kSwaColumns, a.max_pages = 0; }, "max_pages"},
       {"indices_null", [](A& a, S&) { a.indices = nullptr; }, "indices: "},
       {"indices_unaligned", [](A& a, S&) { a.indices += 1; }, "indices: "},
@@ -307,7 +313,7 @@ INSTANTIATE_TEST_SUITE_P(EveryRefusal, Dsv4HcaConvertRefusal, ::testing::ValuesI
 TEST(Dsv4HcaConvert, WhatIsNotChecked) {
   SmallTable table;
   table.lens[0] = kSwaColumns + 4;
-  table.indices[kSwaColumns + 4] = -1;            // past lens
+  table.indices[kSwaColumns + 4] = -1;  // past lens
   table.indices[kSwaColumns + 9] = INT32_MIN;
   ASSERT_TRUE(convert_page_aligned_indices(table.args, nullptr).ok());
   EXPECT_EQ(table.outputs.block_table[0], 9);
