@@ -87,7 +87,7 @@ Dsv4PackedDecodeArgs Dsv4PackedProblem::host_args(void* out, float* lse) const {
   args.swa.indices_stride = swa_stride();
   args.swa.lens = swa_lens.empty() ? nullptr : swa_lens.data();
   if (has_extra()) {
-    args.extra.pool = {extra_pool.data(), extra_pages, c.page_size, page_stride()};
+    args.extra.pool = {extra_pool.data(), extra_pages, extra_page_size(), extra_page_stride()};
     args.extra.indices = extra_indices.data();
     args.extra.width = c.extra_width;
     args.extra.indices_stride = extra_stride();
@@ -106,8 +106,8 @@ Dsv4PackedDecodeArgs Dsv4PackedProblem::host_args(void* out, float* lse) const {
 void Dsv4PackedProblem::fill_row(reference::PackedSegmentId segment, int64_t row, uint64_t seed) {
   std::mt19937_64 rng(seed);
   const bool extra = segment == reference::PackedSegmentId::kExtra;
-  const PackedPool pool{(extra ? extra_pool : swa_pool).data(), extra ? extra_pages : swa_pages, config.page_size,
-                        page_stride()};
+  const PackedPool pool = extra ? PackedPool{extra_pool.data(), extra_pages, extra_page_size(), extra_page_stride()}
+                                 : PackedPool{swa_pool.data(), swa_pages, config.page_size, page_stride()};
   // The pool's bytes are this problem's own (non-const) vectors.
   auto* data = const_cast<uint8_t*>(reference::packed_row_data(pool, row));
   auto* scales = const_cast<uint8_t*>(reference::packed_row_scales(pool, row));
@@ -196,9 +196,10 @@ Dsv4PackedProblem make_dsv4_packed_problem(const Dsv4PackedProblemConfig& config
 
   std::vector<int32_t> extra_live;
   if (p.has_extra()) {
-    p.extra_pages = std::max<int64_t>(2, (c.extra_rows + ps - 1) / ps);
-    const int64_t live_rows = (p.extra_pages - std::max<int64_t>(1, p.extra_pages / 4)) * ps;
-    const int64_t rows = p.extra_pages * ps;
+    const int64_t eps = p.extra_page_size();
+    p.extra_pages = std::max<int64_t>(2, (c.extra_rows + eps - 1) / eps);
+    const int64_t live_rows = (p.extra_pages - std::max<int64_t>(1, p.extra_pages / 4)) * eps;
+    const int64_t rows = p.extra_pages * eps;
     p.extra_indices.assign(static_cast<size_t>(T * p.extra_stride()), -1);
     p.extra_lens.assign(T, 0);
     for (int64_t t = 0; t < T; ++t) {
@@ -225,15 +226,16 @@ Dsv4PackedProblem make_dsv4_packed_problem(const Dsv4PackedProblemConfig& config
   }
 
   p.swa_pool = nan_pool(p.swa_pages, ps, p.page_stride());
-  if (p.has_extra()) p.extra_pool = nan_pool(p.extra_pages, ps, p.page_stride());
+  if (p.has_extra()) p.extra_pool = nan_pool(p.extra_pages, p.extra_page_size(), p.extra_page_stride());
   std::vector<double> norms;  // of the live rows, for the softmax scale
   auto fill = [&](reference::PackedSegmentId segment, std::vector<int32_t>& live) {
     std::sort(live.begin(), live.end());
     live.erase(std::unique(live.begin(), live.end()), live.end());
     for (int32_t r : live) p.fill_row(segment, r, rng());
     const bool extra = segment == reference::PackedSegmentId::kExtra;
-    const PackedPool pool{(extra ? p.extra_pool : p.swa_pool).data(), extra ? p.extra_pages : p.swa_pages, ps,
-                          p.page_stride()};
+    const PackedPool pool = extra ? PackedPool{p.extra_pool.data(), p.extra_pages, p.extra_page_size(),
+                                               p.extra_page_stride()}
+                                  : PackedPool{p.swa_pool.data(), p.swa_pages, ps, p.page_stride()};
     double row[kHeadDim];
     for (int32_t r : live) {
       reference::decode_packed_row(pool, r, row);

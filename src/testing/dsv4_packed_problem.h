@@ -40,6 +40,8 @@ struct Dsv4PackedProblemConfig {
   int32_t extra_width = 512;     // W of the extra segment; 0: SWA only (extra absent)
   int64_t page_size = 64;        // slots per page of both pools
   int64_t page_gap = 0;          // bytes between pages past page_size * 584 rounded up to 16 (a multiple of 16)
+  int64_t extra_page_size = 0;   // slots per page of the extra pool; 0: page_size
+  int64_t extra_page_gap = -1;   // page gap of the extra pool; -1: page_gap
   int64_t extra_rows = 4096;     // rows of the extra pool (whole pages; the last quarter is never active)
   double short_fraction = 0.25;  // requests shorter than the window (unfilled SWA columns)
   bool swa_lens = true;          // pass SWA lens (= filled window); else null and unfilled columns are -1
@@ -55,7 +57,7 @@ struct Dsv4PackedProblem {
   Dsv4PackedProblemConfig config;
   std::vector<uint16_t> q;               // [T, H, 512] BF16 bits, contiguous
   std::vector<uint8_t> swa_pool;         // swa_pages * page_stride() bytes
-  std::vector<uint8_t> extra_pool;       // extra_pages * page_stride() bytes (empty without extra)
+  std::vector<uint8_t> extra_pool;       // extra_pages * extra_page_stride() bytes (empty without extra)
   int64_t swa_pages = 0, extra_pages = 0;
   std::vector<int32_t> swa_indices;      // [T, swa_stride()]
   std::vector<int32_t> swa_lens;         // [T] (empty when config.swa_lens is false)
@@ -67,6 +69,12 @@ struct Dsv4PackedProblem {
 
   // page_size * 584 rounded up to 16 bytes (odd page sizes need 8 more), plus the gap.
   int64_t page_stride() const { return (config.page_size * kPackedRowBytes + 15) / 16 * 16 + config.page_gap; }
+  // The extra pool's own geometry (the SWA pool's unless configured).
+  int64_t extra_page_size() const { return config.extra_page_size > 0 ? config.extra_page_size : config.page_size; }
+  int64_t extra_page_stride() const {
+    return (extra_page_size() * kPackedRowBytes + 15) / 16 * 16 +
+           (config.extra_page_gap >= 0 ? config.extra_page_gap : config.page_gap);
+  }
   // Elements between tokens of the indices: width rounded up to a multiple of
   // 4; the padding columns hold garbage (rows of the pool, NaN ones included).
   int64_t swa_stride() const { return (config.swa_width + 3) / 4 * 4; }

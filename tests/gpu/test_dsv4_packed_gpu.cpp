@@ -199,6 +199,20 @@ TEST_F(Dsv4PackedGpu, OddAndWideSegments) {
   }
 }
 
+// Each segment with its own page size and gap: a kernel that read the extra
+// pool with the SWA pool's geometry would fail.
+TEST_F(Dsv4PackedGpu, SegmentsWithTheirOwnPageGeometry) {
+  const uint64_t seed = test::fresh_seed();
+  const int64_t geometries[][4] = {{64, 0, 61, 48}, {1, 16, 256, 0}, {256, 32, 2, 80}};  // swa size, gap, extra size, gap
+  for (const auto& g : geometries) {
+    Dsv4PackedProblemConfig c = config_for(seed + g[0] * 7 + g[2], 13, 512, g[0]);
+    c.page_gap = g[1];
+    c.extra_page_size = g[2];
+    c.extra_page_gap = g[3];
+    check_config(c);
+  }
+}
+
 // Gaps between pages, of both segments.
 TEST_F(Dsv4PackedGpu, PageGaps) {
   const uint64_t seed = test::fresh_seed();
