@@ -1,7 +1,6 @@
 #include "reference/dsv4_hca_reference.h"
 
 #include <algorithm>
-#include <array>
 #include <limits>
 #include <vector>
 
@@ -11,22 +10,11 @@
 namespace sparse_decode::reference {
 namespace {
 
-// E4M3 by table: the same exact values as decode_e4m3, without its ldexp
-// (the tests run this reference many times).
-double e4m3(uint8_t bits) {
-  static const std::array<double, 256> table = [] {
-    std::array<double, 256> values{};
-    for (int code = 0; code < 256; ++code) values[code] = decode_e4m3(static_cast<uint8_t>(code));
-    return values;
-  }();
-  return table[bits];
-}
-
 // Appends the 512 exactly decoded FP8 values of row `row` of `pool`.
 void append_row(const KvPool& pool, int64_t row, std::vector<double>& kv) {
   const auto* bytes = static_cast<const uint8_t*>(pool.data) + (row / pool.page_size) * pool.page_stride +
                       (row % pool.page_size) * pool.row_stride;
-  for (int d = 0; d < kHeadDim; ++d) kv.push_back(e4m3(bytes[d]));
+  for (int d = 0; d < kHeadDim; ++d) kv.push_back(decode_e4m3(bytes[d]));
 }
 
 }  // namespace
@@ -98,7 +86,7 @@ Dsv4Result dsv4_decode_hca(const Dsv4HcaDecodeArgs& args) {
     const auto* q_bytes = static_cast<const uint8_t*>(args.q);
     for (int h = 0; h < H; ++h) {
       const uint8_t* q_row = q_bytes + t * args.q_token_stride + h * args.q_head_stride;
-      for (int d = 0; d < kHeadDim; ++d) q[d] = e4m3(q_row[d]);
+      for (int d = 0; d < kHeadDim; ++d) q[d] = decode_e4m3(q_row[d]);
       const double sink = args.sinks ? args.sinks[h] : -inf;
       const size_t row = static_cast<size_t>(t) * H + h;
       result.lse[row] =
