@@ -137,7 +137,8 @@ inline std::string device_text(const Array& a) {
   return (name ? std::string(name) : "dlpack-device-" + std::to_string(type)) + ":" + std::to_string(a.device_id);
 }
 
-// Where the call runs: q decides, every other array must live on q's device.
+// Where the call runs: q (or the converter's indices) decides, every other
+// array must live on its device.
 inline MemorySpace memory_of(const Array& q, std::initializer_list<const std::optional<Array>*> others) {
   MemorySpace memory = MemorySpace::kHost;
   if (q.device_type == nb::device::cpu::value) {
@@ -145,13 +146,13 @@ inline MemorySpace memory_of(const Array& q, std::initializer_list<const std::op
   } else if (q.device_type == nb::device::cuda::value || q.device_type == nb::device::cuda_managed::value) {
     memory = MemorySpace::kDevice;
   } else {
-    fail("q: expected a CPU or CUDA array, got " + device_text(q));
+    fail(std::string(q.name) + ": expected a CPU or CUDA array, got " + device_text(q));
   }
   for (const auto* other : others) {
     const auto& a = *other;
     if (a && (a->device_type != q.device_type || a->device_id != q.device_id)) {
-      fail(std::string(a->name) + ": expected an array on the same device as q (" + device_text(q) + "), got " +
-           device_text(*a));
+      fail(std::string(a->name) + ": expected an array on the same device as " + q.name + " (" + device_text(q) +
+           "), got " + device_text(*a));
     }
   }
   return memory;
@@ -184,41 +185,50 @@ inline Merged merge_leading(const Array& a, size_t n, int64_t fallback) {
 
 inline int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
-// A [tokens..., H, 512] array (q, out): tokens, token stride, head stride.
+// A [tokens..., H, dim] array (q, out; dim 512, or 192 for dsa_decode):
+// tokens, token stride, head stride.
 struct Rows {
   int64_t tokens, token_stride, head_stride;
 };
-inline Rows rows_of(const Array& a, int64_t heads) {
+inline Rows rows_of(const Array& a, int64_t heads, int64_t dim = kHeadDim) {
   const size_t nd = a.ndim();
-  if (nd < 2 || a.shape[nd - 1] != kHeadDim || a.shape[nd - 2] != heads) {
-    fail(std::string(a.name) + ": expected shape [T, " + std::to_string(heads) + ", 512] or [B, q_len, " +
-         std::to_string(heads) + ", 512], got " + a.shape_text());
+  const std::string h = std::to_string(heads), d = std::to_string(dim);
+  if (nd < 2 || a.shape[nd - 1] != dim || a.shape[nd - 2] != heads) {
+    fail(std::string(a.name) + ": expected shape [T, " + h + ", " + d + "] or [B, q_len, " + h + ", " + d +
+         "], got " + a.shape_text());
   }
-  if (a.strides[nd - 1] != 1) fail(std::string(a.name) + ": expected the 512 dims contiguous (last stride 1)");
+  if (a.strides[nd - 1] != 1) fail(std::string(a.name) + ": expected the " + d + " dims contiguous (last stride 1)");
   const int64_t head_stride = a.strides[nd - 2];
-  const Merged tokens = merge_leading(a, nd - 2, round_up((heads - 1) * head_stride + kHeadDim, 16));
+  const Merged tokens = merge_leading(a, nd - 2, round_up((heads - 1) * head_stride + dim, 16));
   return {tokens.size, tokens.stride, head_stride};
 }
 
-// An int32 [tokens..., W] index table with contiguous columns: its rows' stride.
+// An int32 [rows..., W] table with contiguous columns (leading dims merged):
+// its rows, width and row stride. `shape` names the expected shape in errors.
 struct IndexTable {
   const int32_t* data;
   int32_t width;
-  int64_t stride;
+  int64_t stride, rows;
+  int32_t* writable() const { return const_cast<int32_t*>(data); }  // for the converter's outputs
 };
-inline IndexTable indices_of(const Array& a, int64_t tokens) {
+inline IndexTable table_of(const Array& a, const char* shape) {
   expect_kind(a, Kind::kInt32, "int32");
   if (a.ndim() < 2 || a.strides.back() != 1) {
-    fail(std::string(a.name) + ": expected [T, W] (or [B, q_len, W]) int32 with contiguous columns, got " +
-         a.shape_text());
+    fail(std::string(a.name) + ": expected " + shape + " int32 with contiguous columns, got " + a.shape_text());
   }
   const int32_t width = static_cast<int32_t>(a.shape.back());
   const Merged rows = merge_leading(a, a.ndim() - 1, round_up(width, 4));
-  if (rows.size != tokens) {
+  return {static_cast<const int32_t*>(a.data), width, rows.stride, rows.size};
+}
+
+// A per-token int32 table ([T, W] or [B, q_len, W]): one row per token.
+inline IndexTable indices_of(const Array& a, int64_t tokens) {
+  const IndexTable table = table_of(a, "[T, W] (or [B, q_len, W])");
+  if (table.rows != tokens) {
     fail(std::string(a.name) + ": expected " + std::to_string(tokens) + " rows (one per token), got shape " +
          a.shape_text());
   }
-  return {static_cast<const int32_t*>(a.data), width, rows.stride};
+  return table;
 }
 
 // A contiguous [count] int32/float32 array (lens, seq_lens, sinks...), any
@@ -245,6 +255,69 @@ inline std::pair<float*, int64_t> lse_of(const Array& a, int64_t tokens, int64_t
   const Merged rows = merge_leading(a, a.ndim() - 1, heads);
   if (rows.size != tokens) fail("lse: expected " + std::to_string(tokens) + " tokens, got " + a.shape_text());
   return {static_cast<float*>(a.data), rows.stride};
+}
+
+// A pool of 512-element rows: [rows, 512], [pages, page_size, 512], or 4-D
+// NHD/HND with one KV head.
+inline KvPool pool_of(const Array& a, bool hnd) {
+  const size_t nd = a.ndim();
+  const std::string name = a.name;
+  if (nd < 2 || nd > 4 || a.shape[nd - 1] != kHeadDim) {
+    fail(name +
+         ": expected [pages, page_size, 512] (or NHD [pages, page_size, 1, 512], HND [pages, 1, page_size, "
+         "512], [rows, 512]), got " +
+         a.shape_text());
+  }
+  if (a.strides[nd - 1] != 1) fail(name + ": expected the 512 dims contiguous (last stride 1)");
+  size_t page_dim = 0, slot_dim = 1;
+  if (nd == 4) {
+    const size_t head_dim = hnd ? 1 : 2;
+    slot_dim = hnd ? 2 : 1;
+    if (a.shape[head_dim] != 1) {
+      fail(name + ": expected one KV head in " +
+           (hnd ? "HND [pages, 1, page_size, 512]" : "NHD [pages, page_size, 1, 512]") + ", got " + a.shape_text());
+    }
+  }
+  KvPool pool;
+  pool.data = a.data;
+  if (nd == 2) {  // flat rows: pages of one row
+    pool.pages = a.shape[0];
+    pool.page_size = 1;
+    pool.row_stride = kHeadDim;
+    pool.page_stride = a.shape[0] > 1 ? a.strides[0] : kHeadDim;
+    return pool;
+  }
+  pool.pages = a.shape[page_dim];
+  pool.page_size = a.shape[slot_dim];
+  pool.row_stride = pool.page_size > 1 ? a.strides[slot_dim] : kHeadDim;
+  pool.page_stride = pool.pages > 1 ? a.strides[page_dim] : pool.page_size * pool.row_stride;
+  return pool;
+}
+
+// The request mapping of the DeepSeek-V4 calls: `per_request` (int32 [B]:
+// seq_lens, hca_seq_lens) gives B, cum_seq_lens_q [B + 1] the varlen
+// offsets. Query lengths are given, else read off a [B, q_len, ...] array
+// (q_dim_len; 0 for a flat one, which with uniform requests divides T by B).
+// Whatever stays 0 is refused by the library with its name.
+template <typename Args>
+const int32_t* set_requests(Args& args, const std::optional<Array>& per_request, const std::optional<Array>& cum,
+                            std::optional<int32_t> q_len, std::optional<int32_t> max_q_len, int32_t q_dim_len) {
+  const int32_t* data = nullptr;
+  if (per_request) {
+    data = vector_of<int32_t>(*per_request, Kind::kInt32, "int32", -1);
+    args.num_requests = static_cast<int32_t>(per_request->count());
+  }
+  if (cum) {
+    const int64_t expected = per_request ? args.num_requests + 1 : -1;
+    args.cum_seq_lens_q = vector_of<int32_t>(*cum, Kind::kInt32, "int32 [B + 1]", expected);
+    if (!per_request) args.num_requests = static_cast<int32_t>(cum->count() - 1);
+  }
+  args.max_q_len = max_q_len.value_or(q_dim_len);
+  args.q_len = q_len.value_or(q_dim_len);
+  if (!q_len && q_dim_len == 0 && args.num_requests > 0 && args.num_tokens % args.num_requests == 0) {
+    args.q_len = static_cast<int32_t>(args.num_tokens / args.num_requests);
+  }
+  return data;
 }
 
 // Scratch memory: (pointer, bytes) of an optional array of any dtype.
@@ -292,5 +365,7 @@ void run_decode(const Args& args, const std::optional<Array>& workspace, uintptr
 
 void add_dsv4_decode(nb::module_& m);
 void add_dsv4_decode_packed(nb::module_& m);
+void add_dsv4_decode_hca(nb::module_& m);
+void add_dsa_decode(nb::module_& m);
 
 }  // namespace sparse_decode::binding

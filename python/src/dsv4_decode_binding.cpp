@@ -5,42 +5,6 @@
 namespace sparse_decode::binding {
 namespace {
 
-// A pool: [rows, 512], [pages, page_size, 512], or 4-D NHD/HND with one KV head.
-KvPool pool_of(const Array& a, bool hnd) {
-  const size_t nd = a.ndim();
-  const std::string name = a.name;
-  if (nd < 2 || nd > 4 || a.shape[nd - 1] != kHeadDim) {
-    fail(name +
-         ": expected [pages, page_size, 512] (or NHD [pages, page_size, 1, 512], HND [pages, 1, page_size, "
-         "512], [rows, 512]), got " +
-         a.shape_text());
-  }
-  if (a.strides[nd - 1] != 1) fail(name + ": expected the 512 dims contiguous (last stride 1)");
-  size_t page_dim = 0, slot_dim = 1;
-  if (nd == 4) {
-    const size_t head_dim = hnd ? 1 : 2;
-    slot_dim = hnd ? 2 : 1;
-    if (a.shape[head_dim] != 1) {
-      fail(name + ": expected one KV head in " +
-           (hnd ? "HND [pages, 1, page_size, 512]" : "NHD [pages, page_size, 1, 512]") + ", got " + a.shape_text());
-    }
-  }
-  KvPool pool;
-  pool.data = a.data;
-  if (nd == 2) {  // flat rows: pages of one row
-    pool.pages = a.shape[0];
-    pool.page_size = 1;
-    pool.row_stride = kHeadDim;
-    pool.page_stride = a.shape[0] > 1 ? a.strides[0] : kHeadDim;
-    return pool;
-  }
-  pool.pages = a.shape[page_dim];
-  pool.page_size = a.shape[slot_dim];
-  pool.row_stride = pool.page_size > 1 ? a.strides[slot_dim] : kHeadDim;
-  pool.page_stride = pool.pages > 1 ? a.strides[page_dim] : pool.page_size * pool.row_stride;
-  return pool;
-}
-
 void decode_arrays(const InArray& q_in, const InArray& swa_in, const std::optional<InArray>& compressed_in,
                    const InArray& indices_in, const OutArray& out_in, const std::optional<InArray>& lens_in,
                    const std::optional<InArray>& seq_lens_in, const std::optional<InArray>& cum_in,
@@ -89,23 +53,8 @@ void decode_arrays(const InArray& q_in, const InArray& swa_in, const std::option
   args.indices_stride = table.stride;
 
   if (lens) args.lens = vector_of<int32_t>(*lens, Kind::kInt32, "int32", args.num_tokens);
-  if (seq_lens) {
-    args.seq_lens = vector_of<int32_t>(*seq_lens, Kind::kInt32, "int32", -1);
-    args.num_requests = static_cast<int32_t>(seq_lens->count());
-  }
-  if (cum) {
-    const int64_t expected = seq_lens ? args.num_requests + 1 : -1;
-    args.cum_seq_lens_q = vector_of<int32_t>(*cum, Kind::kInt32, "int32 [B + 1]", expected);
-    if (!seq_lens) args.num_requests = static_cast<int32_t>(cum->count() - 1);
-  }
-  // Query lengths: given, or read off a 4-D q; a 3-D q with uniform requests
-  // divides evenly. Whatever stays 0 is refused by the library with its name.
   const int32_t q_dim_len = q.ndim() == 4 ? static_cast<int32_t>(q.shape[1]) : 0;
-  args.max_q_len = max_q_len.value_or(q_dim_len);
-  args.q_len = q_len.value_or(q_dim_len);
-  if (!q_len && q.ndim() == 3 && args.num_requests > 0 && args.num_tokens % args.num_requests == 0) {
-    args.q_len = static_cast<int32_t>(args.num_tokens / args.num_requests);
-  }
+  args.seq_lens = set_requests(args, seq_lens, cum, q_len, max_q_len, q_dim_len);
 
   if (sinks) args.sinks = vector_of<float>(*sinks, Kind::kFloat32, "float32", args.num_heads);
   args.bmm1_scale.value = bmm1_value;

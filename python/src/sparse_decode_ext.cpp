@@ -2,8 +2,9 @@
 //
 // It does one thing: turn DLPack arrays (NumPy, PyTorch, CuPy, JAX...) into
 // the library's argument structs and call the C++ API, one source file per
-// operation (dsv4_decode_binding.cpp, dsv4_decode_packed_binding.cpp) over
-// the helpers of binding.h. Errors come back as Python exceptions carrying
+// operation (dsv4_decode_binding.cpp, dsv4_decode_packed_binding.cpp,
+// dsv4_decode_hca_binding.cpp, dsa_decode_binding.cpp) over the helpers of
+// binding.h. Errors come back as Python exceptions carrying
 // the library's message: ValueError for kInvalidArgument (and for arrays that
 // do not fit an argument struct), NotImplementedError for kNotSupported,
 // RuntimeError for kCudaError.
@@ -20,6 +21,8 @@ NB_MODULE(_ext, m) {
 
   binding::add_dsv4_decode(m);
   binding::add_dsv4_decode_packed(m);
+  binding::add_dsv4_decode_hca(m);
+  binding::add_dsa_decode(m);
 
   // Lets the tests check the Status -> exception mapping for codes that a
   // machine without a GPU cannot provoke (kNotSupported, kCudaError).

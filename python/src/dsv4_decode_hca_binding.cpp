@@ -1,0 +1,132 @@
+// _ext.dsv4_decode_hca: DLPack arrays -> Dsv4HcaDecodeArgs -> sparse_decode::dsv4_decode_hca
+// (SPEC section 3), and _ext.convert_page_aligned_indices: a section-1 table
+// -> Dsv4HcaConvertArgs -> sparse_decode::convert_page_aligned_indices.
+#include "binding.h"
+#include "sparse_decode/dsv4_decode_hca.h"
+
+namespace sparse_decode::binding {
+namespace {
+
+// swa_rows: [T, 128] (or [B, q_len, 128]); the struct has no width field, so
+// the 128 columns are checked here.
+IndexTable swa_rows_of(const Array& a, int64_t tokens) {
+  const IndexTable table = indices_of(a, tokens);
+  if (table.width != kSwaColumns) fail("swa_rows: expected [T, 128] int32, got " + a.shape_text());
+  return table;
+}
+
+// The [B, q_len, ...] length of a per-token array, 0 for a flat one.
+int32_t q_dim_len_of(const Array& a, size_t flat_ndim) {
+  return a.ndim() == flat_ndim + 1 ? static_cast<int32_t>(a.shape[1]) : 0;
+}
+
+void decode_hca_arrays(const InArray& q_in, const InArray& swa_in, const InArray& compressed_in,
+                       const InArray& swa_rows_in, const InArray& swa_lens_in, const InArray& block_table_in,
+                       const InArray& lens_in, const InArray& hca_seq_lens_in, const OutArray& out_in,
+                       const std::optional<InArray>& cum_in, std::optional<int32_t> q_len,
+                       std::optional<int32_t> max_q_len, const std::optional<InArray>& sinks_in, float bmm1_scale,
+                       float bmm2_scale, const std::optional<OutArray>& lse_in,
+                       const std::optional<OutArray>& count_in, const std::optional<OutArray>& workspace_in,
+                       bool enable_pdl, bool hnd, uintptr_t stream) {
+  const Array q = view("q", q_in);
+  const std::optional<Array> swa = view("swa_kv", swa_in), compressed = view("compressed_kv", compressed_in),
+                             swa_rows = view("swa_rows", swa_rows_in), swa_lens = view("swa_lens", swa_lens_in),
+                             block_table = view("block_table", block_table_in), lens = view("lens", lens_in),
+                             hca_seq_lens = view("hca_seq_lens", hca_seq_lens_in), out = view("out", out_in),
+                             cum = view("cum_seq_lens_q", cum_in), sinks = view("sinks", sinks_in),
+                             lse = view("lse", lse_in), count = view("out_of_range_count", count_in),
+                             workspace = view("workspace", workspace_in);
+
+  Dsv4HcaDecodeArgs args;
+  args.memory = memory_of(q, {&swa, &compressed, &swa_rows, &swa_lens, &block_table, &lens, &hca_seq_lens, &out,
+                              &cum, &sinks, &lse, &count, &workspace});
+
+  const char* fp8 = "FP8 E4M3 (float8_e4m3fn or a 1-byte integer view)";
+  expect_kind(q, Kind::kFp8, fp8);
+  expect_kind(*swa, Kind::kFp8, fp8);
+  expect_kind(*compressed, Kind::kFp8, fp8);
+  expect_kind(*out, Kind::kBf16, "bfloat16 (or a 2-byte integer view)");
+  set_query_and_output(args, q, *out);
+  args.swa_kv = pool_of(*swa, hnd);
+  args.compressed_kv = pool_of(*compressed, hnd);
+
+  const IndexTable rows = swa_rows_of(*swa_rows, args.num_tokens);
+  args.swa_rows = rows.data;
+  args.swa_rows_stride = rows.stride;
+  args.swa_lens = vector_of<int32_t>(*swa_lens, Kind::kInt32, "int32", args.num_tokens);
+  const IndexTable pages = indices_of(*block_table, args.num_tokens);
+  args.block_table = pages.data;
+  args.max_pages = pages.width;
+  args.block_table_stride = pages.stride;
+  args.lens = vector_of<int32_t>(*lens, Kind::kInt32, "int32", args.num_tokens);
+  args.hca_seq_lens = set_requests(args, hca_seq_lens, cum, q_len, max_q_len, q_dim_len_of(q, 3));
+
+  if (sinks) args.sinks = vector_of<float>(*sinks, Kind::kFloat32, "float32", args.num_heads);
+  args.bmm1_scale = bmm1_scale;
+  args.bmm2_scale = bmm2_scale;
+  if (lse) std::tie(args.lse, args.lse_token_stride) = lse_of(*lse, args.num_tokens, args.num_heads);
+  if (count) {
+    args.out_of_range_count = const_cast<int32_t*>(vector_of<int32_t>(*count, Kind::kInt32, "int32 [1]", 1));
+  }
+  args.enable_pdl = enable_pdl;
+
+  run_decode(args, workspace, stream, [](const auto&... call) { return dsv4_decode_hca(call...); });
+}
+
+void convert_arrays(const InArray& indices_in, const InArray& lens_in, const InArray& seq_lens_in,
+                    const OutArray& swa_rows_in, const OutArray& swa_lens_in, const OutArray& block_table_in,
+                    const OutArray& hca_seq_lens_in, const std::optional<InArray>& cum_in,
+                    std::optional<int32_t> q_len, std::optional<int32_t> max_q_len, int64_t page_size,
+                    uintptr_t stream) {
+  const Array indices = view("indices", indices_in);
+  const std::optional<Array> lens = view("lens", lens_in), seq_lens = view("seq_lens", seq_lens_in),
+                             swa_rows = view("swa_rows", swa_rows_in), swa_lens = view("swa_lens", swa_lens_in),
+                             block_table = view("block_table", block_table_in),
+                             hca_seq_lens = view("hca_seq_lens", hca_seq_lens_in), cum = view("cum_seq_lens_q", cum_in);
+
+  Dsv4HcaConvertArgs args;
+  args.memory = memory_of(indices, {&lens, &seq_lens, &swa_rows, &swa_lens, &block_table, &hca_seq_lens, &cum});
+  const IndexTable table = table_of(indices, "[T, W] (or [B, q_len, W])");
+  args.num_tokens = table.rows;
+  args.indices = table.data;
+  args.width = table.width;
+  args.indices_stride = table.stride;
+  args.page_size = page_size;
+  args.lens = vector_of<int32_t>(*lens, Kind::kInt32, "int32", args.num_tokens);
+  args.seq_lens = set_requests(args, seq_lens, cum, q_len, max_q_len, q_dim_len_of(indices, 2));
+
+  const IndexTable rows = swa_rows_of(*swa_rows, args.num_tokens);
+  args.swa_rows = rows.writable();
+  args.swa_rows_stride = rows.stride;
+  args.swa_lens = const_cast<int32_t*>(vector_of<int32_t>(*swa_lens, Kind::kInt32, "int32", args.num_tokens));
+  const IndexTable pages = indices_of(*block_table, args.num_tokens);
+  args.block_table = pages.writable();
+  args.max_pages = pages.width;
+  args.block_table_stride = pages.stride;
+  args.hca_seq_lens =
+      const_cast<int32_t*>(vector_of<int32_t>(*hca_seq_lens, Kind::kInt32, "int32 [B]", args.num_requests));
+
+  Status status;
+  {
+    nb::gil_scoped_release release;
+    status = convert_page_aligned_indices(args, reinterpret_cast<CUstream_st*>(stream));
+  }
+  check(status);
+}
+
+}  // namespace
+
+void add_dsv4_decode_hca(nb::module_& m) {
+  m.def("dsv4_decode_hca", &decode_hca_arrays, nb::arg("q"), nb::arg("swa_kv"), nb::arg("compressed_kv"),
+        nb::arg("swa_rows"), nb::arg("swa_lens"), nb::arg("block_table"), nb::arg("lens"), nb::arg("hca_seq_lens"),
+        nb::arg("out"), nb::kw_only(), nb::arg("cum_seq_lens_q").none(), nb::arg("q_len").none(),
+        nb::arg("max_q_len").none(), nb::arg("sinks").none(), nb::arg("bmm1_scale"), nb::arg("bmm2_scale"),
+        nb::arg("lse").none(), nb::arg("out_of_range_count").none(), nb::arg("workspace").none(),
+        nb::arg("enable_pdl"), nb::arg("hnd"), nb::arg("stream"));
+  m.def("convert_page_aligned_indices", &convert_arrays, nb::arg("indices"), nb::arg("lens"), nb::arg("seq_lens"),
+        nb::arg("swa_rows"), nb::arg("swa_lens"), nb::arg("block_table"), nb::arg("hca_seq_lens"), nb::kw_only(),
+        nb::arg("cum_seq_lens_q").none(), nb::arg("q_len").none(), nb::arg("max_q_len").none(),
+        nb::arg("page_size"), nb::arg("stream"));
+}
+
+}  // namespace sparse_decode::binding
