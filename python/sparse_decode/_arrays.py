@@ -75,3 +75,23 @@ def launch_context(q: Any, stream: Optional[int]):
         return q.device, current if stream is None else stream
     # CPU arrays ignore the stream; other CUDA frameworks: the caller's or the legacy default.
     return contextlib.nullcontext(), 0 if stream is None else stream
+
+
+def empty_int32(like: Any, shape: Tuple[int, ...]) -> Any:
+    """A zeroed int32 array of `shape` from like's framework and device (the converter's outputs)."""
+    framework = _framework(like)
+    if framework == "torch":
+        import torch
+
+        return torch.zeros(shape, dtype=torch.int32, device=like.device)
+    if framework == "cupy":
+        import cupy
+
+        with like.device:
+            return cupy.zeros(shape, dtype=cupy.int32)
+    if framework == "numpy":
+        import numpy
+
+        return numpy.zeros(shape, dtype=numpy.int32)
+    raise TypeError(f"cannot allocate outputs like a {type(like).__name__}: pass swa_rows, swa_lens, block_table "
+                    "and hca_seq_lens")

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import numbers
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 from . import _arrays, _ext
 
@@ -164,6 +165,251 @@ def dsv4_decode_packed(
             sinks=_arrays.plain(sinks, "sinks"),
             lse=_arrays.plain(lse, "lse"),
             out_of_range_count=_arrays.plain(out_of_range_count, "out_of_range_count"),
+            workspace=_arrays.plain(workspace, "workspace"),
+            enable_pdl=bool(enable_pdl),
+            stream=int(stream_handle),
+        )
+
+
+def dsv4_decode_hca(
+    q: Any,
+    swa_kv: Any,
+    compressed_kv: Any,
+    swa_rows: Any,
+    swa_lens: Any,
+    block_table: Any,
+    lens: Any,
+    hca_seq_lens: Any,
+    out: Any,
+    *,
+    cum_seq_lens_q: Any = None,
+    q_len: Optional[int] = None,
+    max_q_len: Optional[int] = None,
+    sinks: Any = None,
+    bmm1_scale: float = 1.0,
+    bmm2_scale: float = 1.0,
+    lse: Any = None,
+    out_of_range_count: Any = None,
+    enable_pdl: bool = False,
+    page_layout: str = "NHD",
+    workspace: Any = None,
+    stream: Optional[int] = None,
+) -> None:
+    """DeepSeek-V4 HCA decode: window rows, then the compressed stream read by pages (SPEC section 3).
+
+    FlashInfer's backend="cute-dsl" argument set (docs/hca_layout.md). Arrays
+    as for dsv4_decode: any DLPack array, one device; CPU arrays run the
+    float64 CPU backend, CUDA arrays the GPU (not served yet: the library's
+    NotImplementedError says why). Nothing is allocated.
+
+    q:  FP8 E4M3 [T, H, 512] or [B, q_len, H, 512]. out: BF16, same tokens.
+    swa_kv, compressed_kv: FP8 pools as for dsv4_decode (page_layout for 4-D
+        ones); compressed_kv's page size is the stream's page size.
+    swa_rows: int32 [T, 128] absolute rows of swa_kv; swa_lens: int32 [T],
+        window columns c < swa_lens[t] are active (clamped to 0..128).
+    block_table: int32 [T, max_pages] page ids of compressed_kv.
+    lens: int32 [T], 128 + compressed slots the token attends.
+    hca_seq_lens: int32 [B], 128 + backing compressed slots per request: slot
+        j of token t is read iff j < min(lens[t], hca_seq_lens[b]) - 128 (and
+        j < max_pages * page_size), as row block_table[t, j // page_size] *
+        page_size + j % page_size.
+    cum_seq_lens_q (int32 [B + 1]) with max_q_len, or a uniform q_len
+        (default: q.shape[1] of a 4-D q, else T / B): the token -> request map.
+    sinks: optional float32 [H]. bmm1_scale, bmm2_scale: floats.
+    lse: optional float32 [T, H]. out_of_range_count: optional int32 [1],
+        += active rows/slots past their pool (negative ids are masked, uncounted).
+    workspace, enable_pdl, stream: as for dsv4_decode.
+
+    Raises ValueError for bad arguments (the message names the argument),
+    NotImplementedError for valid calls this build does not serve.
+    """
+    if page_layout not in ("NHD", "HND"):
+        raise ValueError(f"page_layout: expected 'NHD' or 'HND', got {page_layout!r}")
+    for name, value in (("bmm1_scale", bmm1_scale), ("bmm2_scale", bmm2_scale)):
+        if not isinstance(value, numbers.Real):
+            raise TypeError(f"{name}: expected a float, got {type(value).__name__}")
+    context, stream_handle = _arrays.launch_context(q, stream)
+    with context:
+        _ext.dsv4_decode_hca(
+            _arrays.plain(q, "q"),
+            _arrays.plain(swa_kv, "swa_kv"),
+            _arrays.plain(compressed_kv, "compressed_kv"),
+            _arrays.plain(swa_rows, "swa_rows"),
+            _arrays.plain(swa_lens, "swa_lens"),
+            _arrays.plain(block_table, "block_table"),
+            _arrays.plain(lens, "lens"),
+            _arrays.plain(hca_seq_lens, "hca_seq_lens"),
+            _arrays.plain(out, "out"),
+            cum_seq_lens_q=_arrays.plain(cum_seq_lens_q, "cum_seq_lens_q"),
+            q_len=q_len,
+            max_q_len=max_q_len,
+            sinks=_arrays.plain(sinks, "sinks"),
+            bmm1_scale=float(bmm1_scale),
+            bmm2_scale=float(bmm2_scale),
+            lse=_arrays.plain(lse, "lse"),
+            out_of_range_count=_arrays.plain(out_of_range_count, "out_of_range_count"),
+            workspace=_arrays.plain(workspace, "workspace"),
+            enable_pdl=bool(enable_pdl),
+            hnd=page_layout == "HND",
+            stream=int(stream_handle),
+        )
+
+
+def convert_page_aligned_indices(
+    indices: Any,
+    lens: Any,
+    seq_lens: Any,
+    *,
+    page_size: int,
+    cum_seq_lens_q: Any = None,
+    q_len: Optional[int] = None,
+    max_q_len: Optional[int] = None,
+    max_pages: Optional[int] = None,
+    swa_rows: Any = None,
+    swa_lens: Any = None,
+    block_table: Any = None,
+    hca_seq_lens: Any = None,
+    stream: Optional[int] = None,
+) -> Tuple[Any, Any, Any, Any]:
+    """A section-1 table -> the HCA metadata of dsv4_decode_hca (SPEC section 3).
+
+    indices: int32 [T, W] (or [B, q_len, W]) section-1 columns whose active
+        compressed columns (128 + j, j < min(lens[t], W) - 128) are the
+        canonical expansion page * page_size + j % page_size (anything else:
+        ValueError naming the token and column; nothing written).
+    lens: int32 [T] active columns counting the 128 window ones.
+    seq_lens: int32 [B] KV lengths (the window), with cum_seq_lens_q /
+        max_q_len or q_len as for dsv4_decode.
+    page_size: slots per page of the compressed pool.
+    Returns (swa_rows int32 [T, 128], swa_lens int32 [T], block_table int32
+    [T, max_pages], hca_seq_lens int32 [B]): with them, the same lens and the
+    same pools, dsv4_decode_hca computes what dsv4_decode computes on the
+    table. max_pages defaults to max(1, ceil((W - 128) / page_size)).
+
+    Outputs not given are allocated (zeroed, indices' framework and device):
+    that is not CUDA-graph safe; pass all four to convert into preallocated
+    arrays. CPU arrays convert on the CPU; CUDA arrays raise
+    NotImplementedError (the device converter is not written yet).
+    """
+    if isinstance(page_size, bool) or not isinstance(page_size, numbers.Integral):
+        raise TypeError(f"page_size: expected an int, got {type(page_size).__name__}")
+    shape = tuple(int(d) for d in getattr(indices, "shape", ()))
+    if len(shape) < 2:
+        raise ValueError(f"indices: expected [T, W] (or [B, q_len, W]) int32, got shape {list(shape)}")
+    tokens, width = math.prod(shape[:-1]), shape[-1]
+    requests = (
+        math.prod(seq_lens.shape) if seq_lens is not None else math.prod(cum_seq_lens_q.shape) - 1
+        if cum_seq_lens_q is not None else 0
+    )
+    if max_pages is None:
+        max_pages = max(1, -(-(width - 128) // max(int(page_size), 1)))
+    if swa_rows is None:
+        swa_rows = _arrays.empty_int32(indices, (tokens, 128))
+    if swa_lens is None:
+        swa_lens = _arrays.empty_int32(indices, (tokens,))
+    if block_table is None:
+        block_table = _arrays.empty_int32(indices, (tokens, int(max_pages)))
+    if hca_seq_lens is None:
+        hca_seq_lens = _arrays.empty_int32(indices, (requests,))
+    context, stream_handle = _arrays.launch_context(indices, stream)
+    with context:
+        _ext.convert_page_aligned_indices(
+            _arrays.plain(indices, "indices"),
+            _arrays.plain(lens, "lens"),
+            _arrays.plain(seq_lens, "seq_lens"),
+            _arrays.plain(swa_rows, "swa_rows"),
+            _arrays.plain(swa_lens, "swa_lens"),
+            _arrays.plain(block_table, "block_table"),
+            _arrays.plain(hca_seq_lens, "hca_seq_lens"),
+            cum_seq_lens_q=_arrays.plain(cum_seq_lens_q, "cum_seq_lens_q"),
+            q_len=q_len,
+            max_q_len=max_q_len,
+            page_size=int(page_size),
+            stream=int(stream_handle),
+        )
+    return swa_rows, swa_lens, block_table, hca_seq_lens
+
+
+def dsa_splits_for(rows: int) -> int:
+    """Default splits for `rows` rows (seed 002's sparse_decode_splits, ~256 programs):
+    doubling from 1 while splits < 32 and rows * splits * 2 <= 256."""
+    return _ext.dsa_splits_for(int(rows))
+
+
+def dsa_workspace_size(rows: int, heads: int, splits: Optional[int] = None, *, on_gpu: bool = True) -> int:
+    """Bytes of workspace dsa_decode needs for rows x heads with `splits` (default
+    dsa_splits_for(rows)): the float32 split partials on the GPU with splits > 1, else 0."""
+    splits = dsa_splits_for(rows) if splits is None else int(splits)
+    return _ext.dsa_workspace_size(int(rows), int(heads), splits, bool(on_gpu))
+
+
+def dsa_decode(
+    q: Any,
+    cache: Any,
+    regions: Any,
+    block_table: Any,
+    positions: Any,
+    active: Any,
+    out: Any,
+    *,
+    scale: float,
+    query_len: int = 1,
+    splits: Optional[int] = None,
+    clear_inactive: bool = True,
+    k_scale: Any = None,
+    v_scale: Any = None,
+    gate: Any = None,
+    enable_pdl: bool = False,
+    workspace: Any = None,
+    stream: Optional[int] = None,
+) -> None:
+    """Region-paged DSA decode with GQA (SPEC section 4; Step5's sparse_decode_attention).
+
+    Any DLPack arrays on one device: CPU arrays run the float64 CPU backend,
+    CUDA arrays the GPU (not served yet: NotImplementedError with the
+    library's reason). Nothing is allocated; `out` is written in place.
+
+    q, out: BF16 [rows, heads, 192], rows = tokens * G (row r: token r // G,
+        group r % G), heads 1..16 per group; dims contiguous.
+    cache: [pages, G, block, 384], K in dims 0..191, V in 192..383; BF16, or
+        FP8 E4M3 (float8_e4m3fn or uint8) with k_scale and v_scale (float32
+        [1] arrays on q's device, read when the call runs; ignored for BF16).
+    regions: int32 [rows, R] logical block ids of the row's request (-1 or
+        any invalid id: unused). block_table: int32 [requests, max_blocks]
+        page of each logical block; request of row r is r // (G * query_len).
+    positions: int32 [rows], keys at positions <= positions[r] are visible.
+    active: int32 [rows], 0 = inactive (no work; out zeroed when
+        clear_inactive, else untouched).
+    scale: softmax scale. splits: 1..32 parts a row's regions are split into
+        (default dsa_splits_for(rows)); on the GPU, splits > 1 need a
+        workspace of dsa_workspace_size(rows, heads, splits) bytes.
+    gate: optional BF16 or float32 [tokens, G * heads]: out *= the sigmoid of
+        the gate rounded to the gate's dtype.
+
+    Raises ValueError for bad arguments (the message names the argument),
+    NotImplementedError for valid calls this build does not serve.
+    """
+    if not isinstance(scale, numbers.Real):
+        raise TypeError(f"scale: expected a float, got {type(scale).__name__}")
+    rows = int(q.shape[0]) if getattr(q, "shape", None) else 0
+    splits = dsa_splits_for(rows) if splits is None else int(splits)
+    context, stream_handle = _arrays.launch_context(q, stream)
+    with context:
+        _ext.dsa_decode(
+            _arrays.plain(q, "q"),
+            _arrays.plain(cache, "cache"),
+            _arrays.plain(regions, "regions"),
+            _arrays.plain(block_table, "block_table"),
+            _arrays.plain(positions, "positions"),
+            _arrays.plain(active, "active"),
+            _arrays.plain(out, "out"),
+            scale=float(scale),
+            query_len=int(query_len),
+            splits=splits,
+            clear_inactive=bool(clear_inactive),
+            k_scale=_arrays.plain(k_scale, "k_scale"),
+            v_scale=_arrays.plain(v_scale, "v_scale"),
+            gate=_arrays.plain(gate, "gate"),
             workspace=_arrays.plain(workspace, "workspace"),
             enable_pdl=bool(enable_pdl),
             stream=int(stream_handle),

@@ -13,16 +13,24 @@ and its semantics, on Hopper, for two of its argument sets:
   torch.ops.sparse_decode.dsv4_decode_packed.
 FlashInfer picks the set by GPU architecture; here backend="sparse", or
 backend="auto" with a uint8/int8 swa_kv_cache whose last dim is 584, picks
-the packed set. The HCA set (backend="cute-dsl", hca_*) is not implemented.
-Both work under torch.compile and in CUDA graphs (pass `out` to keep
-allocation out of a captured region).
+the packed set;
+- HCA (SPEC section 3): backend="cute-dsl" with hca_swa_indices,
+  hca_compressed_block_tables, hca_seq_lens, swa_topk_lens and
+  sparse_topk_lens; served by torch.ops.sparse_decode.dsv4_decode_hca. With
+  hca_sparse_indices_format="compressed-page-aligned" a trtllm-gen table is
+  converted first (allocates: not CUDA-graph safe, as in FlashInfer);
+  `convert_compressed_page_aligned_sparse_indices_to_hca_metadata` converts
+  once ahead of time instead.
+They work under torch.compile and in CUDA graphs (pass `out` to keep
+allocation out of a captured region), the converting path excepted.
 """
 
-from typing import Literal, Optional, Union
+from typing import Literal, NamedTuple, Optional, Union
 
 import torch
 
 from . import torch_ops  # noqa: F401  (registers torch.ops.sparse_decode.*)
+from ._decode import convert_page_aligned_indices
 
 _PACKED_ROW_BYTES = 584
 
@@ -44,14 +52,168 @@ def _refuse_hca(backend, hca_arguments) -> None:
     if backend not in ("auto", "trtllm-gen", "sparse"):
         raise NotImplementedError(
             f"backend={backend!r}: sparse_decode serves the trtllm-gen argument set (backend='auto' or "
-            "'trtllm-gen') and the packed-row one (backend='auto' or 'sparse'); the HCA ('cute-dsl') argument "
-            "set is not implemented yet"
+            "'trtllm-gen'), the packed-row one (backend='auto' or 'sparse') and the HCA one (backend='cute-dsl')"
         )
     _refuse(
         hca_arguments,
-        "an argument of FlashInfer's HCA (backend='cute-dsl') backend, which sparse_decode does not implement "
-        "yet, so leave it at its default",
+        "an argument of FlashInfer's HCA (backend='cute-dsl') backend, which FlashInfer selects only when "
+        "backend='cute-dsl' is passed: pass it, or leave this argument at its default",
     )
+
+
+class DSV4HCAMetadata(NamedTuple):
+    """The HCA metadata of a converted table, named as the arguments that take it:
+    trtllm_batch_decode_sparse_mla_dsv4(..., backend="cute-dsl", **metadata._asdict())."""
+
+    hca_swa_indices: torch.Tensor  # int32 [sum_q, 128]
+    hca_compressed_block_tables: torch.Tensor  # int32 [sum_q, max_pages]
+    hca_seq_lens: torch.Tensor  # int32 [B]
+    swa_topk_lens: torch.Tensor  # int32 [sum_q]
+
+
+def _page_size(cache: Optional[torch.Tensor], kv_layout: str) -> int:
+    """Slots per page of a [pages, page_size, 512] pool or a 4-D one in kv_layout."""
+    if cache is not None and cache.dim() == 4:
+        return int(cache.shape[2] if kv_layout == "HND" else cache.shape[1])
+    if cache is not None and cache.dim() == 3:
+        return int(cache.shape[1])
+    shape = None if cache is None else list(cache.shape)
+    raise ValueError(f"compressed_kv_cache: expected a 3-D or 4-D paged pool (its page size is needed), got {shape}")
+
+
+def _convert(sparse_indices, sparse_topk_lens, seq_lens, compressed_kv_cache, kv_layout, **requests):
+    """sparse_decode.convert_page_aligned_indices with outputs allocated on the table's device."""
+    for name, value in (
+        ("sparse_indices", sparse_indices),
+        ("sparse_topk_lens", sparse_topk_lens),
+        ("seq_lens", seq_lens),
+    ):
+        if value is None:
+            raise ValueError(f"{name}: required by the compressed-page-aligned conversion")
+    page_size = _page_size(compressed_kv_cache, kv_layout)
+    rows, lens, pages, hca_seq_lens = convert_page_aligned_indices(
+        sparse_indices, sparse_topk_lens, seq_lens, page_size=page_size, **requests
+    )
+    return DSV4HCAMetadata(rows, pages, hca_seq_lens, lens)
+
+
+def convert_compressed_page_aligned_sparse_indices_to_hca_metadata(
+    sparse_indices: torch.Tensor,
+    sparse_topk_lens: torch.Tensor,
+    seq_lens: torch.Tensor,
+    swa_kv_cache: torch.Tensor,
+    compressed_kv_cache: torch.Tensor,
+    *,
+    q_len: int,
+    kv_layout: Literal["HND", "NHD"] = "HND",
+) -> DSV4HCAMetadata:
+    """A trtllm-gen table -> reusable HCA metadata (FlashInfer's function of this name).
+
+    sparse_indices int32 [B * q_len, W] (or [B, q_len, W]): columns 0..127 are
+    absolute rows of swa_kv_cache (kept as they are: ring rotation and
+    wraparound are fine); the active compressed columns (128 + j, j <
+    min(sparse_topk_lens[t], W) - 128) must be the canonical expansion
+    page_id * page_size + j % page_size of compressed_kv_cache's pages
+    (ValueError naming the token and column otherwise). seq_lens int32 [B]
+    gives the sliding window (section 1's rule), folded into swa_topk_lens.
+    Returns DSV4HCAMetadata; pass its fields, with the same
+    sparse_topk_lens, to trtllm_batch_decode_sparse_mla_dsv4(backend="cute-dsl").
+
+    Allocates its outputs: not CUDA-graph safe; run it once during setup.
+    The signature is FlashInfer's documented one (swa_kv_cache is not read:
+    window rows are never rewritten). FlashInfer also requires dense causal
+    top-k lengths; this conversion accepts any lens, and the decode then
+    reads exactly what the table's section-1 decode reads
+    (docs/hca_layout.md). CPU tensors convert on the CPU; CUDA tensors raise
+    NotImplementedError until the device converter exists.
+    """
+    if kv_layout not in ("HND", "NHD"):
+        raise ValueError(f"kv_layout: expected 'HND' or 'NHD', got {kv_layout!r}")
+    return _convert(sparse_indices, sparse_topk_lens, seq_lens, compressed_kv_cache, kv_layout, q_len=q_len)
+
+
+def _hca(
+    query,
+    swa_kv_cache,
+    workspace_buffer,
+    sparse_indices,
+    compressed_kv_cache,
+    sparse_topk_lens,
+    seq_lens,
+    out,
+    bmm1_scale,
+    bmm2_scale,
+    sinks,
+    kv_layout,
+    cum_seq_lens_q,
+    max_q_len,
+    enable_pdl,
+    swa_topk_lens,
+    hca_swa_indices,
+    hca_compressed_block_tables,
+    hca_seq_lens,
+    hca_sparse_indices_format,
+) -> torch.Tensor:
+    """The HCA (backend='cute-dsl') argument set on sparse_decode::dsv4_decode_hca."""
+    if isinstance(bmm1_scale, torch.Tensor) or isinstance(bmm2_scale, torch.Tensor):
+        raise NotImplementedError("bmm1_scale/bmm2_scale: the HCA argument set takes Python floats only")
+    if hca_sparse_indices_format not in (None, "compressed-page-aligned"):
+        raise ValueError(
+            f"hca_sparse_indices_format: expected None or 'compressed-page-aligned', got {hca_sparse_indices_format!r}"
+        )
+    explicit = (
+        ("hca_swa_indices", hca_swa_indices),
+        ("hca_compressed_block_tables", hca_compressed_block_tables),
+        ("hca_seq_lens", hca_seq_lens),
+        ("swa_topk_lens", swa_topk_lens),
+    )
+    if hca_sparse_indices_format is not None:
+        for name, value in explicit:
+            if value is not None:
+                raise ValueError(f"{name}: produced by the compressed-page-aligned conversion, pass None")
+        # One-shot compatibility path: allocates the metadata (not CUDA-graph safe).
+        requests = dict(cum_seq_lens_q=cum_seq_lens_q, max_q_len=max_q_len)
+        if cum_seq_lens_q is None and query.dim() == 4:
+            requests = dict(q_len=int(query.shape[1]))
+        metadata = _convert(sparse_indices, sparse_topk_lens, seq_lens, compressed_kv_cache, kv_layout, **requests)
+        hca_swa_indices, hca_compressed_block_tables, hca_seq_lens, swa_topk_lens = metadata
+    else:
+        if sparse_indices is not None:
+            raise ValueError(
+                "sparse_indices: pass None with the explicit HCA metadata (backend='cute-dsl'), or set "
+                "hca_sparse_indices_format='compressed-page-aligned' to convert a combined table"
+            )
+        for name, value in explicit + (
+            ("sparse_topk_lens", sparse_topk_lens),
+            ("compressed_kv_cache", compressed_kv_cache),
+        ):
+            if value is None:
+                raise ValueError(f"{name}: required by the HCA argument set (backend='cute-dsl')")
+    if out is None:
+        out = torch.empty(query.shape, dtype=torch.bfloat16, device=query.device)
+    torch.ops.sparse_decode.dsv4_decode_hca(
+        query,
+        swa_kv_cache,
+        compressed_kv_cache,
+        hca_swa_indices,
+        swa_topk_lens,
+        hca_compressed_block_tables,
+        sparse_topk_lens,
+        hca_seq_lens,
+        out,
+        None,  # lse: not an output of this FlashInfer function
+        None,  # out_of_range_count
+        workspace_buffer,
+        cum_seq_lens_q,
+        None,  # q_len: the 4-D query's second dim, or sum_q / B
+        max_q_len,
+        sinks,
+        float(bmm1_scale),
+        float(bmm2_scale),
+        bool(enable_pdl),
+        kv_layout,
+    )
+    return out
 
 
 def trtllm_batch_decode_sparse_mla_dsv4(
@@ -81,7 +243,7 @@ def trtllm_batch_decode_sparse_mla_dsv4(
     hca_use_persistent: bool = False,
     hca_sparse_indices_format: Optional[Literal["compressed-page-aligned"]] = None,
 ) -> torch.Tensor:
-    """Decode DeepSeek V4 sparse MLA (FlashInfer's trtllm-gen and SM120 packed argument sets).
+    """Decode DeepSeek V4 sparse MLA (FlashInfer's trtllm-gen, SM120 packed and HCA argument sets).
 
     trtllm-gen set. query: [B, q_len, H, 512], or [sum_q, H, 512] with cum_seq_lens_q and
     max_q_len; BF16 or FP8 E4M3, with both KV pools of the same dtype in
@@ -111,11 +273,67 @@ def trtllm_batch_decode_sparse_mla_dsv4(
     without extra_sparse_indices and extra_sparse_topk_lens, as FlashInfer
     requires it only with them. cum_seq_lens_q / max_q_len are accepted:
     tokens are read in flattened order either way.
+
+    HCA set (backend="cute-dsl"; SPEC section 3, docs/hca_layout.md): FP8
+    query as above and FP8 pools in kv_layout; sparse_indices None;
+    hca_swa_indices [sum_q, 128] absolute rows of swa_kv_cache with
+    swa_topk_lens [sum_q] (0..128 visible window columns);
+    hca_compressed_block_tables [sum_q, max_pages] page ids of
+    compressed_kv_cache; sparse_topk_lens [sum_q] = 128 + compressed slots;
+    hca_seq_lens [B] = 128 + backing slots (a bound); float scales only.
+    hca_use_persistent is accepted and ignored (a FlashInfer scheduler
+    choice), hca_is_causal must be True, seq_lens is not read. Difference
+    from FlashInfer: ids outside their pool are masked (not required legal).
+    With hca_sparse_indices_format="compressed-page-aligned" pass the
+    trtllm-gen sparse_indices, sparse_topk_lens and seq_lens instead of the
+    hca_* tensors and swa_topk_lens: they are converted
+    (convert_compressed_page_aligned_sparse_indices_to_hca_metadata's rules)
+    and decoded. That path allocates the metadata on every call and is not
+    CUDA-graph safe; convert once and pass the explicit arguments instead.
     """
+    if kv_layout not in ("HND", "NHD"):
+        raise ValueError(f"kv_layout: expected 'HND' or 'NHD', got {kv_layout!r}")
+    if backend == "cute-dsl":
+        _refuse(
+            (
+                ("extra_sparse_indices", extra_sparse_indices, None),
+                ("extra_sparse_topk_lens", extra_sparse_topk_lens, None),
+            ),
+            "an argument of FlashInfer's packed-row (SM120 'sparse') backend, not of the HCA one (backend='cute-dsl')",
+        )
+        _refuse((("hca_is_causal", hca_is_causal, True),), "must be True (HCA rows are per query token)")
+        if cum_seq_lens_q is not None and max_q_len is None:
+            raise ValueError("max_q_len: required with cum_seq_lens_q")
+        if query.dim() not in (3, 4):
+            raise ValueError(f"query: expected [B, q_len, H, 512] or [sum_q, H, 512], got {list(query.shape)}")
+        # hca_use_persistent picks FlashInfer's tile scheduler; the schedule here is the library's.
+        return _hca(
+            query,
+            swa_kv_cache,
+            workspace_buffer,
+            sparse_indices,
+            compressed_kv_cache,
+            sparse_topk_lens,
+            seq_lens,
+            out,
+            bmm1_scale,
+            bmm2_scale,
+            sinks,
+            kv_layout,
+            cum_seq_lens_q,
+            max_q_len,
+            query.is_cuda if enable_pdl is None else enable_pdl,
+            swa_topk_lens,
+            hca_swa_indices,
+            hca_compressed_block_tables,
+            hca_seq_lens,
+            hca_sparse_indices_format,
+        )
     _refuse_hca(
         backend,
         (
             ("hca_swa_indices", hca_swa_indices, None),
+
             ("hca_compressed_block_tables", hca_compressed_block_tables, None),
             ("hca_seq_lens", hca_seq_lens, None),
             ("hca_is_causal", hca_is_causal, True),
@@ -123,8 +341,6 @@ def trtllm_batch_decode_sparse_mla_dsv4(
             ("hca_sparse_indices_format", hca_sparse_indices_format, None),
         ),
     )
-    if kv_layout not in ("HND", "NHD"):
-        raise ValueError(f"kv_layout: expected 'HND' or 'NHD', got {kv_layout!r}")
     if cum_seq_lens_q is not None and max_q_len is None:
         raise ValueError("max_q_len: required with cum_seq_lens_q")
     if query.dim() not in (3, 4):

@@ -1,5 +1,6 @@
-"""The torch.library custom ops `sparse_decode::dsv4_decode` and
-`sparse_decode::dsv4_decode_packed`.
+"""The torch.library custom ops `sparse_decode::dsv4_decode`,
+`sparse_decode::dsv4_decode_packed`, `sparse_decode::dsv4_decode_hca` and
+`sparse_decode::dsa_decode`.
 
 Each is a mutating op that returns nothing: it writes `out` (and `lse`,
 `out_of_range_count`, the scratch `workspace`) in place and never allocates,
@@ -21,6 +22,8 @@ import torch
 
 from ._decode import dsv4_decode as _dsv4_decode
 from ._decode import dsv4_decode_packed as _dsv4_decode_packed
+from ._decode import dsv4_decode_hca as _dsv4_decode_hca
+from ._decode import dsa_decode as _dsa_decode
 
 _MUTATED = ("out", "lse", "out_of_range_count", "workspace")
 # The mutated arguments come first and have no defaults: torch drops trailing
@@ -128,3 +131,102 @@ def _dsv4_decode_packed_fake(
     q, swa_cache, swa_indices, out, lse, out_of_range_count, workspace, *args, **kwargs
 ) -> None:
     return None  # as for dsv4_decode: the outputs are the mutated arguments
+
+
+@torch.library.custom_op("sparse_decode::dsv4_decode_hca", mutates_args=_MUTATED)
+def dsv4_decode_hca(
+    q: torch.Tensor,
+    swa_kv: torch.Tensor,
+    compressed_kv: torch.Tensor,
+    swa_rows: torch.Tensor,
+    swa_lens: torch.Tensor,
+    block_table: torch.Tensor,
+    lens: torch.Tensor,
+    hca_seq_lens: torch.Tensor,
+    out: torch.Tensor,
+    lse: Optional[torch.Tensor],
+    out_of_range_count: Optional[torch.Tensor],
+    workspace: Optional[torch.Tensor],
+    cum_seq_lens_q: Optional[torch.Tensor] = None,
+    q_len: Optional[int] = None,
+    max_q_len: Optional[int] = None,
+    sinks: Optional[torch.Tensor] = None,
+    bmm1_scale: float = 1.0,
+    bmm2_scale: float = 1.0,
+    enable_pdl: bool = False,
+    page_layout: str = "NHD",
+) -> None:
+    """sparse_decode.dsv4_decode_hca on torch tensors (float scales only, as the HCA set takes them)."""
+    _dsv4_decode_hca(
+        q,
+        swa_kv,
+        compressed_kv,
+        swa_rows,
+        swa_lens,
+        block_table,
+        lens,
+        hca_seq_lens,
+        out,
+        cum_seq_lens_q=cum_seq_lens_q,
+        q_len=q_len,
+        max_q_len=max_q_len,
+        sinks=sinks,
+        bmm1_scale=bmm1_scale,
+        bmm2_scale=bmm2_scale,
+        lse=lse,
+        out_of_range_count=out_of_range_count,
+        enable_pdl=enable_pdl,
+        page_layout=page_layout,
+        workspace=workspace,
+    )
+
+
+@dsv4_decode_hca.register_fake
+def _dsv4_decode_hca_fake(*args, **kwargs) -> None:
+    return None  # as for dsv4_decode: the outputs are the mutated arguments
+
+
+@torch.library.custom_op("sparse_decode::dsa_decode", mutates_args=("out", "workspace"))
+def dsa_decode(
+    q: torch.Tensor,
+    cache: torch.Tensor,
+    regions: torch.Tensor,
+    block_table: torch.Tensor,
+    positions: torch.Tensor,
+    active: torch.Tensor,
+    out: torch.Tensor,
+    workspace: Optional[torch.Tensor],
+    scale: float,
+    splits: int,
+    query_len: int = 1,
+    clear_inactive: bool = True,
+    k_scale: Optional[torch.Tensor] = None,
+    v_scale: Optional[torch.Tensor] = None,
+    gate: Optional[torch.Tensor] = None,
+    enable_pdl: bool = False,
+) -> None:
+    """sparse_decode.dsa_decode on torch tensors. splits is explicit (sparse_decode.dsa_splits_for(rows)
+    gives the default) so that a traced graph does not depend on a host-side choice."""
+    _dsa_decode(
+        q,
+        cache,
+        regions,
+        block_table,
+        positions,
+        active,
+        out,
+        scale=scale,
+        query_len=query_len,
+        splits=splits,
+        clear_inactive=clear_inactive,
+        k_scale=k_scale,
+        v_scale=v_scale,
+        gate=gate,
+        enable_pdl=enable_pdl,
+        workspace=workspace,
+    )
+
+
+@dsa_decode.register_fake
+def _dsa_decode_fake(*args, **kwargs) -> None:
+    return None  # out (and the workspace) are mutated in place
