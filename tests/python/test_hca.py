@@ -1,0 +1,268 @@
+"""dsv4_decode_hca (SPEC section 3) and convert_page_aligned_indices from Python:
+NumPy / torch CPU against the float64 reference, errors, the FlashInfer
+cute-dsl drop-in, the converter round trip; GPU: served or refused with the
+library's reason."""
+
+import numpy as np
+import pytest
+
+import sparse_decode
+from dsv4_reference import assert_matches_exactly_rounded
+from hca_dsa_reference import hca_kwargs, hca_reference, make_canonical_table, make_hca_problem
+
+
+def run_hca(p, **overrides):
+    kwargs = hca_kwargs(p)
+    kwargs.update(overrides)
+    out = np.full(p.q.shape, 0x7FC0, np.uint16)
+    lse = np.full(p.q.shape[:2], np.nan, np.float32)
+    count = np.array([7], np.int32)
+    sparse_decode.dsv4_decode_hca(**kwargs, out=out, lse=lse, out_of_range_count=count)
+    return out, lse, int(count[0]) - 7
+
+
+def check(p, seed, **overrides):
+    out, lse, count = run_hca(p, **overrides)
+    ref_out, ref_lse, ref_count = hca_reference(p)
+    assert_matches_exactly_rounded(out, ref_out, seed)
+    assert np.array_equal(np.isneginf(lse), np.isneginf(ref_lse)), f"seed={seed}: lse -inf pattern"
+    finite = np.isfinite(ref_lse)
+    np.testing.assert_allclose(lse[finite], ref_lse[finite], rtol=1e-6, atol=1e-6, err_msg=f"seed={seed}")
+    assert count == ref_count, f"seed={seed}: out-of-range count {count}, expected {ref_count}"
+    assert np.abs(ref_out).max() > 0, f"seed={seed}: a problem with nothing to attend checks little"
+    return out
+
+
+@pytest.mark.parametrize("page_size, max_pages", [(1, 20), (4, 5), (61, 2)])
+@pytest.mark.parametrize("layout", ["pages", "NHD", "HND"])
+def test_numpy_matches_reference(rng, seed, page_size, max_pages, layout):
+    check(make_hca_problem(rng, page_size=page_size, max_pages=max_pages, layout=layout), seed)
+
+
+@pytest.mark.parametrize("q_len, varlen", [(1, False), (3, False), (None, True)])
+def test_request_mappings(rng, seed, q_len, varlen):
+    check(make_hca_problem(rng, tokens=6, q_len=q_len or 1, varlen=varlen), seed)
+
+
+def test_four_dim_query_and_no_sinks(rng, seed):
+    p = make_hca_problem(rng, tokens=6, q_len=2)
+    p.sinks = None
+    out = check(p, seed, q=p.q.reshape(3, 2, 16, 512), q_len=None)
+    assert out.shape == (6, 16, 512)
+
+
+def test_torch_cpu_same_bits_as_numpy(rng, seed):
+    torch = pytest.importorskip("torch")
+    from helpers import bits, to_torch
+
+    p = make_hca_problem(rng, layout="HND")
+    expected = run_hca(p)[0]
+    k = hca_kwargs(p)
+    tensors = {n: to_torch(v, element="fp8" if n in ("q", "swa_kv", "compressed_kv") else None)
+               for n, v in k.items() if isinstance(v, np.ndarray)}
+    out = torch.full(p.q.shape, float("nan"), dtype=torch.bfloat16)
+    sparse_decode.dsv4_decode_hca(**{**k, **tensors}, out=out)
+    assert np.array_equal(bits(out), expected), f"seed={seed}"
+    out2 = torch.full(p.q.shape, float("nan"), dtype=torch.bfloat16)
+    torch.ops.sparse_decode.dsv4_decode_hca(
+        tensors["q"], tensors["swa_kv"], tensors["compressed_kv"], tensors["swa_rows"], tensors["swa_lens"],
+        tensors["block_table"], tensors["lens"], tensors["hca_seq_lens"], out2, None, None, None,
+        q_len=p.q_len, sinks=tensors["sinks"], bmm1_scale=p.bmm1_scale, bmm2_scale=p.bmm2_scale,
+        page_layout="HND")
+    assert np.array_equal(bits(out2), expected), f"seed={seed}: the custom op"
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda p: dict(q=p.q.view(np.uint16)[..., :256]), r"^q: expected FP8 E4M3"),
+        (lambda p: dict(compressed_kv=p.compressed_kv.astype(np.float32)), r"^compressed_kv: expected FP8 E4M3"),
+        (lambda p: dict(swa_rows=np.ascontiguousarray(p.swa_rows[:, :64])), r"^swa_rows: expected \[T, 128\]"),
+        (lambda p: dict(block_table=p.block_table.astype(np.int64)), r"^block_table: expected int32"),
+        (lambda p: dict(lens=p.lens[:3]), r"^lens: expected 6 elements"),
+        (lambda p: dict(swa_lens=p.swa_lens.astype(np.float32)), r"^swa_lens: expected int32"),
+        (lambda p: dict(hca_seq_lens=p.hca_seq_lens[:2]), r"^num_tokens: expected num_requests \* q_len"),
+        (lambda p: dict(bmm1_scale=float("nan")), r"^bmm1_scale: expected a number, got NaN$"),
+        (lambda p: dict(page_layout="HDN"), r"^page_layout: expected 'NHD' or 'HND'"),
+    ],
+)
+def test_errors_name_the_argument(rng, change, message):
+    p = make_hca_problem(rng, tokens=6, q_len=2)
+    kwargs = {**hca_kwargs(p), **change(p)}
+    out = np.full(p.q.shape, 0x7FC0, np.uint16)
+    with pytest.raises(ValueError, match=message):
+        sparse_decode.dsv4_decode_hca(**kwargs, out=out)
+    assert np.all(out == 0x7FC0), "nothing is written when a call is refused"
+
+
+# ---------------------------------------------------------------- the converter
+
+
+def section1_decode(t, **overrides):
+    out = np.full(t.q.shape, 0x7FC0, np.uint16)
+    count = np.zeros(1, np.int32)
+    kwargs = dict(lens=t.lens, seq_lens=t.seq_lens, q_len=t.q_len, sinks=t.sinks, bmm1_scale=t.bmm1_scale,
+                  out_of_range_count=count)
+    sparse_decode.dsv4_decode(t.q, t.swa, t.comp, t.indices, out, **{**kwargs, **overrides})
+    return out, int(count[0])
+
+
+@pytest.mark.parametrize("page_size, width", [(1, 160), (4, 148), (61, 256)])
+def test_converter_round_trip(rng, seed, page_size, width):
+    t = make_canonical_table(rng, page_size=page_size, width=width, tokens=6, q_len=2)
+    swa_rows, swa_lens, block_table, hca_seq_lens = sparse_decode.convert_page_aligned_indices(
+        t.indices, t.lens, t.seq_lens, q_len=t.q_len, page_size=page_size)
+    # The metadata, from the rules of docs/hca_layout.md.
+    positions = np.repeat(t.seq_lens, t.q_len) - t.q_len + np.tile(np.arange(t.q_len), len(t.seq_lens))
+    for k in range(len(t.lens)):
+        limit = min(128, int(t.lens[k]), int(positions[k]) + 1)
+        kept = [int(i) for i in t.indices[k, :max(limit, 0)] if i >= 0]
+        assert swa_lens[k] == len(kept) and list(swa_rows[k, :len(kept)]) == kept, f"seed={seed}: token {k}"
+        n = max(0, min(int(t.lens[k]), width) - 128)
+        pages = [int(t.indices[k, 128 + j]) // page_size for j in range(0, n, page_size)]
+        assert list(block_table[k, :len(pages)]) == pages, f"seed={seed}: token {k} pages"
+        assert np.all(block_table[k, len(pages):] == -1), f"seed={seed}: token {k} padding"
+    # Decoding the metadata gives section 1's result on the table, bit for bit.
+    out = np.full(t.q.shape, 0x7FC0, np.uint16)
+    count = np.zeros(1, np.int32)
+    sparse_decode.dsv4_decode_hca(t.q, t.swa, t.comp, swa_rows, swa_lens, block_table, t.lens, hca_seq_lens, out,
+                                  q_len=t.q_len, sinks=t.sinks, bmm1_scale=t.bmm1_scale, out_of_range_count=count)
+    expected, expected_count = section1_decode(t)
+    assert np.array_equal(out, expected), f"seed={seed}: HCA on the converted table differs from section 1"
+    assert int(count[0]) == expected_count, f"seed={seed}: out-of-range count"
+
+
+def test_converter_into_preallocated_outputs(rng, seed):
+    t = make_canonical_table(rng)
+    fresh = sparse_decode.convert_page_aligned_indices(t.indices, t.lens, t.seq_lens, q_len=2, page_size=4)
+    given = (np.full((6, 132), 9, np.int32)[:, :128], np.full(6, 9, np.int32), np.full((6, 7), 9, np.int32),
+             np.full(3, 9, np.int32))
+    returned = sparse_decode.convert_page_aligned_indices(t.indices, t.lens, t.seq_lens, q_len=2, page_size=4,
+                                                          swa_rows=given[0], swa_lens=given[1],
+                                                          block_table=given[2], hca_seq_lens=given[3])
+    assert all(r is g for r, g in zip(returned, given)), "given outputs are returned, not copies"
+    for a, b in zip(fresh, given):
+        assert np.array_equal(a, b[:, : a.shape[1]] if a.ndim == 2 else b), f"seed={seed}"
+    assert np.all(given[2][:, 5:] == -1), "columns past the needed pages are padded with -1"
+
+
+def test_converter_refuses_a_non_canonical_table(rng):
+    t = make_canonical_table(rng, page_size=4, width=148)
+    t.lens[1] = 148
+    t.indices[1, 128:148] = np.arange(20) * 4 + 1  # slot j at page j, offset 1: not canonical
+    with pytest.raises(ValueError, match=r"^indices: token 1 column 128 = 1: expected the canonical expansion"):
+        sparse_decode.convert_page_aligned_indices(t.indices, t.lens, t.seq_lens, q_len=2, page_size=4)
+
+
+def test_converter_errors(rng):
+    t = make_canonical_table(rng)
+    with pytest.raises(ValueError, match=r"^lens: expected int32"):
+        sparse_decode.convert_page_aligned_indices(t.indices, t.lens.astype(np.int64), t.seq_lens, q_len=2,
+                                                   page_size=4)
+    with pytest.raises(ValueError, match=r"^max_pages: expected >= max\(1, ceil\(\(width - 128\) / page_size\)\) = 5"):
+        sparse_decode.convert_page_aligned_indices(t.indices, t.lens, t.seq_lens, q_len=2, page_size=4, max_pages=4)
+
+
+# ---------------------------------------------------------------- FlashInfer's cute-dsl argument set
+
+
+def test_flashinfer_cute_dsl_same_bits_as_low_level(rng, seed):
+    torch = pytest.importorskip("torch")
+    from helpers import bits, to_torch
+    from sparse_decode.flashinfer_compat import trtllm_batch_decode_sparse_mla_dsv4
+
+    p = make_hca_problem(rng, layout="HND", tokens=6, q_len=2)
+    expected = run_hca(p)[0]
+    out = trtllm_batch_decode_sparse_mla_dsv4(
+        to_torch(p.q, element="fp8").reshape(3, 2, 16, 512), to_torch(p.swa_kv, element="fp8"),
+        torch.zeros(16, dtype=torch.uint8), compressed_kv_cache=to_torch(p.compressed_kv, element="fp8"),
+        sparse_topk_lens=to_torch(p.lens), bmm1_scale=p.bmm1_scale, bmm2_scale=p.bmm2_scale,
+        sinks=to_torch(p.sinks), kv_layout="HND", backend="cute-dsl", hca_swa_indices=to_torch(p.swa_rows),
+        hca_compressed_block_tables=to_torch(p.block_table), hca_seq_lens=to_torch(p.hca_seq_lens),
+        swa_topk_lens=to_torch(p.swa_lens), hca_use_persistent=True)
+    assert out.shape == (3, 2, 16, 512) and np.array_equal(bits(out).reshape(expected.shape), expected), f"seed={seed}"
+
+
+@pytest.mark.parametrize("layout", ["HND", "NHD"])
+def test_flashinfer_page_aligned_format_matches_trtllm_gen(rng, seed, layout):
+    torch = pytest.importorskip("torch")
+    from helpers import bits, to_torch
+    from sparse_decode.flashinfer_compat import (
+        convert_compressed_page_aligned_sparse_indices_to_hca_metadata, trtllm_batch_decode_sparse_mla_dsv4)
+
+    t = make_canonical_table(rng, page_size=4, width=148)
+    pools = [to_torch(a, element="fp8") for a in (t.swa, t.comp)]
+    pools = [x[:, None] if layout == "HND" else x[:, :, None] for x in pools]
+    common = dict(query=to_torch(t.q, element="fp8"), swa_kv_cache=pools[0], compressed_kv_cache=pools[1],
+                  workspace_buffer=torch.zeros(16, dtype=torch.uint8), sparse_topk_lens=to_torch(t.lens),
+                  bmm1_scale=t.bmm1_scale, sinks=to_torch(t.sinks), kv_layout=layout)
+    seq_lens, indices = to_torch(t.seq_lens), to_torch(t.indices)
+    section1 = trtllm_batch_decode_sparse_mla_dsv4(**common, sparse_indices=indices, seq_lens=seq_lens)
+    converted = trtllm_batch_decode_sparse_mla_dsv4(**common, sparse_indices=indices, seq_lens=seq_lens,
+                                                    backend="cute-dsl",
+                                                    hca_sparse_indices_format="compressed-page-aligned")
+    assert np.array_equal(bits(converted), bits(section1)), f"seed={seed}: converted path vs trtllm-gen"
+    metadata = convert_compressed_page_aligned_sparse_indices_to_hca_metadata(
+        indices, common["sparse_topk_lens"], seq_lens, pools[0], pools[1], q_len=t.q_len, kv_layout=layout)
+    explicit = trtllm_batch_decode_sparse_mla_dsv4(**common, backend="cute-dsl", **metadata._asdict())
+    assert np.array_equal(bits(explicit), bits(section1)), f"seed={seed}: precomputed metadata vs trtllm-gen"
+
+
+def test_flashinfer_cute_dsl_argument_errors(rng):
+    torch = pytest.importorskip("torch")
+    from helpers import to_torch
+    from sparse_decode.flashinfer_compat import trtllm_batch_decode_sparse_mla_dsv4
+
+    p = make_hca_problem(rng, layout="HND")
+    args = dict(query=to_torch(p.q, element="fp8"), swa_kv_cache=to_torch(p.swa_kv, element="fp8"),
+                workspace_buffer=torch.zeros(16, dtype=torch.uint8), kv_layout="HND", backend="cute-dsl",
+                compressed_kv_cache=to_torch(p.compressed_kv, element="fp8"), sparse_topk_lens=to_torch(p.lens),
+                hca_swa_indices=to_torch(p.swa_rows), hca_compressed_block_tables=to_torch(p.block_table),
+                hca_seq_lens=to_torch(p.hca_seq_lens), swa_topk_lens=to_torch(p.swa_lens))
+    with pytest.raises(ValueError, match=r"^swa_topk_lens: required by the HCA argument set"):
+        trtllm_batch_decode_sparse_mla_dsv4(**{**args, "swa_topk_lens": None})
+    with pytest.raises(ValueError, match=r"^sparse_indices: pass None with the explicit HCA metadata"):
+        trtllm_batch_decode_sparse_mla_dsv4(**args, sparse_indices=args["hca_swa_indices"])
+    with pytest.raises(NotImplementedError, match=r"^bmm1_scale/bmm2_scale: the HCA argument set takes"):
+        trtllm_batch_decode_sparse_mla_dsv4(**args, bmm1_scale=torch.ones(1))
+    with pytest.raises(NotImplementedError, match=r"^hca_is_causal: must be True"):
+        trtllm_batch_decode_sparse_mla_dsv4(**args, hca_is_causal=False)
+    with pytest.raises(ValueError, match=r"^hca_swa_indices: produced by the compressed-page-aligned conversion"):
+        trtllm_batch_decode_sparse_mla_dsv4(**args, hca_sparse_indices_format="compressed-page-aligned")
+
+
+# ---------------------------------------------------------------- GPU
+
+
+@pytest.mark.gpu
+def test_gpu_served_or_refused_with_the_library_reason(rng, seed):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device (GPU tests run on the H200)")
+    from dsv4_reference import assert_close_l2
+    from helpers import bits, to_torch
+
+    p = make_hca_problem(rng, tokens=6, q_len=2, page_size=64, max_pages=2)
+    k = hca_kwargs(p)
+    tensors = {n: to_torch(v, "cuda", "fp8" if n in ("q", "swa_kv", "compressed_kv") else None)
+               for n, v in k.items() if isinstance(v, np.ndarray)}
+    out = torch.full(p.q.shape, float("nan"), dtype=torch.bfloat16, device="cuda")
+    try:
+        sparse_decode.dsv4_decode_hca(**{**k, **tensors}, out=out)
+    except NotImplementedError as error:  # today: no GPU kernel; the message is the library's
+        assert str(error).startswith("dsv4_decode_hca: device memory is not served"), str(error)
+        assert torch.isnan(out.float()).all(), "nothing is written when refused"
+    else:
+        torch.cuda.synchronize()
+        assert_close_l2(bits(out), hca_reference(p)[0], seed)
+    t = make_canonical_table(rng)
+    try:
+        metadata = sparse_decode.convert_page_aligned_indices(
+            to_torch(t.indices, "cuda"), to_torch(t.lens, "cuda"), to_torch(t.seq_lens, "cuda"), q_len=2,
+            page_size=4)
+    except NotImplementedError as error:
+        assert str(error).startswith("convert_page_aligned_indices: device memory is not served"), str(error)
+    else:
+        host = sparse_decode.convert_page_aligned_indices(t.indices, t.lens, t.seq_lens, q_len=2, page_size=4)
+        for a, b in zip(metadata, host):
+            assert np.array_equal(a.cpu().numpy(), b), f"seed={seed}: device converter vs host"
