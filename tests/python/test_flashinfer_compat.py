@@ -125,7 +125,7 @@ def test_other_backends_arguments_are_not_implemented(rng, name, value):
         trtllm_batch_decode_sparse_mla_dsv4(**flashinfer_args(p), **{name: value})
 
 
-@pytest.mark.parametrize("backend", ["cute-dsl", "fa3"])  # "sparse": test_flashinfer_packed.py
+@pytest.mark.parametrize("backend", ["fa3"])  # "sparse": test_flashinfer_packed.py; "cute-dsl": test_hca.py
 def test_other_backends_are_not_implemented(rng, backend):
     p = make_problem(rng, layout="HND")
     with pytest.raises(NotImplementedError, match=f"^backend='{backend}': sparse_decode serves the trtllm-gen"):

@@ -82,7 +82,7 @@ def test_varlen_query_arguments_are_accepted(rng, seed):
         ),
         (dict(seq_lens=torch.ones(5, dtype=torch.int32)), r"^seq_lens: an argument of FlashInfer's trtllm-gen"),
         (dict(hca_seq_lens=torch.ones(5, dtype=torch.int32)), r"^hca_seq_lens: an argument of FlashInfer's HCA"),
-        (dict(backend="cute-dsl"), r"^backend='cute-dsl': sparse_decode serves the trtllm-gen argument set"),
+        (dict(backend="fa3"), r"^backend='fa3': sparse_decode serves the trtllm-gen argument set"),
     ],
 )
 def test_not_implemented(rng, change, message):
