@@ -101,7 +101,9 @@ Status dsv4_decode_hca(const Dsv4HcaDecodeArgs& args, void* workspace, size_t wo
 // Output: swa_rows/swa_lens (the active window columns, in order, then -1),
 // block_table (the pages, then -1) and hca_seq_lens (128 + the most slots a
 // token of the request attends). With these and the same lens, request
-// mapping and pools, dsv4_decode_hca computes what dsv4_decode does.
+// mapping and pools, dsv4_decode_hca computes what dsv4_decode does, except
+// for varlen tokens that no request holds (padding): they read no
+// compressed slot here, while dsv4_decode reads their compressed columns.
 struct Dsv4HcaConvertArgs {
   MemorySpace memory = MemorySpace::kHost;
   int64_t num_tokens = 0;  // T

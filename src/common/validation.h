@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <sstream>
 
 #include "sparse_decode/status.h"
@@ -10,6 +11,22 @@ namespace sparse_decode::validation {
 
 inline bool aligned16(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; }
 inline bool aligned4(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 4 == 0; }
+
+// Extents computed from caller values saturate instead of wrapping, so that a
+// huge stride or size cannot make a check pass by overflow (std::numeric_limits<int64_t>::max() is
+// larger than any extent a buffer can have).
+inline int64_t saturating_mul(int64_t a, int64_t b) {
+  int64_t product = 0;
+  return __builtin_mul_overflow(a, b, &product) ? std::numeric_limits<int64_t>::max() : product;
+}
+inline int64_t saturating_add(int64_t a, int64_t b) {
+  int64_t sum = 0;
+  return __builtin_add_overflow(a, b, &sum) ? std::numeric_limits<int64_t>::max() : sum;
+}
+// Whether `elements` of `element_bytes` (1, 2 or 4) bytes are a multiple of 16 bytes.
+inline bool multiple_of_16_bytes(int64_t elements, int64_t element_bytes) {
+  return elements % (16 / element_bytes) == 0;
+}
 
 // Builds "argument: expected ..., got ..." messages.
 template <typename... Parts>

@@ -2,6 +2,7 @@
 // without reading the caller's arrays, before anything is launched.
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "common/validation.h"
@@ -13,6 +14,9 @@ namespace {
 using validation::aligned16;
 using validation::aligned4;
 using validation::invalid;
+using validation::multiple_of_16_bytes;
+using validation::saturating_add;
+using validation::saturating_mul;
 
 constexpr int64_t kBf16Bytes = 2;
 
@@ -22,12 +26,12 @@ Status check_rows(const std::string& name, const void* data, int64_t row_stride,
                   int64_t heads, bool written) {
   if (data == nullptr) return invalid(name, ": expected a non-null pointer");
   if (!aligned16(data)) return invalid(name, ": expected a 16-byte aligned pointer");
-  if (head_stride < (written ? kDsaHeadDim : 0) || head_stride * kBf16Bytes % 16 != 0) {
+  if (head_stride < (written ? kDsaHeadDim : 0) || !multiple_of_16_bytes(head_stride, kBf16Bytes)) {
     return invalid(name, "_head_stride: expected ", written ? ">= 192 elements and " : ">= 0 and ",
                    "a multiple of 8 elements (16 bytes), got ", head_stride);
   }
-  const int64_t extent = (heads - 1) * head_stride + kDsaHeadDim;
-  if (row_stride < (written ? extent : 0) || row_stride * kBf16Bytes % 16 != 0) {
+  const int64_t extent = saturating_add(saturating_mul(heads - 1, head_stride), kDsaHeadDim);
+  if (row_stride < (written ? extent : 0) || !multiple_of_16_bytes(row_stride, kBf16Bytes)) {
     return invalid(name, "_row_stride: expected ",
                    written ? ">= (heads - 1) * head_stride + 192 = " + std::to_string(extent) : ">= 0",
                    " and a multiple of 8 elements (16 bytes), got ", row_stride);
@@ -43,19 +47,23 @@ Status check_cache(const DsaDecodeArgs& a) {
   if (a.cache == nullptr) return invalid("cache: expected a non-null pointer");
   if (!aligned16(a.cache)) return invalid("cache: expected a 16-byte aligned pointer");
   if (a.num_pages < 1) return invalid("num_pages: expected >= 1, got ", a.num_pages);
-  if (a.cache_slot_stride < kDsaSlotDim || a.cache_slot_stride * bytes % 16 != 0) {
+  if (a.cache_slot_stride < kDsaSlotDim || !multiple_of_16_bytes(a.cache_slot_stride, bytes)) {
     return invalid("cache_slot_stride: expected >= 384 elements and a multiple of 16 bytes, got ",
                    a.cache_slot_stride);
   }
-  const int64_t group_extent = int64_t{a.block_size} * a.cache_slot_stride;
-  if (a.cache_group_stride < group_extent || a.cache_group_stride * bytes % 16 != 0) {
+  const int64_t group_extent = saturating_mul(a.block_size, a.cache_slot_stride);
+  if (a.cache_group_stride < group_extent || !multiple_of_16_bytes(a.cache_group_stride, bytes)) {
     return invalid("cache_group_stride: expected >= block_size * cache_slot_stride = ", group_extent,
                    " elements and a multiple of 16 bytes, got ", a.cache_group_stride);
   }
-  const int64_t page_extent = int64_t{a.num_groups} * a.cache_group_stride;
-  if (a.cache_page_stride < page_extent || a.cache_page_stride * bytes % 16 != 0) {
+  const int64_t page_extent = saturating_mul(a.num_groups, a.cache_group_stride);
+  if (a.cache_page_stride < page_extent || !multiple_of_16_bytes(a.cache_page_stride, bytes)) {
     return invalid("cache_page_stride: expected >= num_groups * cache_group_stride = ", page_extent,
                    " elements and a multiple of 16 bytes, got ", a.cache_page_stride);
+  }
+  if (saturating_mul(saturating_mul(a.num_pages, a.cache_page_stride), bytes) == std::numeric_limits<int64_t>::max()) {
+    return invalid("num_pages: expected num_pages * cache_page_stride to fit in 64-bit byte offsets, got ", a.num_pages,
+                   " pages of ", a.cache_page_stride, " elements");
   }
   if (a.cache_dtype == DType::kFloat8E4M3) {
     if (a.k_scale == nullptr) return invalid("k_scale: expected a non-null pointer with an FP8 cache");

@@ -4,6 +4,7 @@
 // docs/hca_layout.md explains the new ones.
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 
 #include "dsv4/validate_plain.h"
 #include "sparse_decode/dsv4_decode_hca.h"
@@ -91,6 +92,10 @@ Status validate(const Dsv4HcaDecodeArgs& args) {
   }
   if (Status s = check_pool("swa_kv", args.swa_kv, fp8); !s.ok()) return s;
   if (Status s = check_pool("compressed_kv", args.compressed_kv, fp8); !s.ok()) return s;
+  if (validation::saturating_mul(args.max_pages, args.compressed_kv.page_size) == std::numeric_limits<int64_t>::max()) {
+    return invalid("max_pages: expected max_pages * compressed_kv.page_size to fit in 64 bits, got ", args.max_pages,
+                   " pages of ", args.compressed_kv.page_size);
+  }
 
   if (Status s = check_int_array("swa_rows", args.swa_rows, true); !s.ok()) return s;
   if (Status s = check_swa_rows_stride(args.swa_rows_stride); !s.ok()) return s;

@@ -3,6 +3,7 @@
 // rules follow validate.cpp (section 1) wherever the two calls share an
 // argument; docs/packed_layout.md explains the ones that are new here.
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "common/validation.h"
@@ -25,9 +26,14 @@ Status check_pool(const std::string& name, const PackedPool& pool) {
   if (!aligned16(pool.data)) return invalid(name, ".data: expected a 16-byte aligned pointer");
   if (pool.pages < 1) return invalid(name, ".pages: expected >= 1, got ", pool.pages);
   if (pool.page_size < 1) return invalid(name, ".page_size: expected >= 1, got ", pool.page_size);
-  if (pool.page_stride < pool.page_size * kPackedRowBytes) {
-    return invalid(name, ".page_stride: expected >= page_size * 584 = ", pool.page_size * kPackedRowBytes,
-                   " bytes, got ", pool.page_stride);
+  const int64_t page_extent = validation::saturating_mul(pool.page_size, kPackedRowBytes);
+  if (pool.page_stride < page_extent) {
+    return invalid(name, ".page_stride: expected >= page_size * 584 = ", page_extent, " bytes, got ",
+                   pool.page_stride);
+  }
+  if (validation::saturating_mul(pool.pages, pool.page_stride) == std::numeric_limits<int64_t>::max()) {
+    return invalid(name, ".pages: expected pages * page_stride to fit in 64-bit byte offsets, got ", pool.pages,
+                   " pages of ", pool.page_stride, " bytes");
   }
   if (pool.page_stride % 16 != 0) {
     return invalid(name, ".page_stride: expected a multiple of 16 bytes, got ", pool.page_stride);
@@ -66,12 +72,13 @@ Status check_rows(const char* name, const void* data, int64_t token_stride, int6
   const std::string n = name;
   if (data == nullptr) return invalid(n, ": expected a non-null pointer");
   if (!aligned16(data)) return invalid(n, ": expected a 16-byte aligned pointer");
-  if (head_stride < (written ? kHeadDim : 0) || head_stride * kBf16Bytes % 16 != 0) {
+  if (head_stride < (written ? kHeadDim : 0) || !validation::multiple_of_16_bytes(head_stride, kBf16Bytes)) {
     return invalid(n, "_head_stride: expected ", written ? ">= 512 elements and " : ">= 0 and ",
                    "a multiple of 8 elements (16 bytes), got ", head_stride);
   }
-  const int64_t row_extent = (heads - 1) * head_stride + kHeadDim;
-  if (token_stride < (written ? row_extent : 0) || token_stride * kBf16Bytes % 16 != 0) {
+  const int64_t row_extent =
+      validation::saturating_add(validation::saturating_mul(heads - 1, head_stride), kHeadDim);
+  if (token_stride < (written ? row_extent : 0) || !validation::multiple_of_16_bytes(token_stride, kBf16Bytes)) {
     return invalid(n, "_token_stride: expected ",
                    written ? ">= (H - 1) * head_stride + 512 = " + std::to_string(row_extent) + " elements and "
                            : std::string(">= 0 and "),

@@ -365,8 +365,9 @@ TEST(DsaReference, SplitCombineMatches) {
 }
 
 // The CPU backend writes the reference rounded to BF16 (nearest even) at the
-// output strides, the same bits for every `splits`; inactive rows are zeroed
-// with clear_inactive and untouched without; the padding is never written.
+// output strides; it ignores `splits` (one exact softmax), which the equal
+// bits across splits pin; inactive rows are zeroed with clear_inactive and
+// untouched without; the padding is never written.
 TEST(DsaHostBackend, WritesTheRoundedReference) {
   for (bool clear : {true, false}) {
     const uint64_t seed = test::fresh_seed();

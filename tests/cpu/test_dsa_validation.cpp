@@ -92,6 +92,8 @@ std::vector<Refusal> refusals() {
       {"out_unaligned", [](A& a) { a.out = static_cast<char*>(a.out) + 8; }, "out: expected a 16-byte aligned"},
       {"out_head_stride_overlap", [](A& a) { a.out_head_stride = 184; }, "out_head_stride: expected >= 192"},
       {"out_head_stride_unaligned", [](A& a) { a.out_head_stride = 196; }, "out_head_stride: expected >= 192"},
+      {"out_head_stride_wraps", [](A& a) { a.out_head_stride = int64_t{1} << 62; }, "out_row_stride: expected"},
+      {"cache_slot_stride_wraps", [](A& a) { a.cache_slot_stride = int64_t{1} << 60; }, "cache_group_stride: expected"},
       {"out_row_stride_overlap", [](A& a) { a.out_row_stride -= 8; }, "out_row_stride: expected >= (heads - 1)"},
       {"out_row_stride_unaligned", [](A& a) { a.out_row_stride += 2; }, "out_row_stride: expected >= (heads - 1)"},
       {"cache_dtype", [](A& a) { a.cache_dtype = static_cast<DType>(7); }, "cache_dtype: expected kBFloat16 or"},

@@ -82,6 +82,7 @@ std::vector<Refusal> refusals() {
       {"out_unaligned", [](A& a) { a.out = static_cast<char*>(a.out) + 2; }, "out: "},
       {"out_head_stride_511", [](A& a) { a.out_head_stride = 511; }, "out_head_stride: "},
       {"out_head_stride_516", [](A& a) { a.out_head_stride = 516; }, "out_head_stride: "},
+      {"out_head_stride_wraps", [](A& a) { a.out_head_stride = int64_t{1} << 62; }, "out_token_stride: "},
       {"out_token_stride_overlap", [](A& a) { a.out_token_stride = 16 * kHeadDim - 8; }, "out_token_stride: "},
       {"out_token_stride_unaligned", [](A& a) { a.out_token_stride += 4; }, "out_token_stride: "},
       {"sinks_unaligned", [](A& a) { a.sinks = shifted<float>(a.sinks, 1); }, "sinks: "},

@@ -106,6 +106,9 @@ std::vector<Refusal> refusals() {
       {"out_unaligned", fp8, [](A& a) { a.out = static_cast<char*>(a.out) + 2; }, "out: "},
       {"out_head_stride_511", fp8, [](A& a) { a.out_head_stride = 511; }, "out_head_stride"},
       {"out_head_stride_unaligned", fp8, [](A& a) { a.out_head_stride = 516; }, "out_head_stride"},
+      // Extents that wrap around 64 bits must not pass the checks.
+      {"out_head_stride_wraps", fp8, [](A& a) { a.out_head_stride = int64_t{1} << 62; }, "out_token_stride"},
+      {"page_size_wraps", fp8, [](A& a) { a.swa_kv.page_size = int64_t{1} << 55; }, "swa_kv.page_stride"},
       {"out_token_stride_overlap", fp8, [](A& a) { a.out_token_stride = 16 * kHeadDim - 8; }, "out_token_stride"},
       {"out_token_stride_unaligned", bf16, [](A& a) { a.out_token_stride += 4; }, "out_token_stride"},
       {"indices_null", fp8, [](A& a) { a.indices = nullptr; }, "indices: "},
