@@ -297,6 +297,12 @@ def convert_page_aligned_indices(
     if len(shape) < 2:
         raise ValueError(f"indices: expected [T, W] (or [B, q_len, W]) int32, got shape {list(shape)}")
     tokens, width = math.prod(shape[:-1]), shape[-1]
+    if seq_lens is None:
+        raise ValueError("seq_lens: expected int32 [B], the KV length of each request (the converter needs it), got None")
+    if block_table is not None and max_pages is not None and int(block_table.shape[-1]) != int(max_pages):
+        raise ValueError(
+            f"max_pages: expected the width of block_table ({int(block_table.shape[-1])}) or None, got {max_pages}"
+        )
     requests = (
         math.prod(seq_lens.shape) if seq_lens is not None else math.prod(cum_seq_lens_q.shape) - 1
         if cum_seq_lens_q is not None else 0

@@ -69,6 +69,7 @@ class DSV4HCAMetadata(NamedTuple):
     hca_compressed_block_tables: torch.Tensor  # int32 [sum_q, max_pages]
     hca_seq_lens: torch.Tensor  # int32 [B]
     swa_topk_lens: torch.Tensor  # int32 [sum_q]
+    hca_is_causal: bool = True  # as FlashInfer's: HCA rows are per query token
 
 
 def _page_size(cache: Optional[torch.Tensor], kv_layout: str) -> int:
@@ -176,7 +177,8 @@ def _hca(
         if cum_seq_lens_q is None and query.dim() == 4:
             requests = dict(q_len=int(query.shape[1]))
         metadata = _convert(sparse_indices, sparse_topk_lens, seq_lens, compressed_kv_cache, kv_layout, **requests)
-        hca_swa_indices, hca_compressed_block_tables, hca_seq_lens, swa_topk_lens = metadata
+        hca_swa_indices, hca_compressed_block_tables = metadata.hca_swa_indices, metadata.hca_compressed_block_tables
+        hca_seq_lens, swa_topk_lens = metadata.hca_seq_lens, metadata.swa_topk_lens
     else:
         if sparse_indices is not None:
             raise ValueError(

@@ -320,9 +320,15 @@ const int32_t* set_requests(Args& args, const std::optional<Array>& per_request,
   return data;
 }
 
-// Scratch memory: (pointer, bytes) of an optional array of any dtype.
+// Scratch memory: (pointer, bytes) of an optional contiguous array of any
+// dtype (the library writes `bytes` contiguous bytes from the pointer).
 inline std::pair<void*, size_t> workspace_of(const std::optional<Array>& a) {
   if (!a) return {nullptr, 0};
+  const Merged all = merge_leading(*a, a->ndim(), 1);
+  if (all.size > 1 && all.stride != 1) {
+    fail("workspace: expected a contiguous array, got shape " + a->shape_text() + " with element stride " +
+         std::to_string(all.stride));
+  }
   return {a->data, static_cast<size_t>(a->count()) * ((a->dtype.bits + 7) / 8)};
 }
 
@@ -346,15 +352,13 @@ void set_query_and_output(Args& args, const Array& q, const Array& out) {
   args.out_head_stride = out_rows.head_stride;
 }
 
-// Checks the workspace against the call's need, then runs `decode(args,
-// workspace, bytes, stream)` without the GIL (the CPU backend can run for a
-// while; other Python threads may go on) and raises on a refusal.
+// Runs `decode(args, workspace, bytes, stream)` without the GIL (the CPU
+// backend can run for a while; other Python threads may go on) and raises on
+// a refusal. The library checks the workspace size itself, after the other
+// arguments, so a bad argument is named before a workspace sized for it.
 template <typename Args, typename Decode>
 void run_decode(const Args& args, const std::optional<Array>& workspace, uintptr_t stream, Decode decode) {
   const auto [workspace_data, workspace_bytes] = workspace_of(workspace);
-  if (const size_t needed = workspace_size(args); needed > workspace_bytes) {
-    fail("workspace: expected at least " + std::to_string(needed) + " bytes, got " + std::to_string(workspace_bytes));
-  }
   Status status;
   {
     nb::gil_scoped_release release;

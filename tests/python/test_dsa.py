@@ -81,6 +81,7 @@ def test_splits_for():
         (lambda p: dict(splits=33), r"^splits: expected 1\.\.32"),
         (lambda p: dict(query_len=3), r"^num_rows: expected a multiple of num_groups \* query_len"),
         (lambda p: dict(cache=p.cache.view(np.uint8)[..., :384], k_scale=None), r"^k_scale: expected a non-null"),
+        (lambda p: dict(workspace=np.zeros(64, np.uint8)[::2]), r"^workspace: expected a contiguous array"),
     ],
 )
 def test_errors_name_the_argument(rng, change, message):

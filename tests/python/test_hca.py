@@ -204,6 +204,7 @@ def test_flashinfer_page_aligned_format_matches_trtllm_gen(rng, seed, layout):
     assert np.array_equal(bits(converted), bits(section1)), f"seed={seed}: converted path vs trtllm-gen"
     metadata = convert_compressed_page_aligned_sparse_indices_to_hca_metadata(
         indices, common["sparse_topk_lens"], seq_lens, pools[0], pools[1], q_len=t.q_len, kv_layout=layout)
+    assert metadata.hca_is_causal is True  # FlashInfer's DSV4HCAMetadata has the field
     explicit = trtllm_batch_decode_sparse_mla_dsv4(**common, backend="cute-dsl", **metadata._asdict())
     assert np.array_equal(bits(explicit), bits(section1)), f"seed={seed}: precomputed metadata vs trtllm-gen"
 
