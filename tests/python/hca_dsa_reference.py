@@ -190,6 +190,10 @@ def make_dsa_problem(rng, *, tokens=4, groups=2, heads=4, query_len=2, block=4, 
         p.gate = random_elements(rng, (tokens, groups * heads), "bf16")
     elif gate == "float32":
         p.gate = rng.uniform(-4, 4, (tokens, groups * heads)).astype(np.float32)
+    # Row 0 always sees a whole block of keys, so that no problem is empty.
+    p.active[0], p.positions[0], p.regions[0, 0] = 1, max_blocks * block - 1, 0
+    if not 0 <= p.block_table[0, 0] < pages:
+        p.block_table[0, 0] = 0
     read = np.zeros(p.cache.shape[:3], dtype=bool)
     for r, page, slot in dsa_keys(p):
         read[page, r % groups, slot] = True
