@@ -9,6 +9,21 @@ from typing import Any, Optional, Tuple
 from . import _arrays, _ext
 
 
+def _plain(**arrays: Any) -> dict:
+    """Each array through _arrays.plain under its argument name, in the order given."""
+    return {name: _arrays.plain(array, name) for name, array in arrays.items()}
+
+
+def _check_page_layout(page_layout: str) -> None:
+    if page_layout not in ("NHD", "HND"):
+        raise ValueError(f"page_layout: expected 'NHD' or 'HND', got {page_layout!r}")
+
+
+def _check_float(value: Any, name: str) -> None:
+    if not isinstance(value, numbers.Real):
+        raise TypeError(f"{name}: expected a float, got {type(value).__name__}")
+
+
 def dsv4_decode(
     q: Any,
     swa_kv: Any,
@@ -68,31 +83,22 @@ def dsv4_decode(
     that this build does not serve (the message says why), RuntimeError for
     CUDA errors; the message is the library's.
     """
-    if page_layout not in ("NHD", "HND"):
-        raise ValueError(f"page_layout: expected 'NHD' or 'HND', got {page_layout!r}")
+    _check_page_layout(page_layout)
     bmm1_value, bmm1_array = _arrays.scale(bmm1_scale, "bmm1_scale")
     bmm2_value, bmm2_array = _arrays.scale(bmm2_scale, "bmm2_scale")
     context, stream_handle = _arrays.launch_context(q, stream)
     with context:
         _ext.dsv4_decode(
-            _arrays.plain(q, "q"),
-            _arrays.plain(swa_kv, "swa_kv"),
-            _arrays.plain(compressed_kv, "compressed_kv"),
-            _arrays.plain(indices, "indices"),
-            _arrays.plain(out, "out"),
-            lens=_arrays.plain(lens, "lens"),
-            seq_lens=_arrays.plain(seq_lens, "seq_lens"),
-            cum_seq_lens_q=_arrays.plain(cum_seq_lens_q, "cum_seq_lens_q"),
+            **_plain(q=q, swa_kv=swa_kv, compressed_kv=compressed_kv, indices=indices, out=out, lens=lens,
+                     seq_lens=seq_lens, cum_seq_lens_q=cum_seq_lens_q),
             q_len=q_len,
             max_q_len=max_q_len,
-            sinks=_arrays.plain(sinks, "sinks"),
+            **_plain(sinks=sinks),
             bmm1_scale=bmm1_value,
             bmm1_scale_array=bmm1_array,
             bmm2_scale=bmm2_value,
             bmm2_scale_array=bmm2_array,
-            lse=_arrays.plain(lse, "lse"),
-            out_of_range_count=_arrays.plain(out_of_range_count, "out_of_range_count"),
-            workspace=_arrays.plain(workspace, "workspace"),
+            **_plain(lse=lse, out_of_range_count=out_of_range_count, workspace=workspace),
             enable_pdl=bool(enable_pdl),
             hnd=page_layout == "HND",
             stream=int(stream_handle),
@@ -148,24 +154,14 @@ def dsv4_decode_packed(
     that this build does not serve (e.g. device memory without a Hopper
     GPU), RuntimeError for CUDA errors; the message is the library's.
     """
-    if not isinstance(softmax_scale, numbers.Real):
-        raise TypeError(f"softmax_scale: expected a float, got {type(softmax_scale).__name__}")
+    _check_float(softmax_scale, "softmax_scale")
     context, stream_handle = _arrays.launch_context(q, stream)
     with context:
         _ext.dsv4_decode_packed(
-            _arrays.plain(q, "q"),
-            _arrays.plain(swa_cache, "swa_cache"),
-            _arrays.plain(swa_indices, "swa_indices"),
-            _arrays.plain(out, "out"),
-            swa_lens=_arrays.plain(swa_lens, "swa_lens"),
-            extra_cache=_arrays.plain(extra_cache, "extra_cache"),
-            extra_indices=_arrays.plain(extra_indices, "extra_indices"),
-            extra_lens=_arrays.plain(extra_lens, "extra_lens"),
+            **_plain(q=q, swa_cache=swa_cache, swa_indices=swa_indices, out=out, swa_lens=swa_lens,
+                     extra_cache=extra_cache, extra_indices=extra_indices, extra_lens=extra_lens),
             softmax_scale=float(softmax_scale),
-            sinks=_arrays.plain(sinks, "sinks"),
-            lse=_arrays.plain(lse, "lse"),
-            out_of_range_count=_arrays.plain(out_of_range_count, "out_of_range_count"),
-            workspace=_arrays.plain(workspace, "workspace"),
+            **_plain(sinks=sinks, lse=lse, out_of_range_count=out_of_range_count, workspace=workspace),
             enable_pdl=bool(enable_pdl),
             stream=int(stream_handle),
         )
@@ -223,32 +219,21 @@ def dsv4_decode_hca(
     Raises ValueError for bad arguments (the message names the argument),
     NotImplementedError for valid calls this build does not serve.
     """
-    if page_layout not in ("NHD", "HND"):
-        raise ValueError(f"page_layout: expected 'NHD' or 'HND', got {page_layout!r}")
-    for name, value in (("bmm1_scale", bmm1_scale), ("bmm2_scale", bmm2_scale)):
-        if not isinstance(value, numbers.Real):
-            raise TypeError(f"{name}: expected a float, got {type(value).__name__}")
+    _check_page_layout(page_layout)
+    _check_float(bmm1_scale, "bmm1_scale")
+    _check_float(bmm2_scale, "bmm2_scale")
     context, stream_handle = _arrays.launch_context(q, stream)
     with context:
         _ext.dsv4_decode_hca(
-            _arrays.plain(q, "q"),
-            _arrays.plain(swa_kv, "swa_kv"),
-            _arrays.plain(compressed_kv, "compressed_kv"),
-            _arrays.plain(swa_rows, "swa_rows"),
-            _arrays.plain(swa_lens, "swa_lens"),
-            _arrays.plain(block_table, "block_table"),
-            _arrays.plain(lens, "lens"),
-            _arrays.plain(hca_seq_lens, "hca_seq_lens"),
-            _arrays.plain(out, "out"),
-            cum_seq_lens_q=_arrays.plain(cum_seq_lens_q, "cum_seq_lens_q"),
+            **_plain(q=q, swa_kv=swa_kv, compressed_kv=compressed_kv, swa_rows=swa_rows, swa_lens=swa_lens,
+                     block_table=block_table, lens=lens, hca_seq_lens=hca_seq_lens, out=out,
+                     cum_seq_lens_q=cum_seq_lens_q),
             q_len=q_len,
             max_q_len=max_q_len,
-            sinks=_arrays.plain(sinks, "sinks"),
+            **_plain(sinks=sinks),
             bmm1_scale=float(bmm1_scale),
             bmm2_scale=float(bmm2_scale),
-            lse=_arrays.plain(lse, "lse"),
-            out_of_range_count=_arrays.plain(out_of_range_count, "out_of_range_count"),
-            workspace=_arrays.plain(workspace, "workspace"),
+            **_plain(lse=lse, out_of_range_count=out_of_range_count, workspace=workspace),
             enable_pdl=bool(enable_pdl),
             hnd=page_layout == "HND",
             stream=int(stream_handle),
@@ -320,14 +305,8 @@ def convert_page_aligned_indices(
     context, stream_handle = _arrays.launch_context(indices, stream)
     with context:
         _ext.convert_page_aligned_indices(
-            _arrays.plain(indices, "indices"),
-            _arrays.plain(lens, "lens"),
-            _arrays.plain(seq_lens, "seq_lens"),
-            _arrays.plain(swa_rows, "swa_rows"),
-            _arrays.plain(swa_lens, "swa_lens"),
-            _arrays.plain(block_table, "block_table"),
-            _arrays.plain(hca_seq_lens, "hca_seq_lens"),
-            cum_seq_lens_q=_arrays.plain(cum_seq_lens_q, "cum_seq_lens_q"),
+            **_plain(indices=indices, lens=lens, seq_lens=seq_lens, swa_rows=swa_rows, swa_lens=swa_lens,
+                     block_table=block_table, hca_seq_lens=hca_seq_lens, cum_seq_lens_q=cum_seq_lens_q),
             q_len=q_len,
             max_q_len=max_q_len,
             page_size=int(page_size),
@@ -395,28 +374,19 @@ def dsa_decode(
     Raises ValueError for bad arguments (the message names the argument),
     NotImplementedError for valid calls this build does not serve.
     """
-    if not isinstance(scale, numbers.Real):
-        raise TypeError(f"scale: expected a float, got {type(scale).__name__}")
+    _check_float(scale, "scale")
     rows = int(q.shape[0]) if getattr(q, "shape", None) else 0
     splits = dsa_splits_for(rows) if splits is None else int(splits)
     context, stream_handle = _arrays.launch_context(q, stream)
     with context:
         _ext.dsa_decode(
-            _arrays.plain(q, "q"),
-            _arrays.plain(cache, "cache"),
-            _arrays.plain(regions, "regions"),
-            _arrays.plain(block_table, "block_table"),
-            _arrays.plain(positions, "positions"),
-            _arrays.plain(active, "active"),
-            _arrays.plain(out, "out"),
+            **_plain(q=q, cache=cache, regions=regions, block_table=block_table, positions=positions, active=active,
+                     out=out),
             scale=float(scale),
             query_len=int(query_len),
             splits=splits,
             clear_inactive=bool(clear_inactive),
-            k_scale=_arrays.plain(k_scale, "k_scale"),
-            v_scale=_arrays.plain(v_scale, "v_scale"),
-            gate=_arrays.plain(gate, "gate"),
-            workspace=_arrays.plain(workspace, "workspace"),
+            **_plain(k_scale=k_scale, v_scale=v_scale, gate=gate, workspace=workspace),
             enable_pdl=bool(enable_pdl),
             stream=int(stream_handle),
         )
