@@ -55,35 +55,12 @@ def dsv4_decode(
     page_layout: str = "NHD",
 ) -> None:
     """sparse_decode.dsv4_decode on torch tensors, on the current stream of q's device."""
-    _dsv4_decode(
-        q,
-        swa_kv,
-        compressed_kv,
-        indices,
-        out,
-        lens=lens,
-        seq_lens=seq_lens,
-        cum_seq_lens_q=cum_seq_lens_q,
-        q_len=q_len,
-        max_q_len=max_q_len,
-        sinks=sinks,
-        bmm1_scale=bmm1_scale if bmm1_scale_tensor is None else bmm1_scale_tensor,
-        bmm2_scale=bmm2_scale if bmm2_scale_tensor is None else bmm2_scale_tensor,
-        lse=lse,
-        out_of_range_count=out_of_range_count,
-        enable_pdl=enable_pdl,
-        page_layout=page_layout,
-        workspace=workspace,
-    )
-
-
-@dsv4_decode.register_fake
-def _dsv4_decode_fake(
-    q, swa_kv, compressed_kv, indices, out, lse, out_of_range_count, workspace, *args, **kwargs
-) -> None:
-    # Outputs are the mutated arguments, which already have their shapes;
-    # argument errors surface from the real call (at the first run).
-    return None
+    arguments = dict(locals())  # the op's arguments, named as the low-level call names them
+    for name in ("bmm1_scale", "bmm2_scale"):
+        tensor = arguments.pop(name + "_tensor")
+        if tensor is not None:  # the tensor wins when both are given
+            arguments[name] = tensor
+    _dsv4_decode(**arguments)
 
 
 @torch.library.custom_op("sparse_decode::dsv4_decode_packed", mutates_args=_MUTATED)
@@ -108,29 +85,7 @@ def dsv4_decode_packed(
     The mutated tensors come first as for dsv4_decode; softmax_scale follows
     them because it has no default (the packed call takes it by value).
     """
-    _dsv4_decode_packed(
-        q,
-        swa_cache,
-        swa_indices,
-        out,
-        swa_lens=swa_lens,
-        extra_cache=extra_cache,
-        extra_indices=extra_indices,
-        extra_lens=extra_lens,
-        softmax_scale=softmax_scale,
-        sinks=sinks,
-        lse=lse,
-        out_of_range_count=out_of_range_count,
-        enable_pdl=enable_pdl,
-        workspace=workspace,
-    )
-
-
-@dsv4_decode_packed.register_fake
-def _dsv4_decode_packed_fake(
-    q, swa_cache, swa_indices, out, lse, out_of_range_count, workspace, *args, **kwargs
-) -> None:
-    return None  # as for dsv4_decode: the outputs are the mutated arguments
+    _dsv4_decode_packed(**locals())  # the op's arguments are the low-level call's, by name
 
 
 @torch.library.custom_op("sparse_decode::dsv4_decode_hca", mutates_args=_MUTATED)
@@ -157,33 +112,7 @@ def dsv4_decode_hca(
     page_layout: str = "NHD",
 ) -> None:
     """sparse_decode.dsv4_decode_hca on torch tensors (float scales only, as the HCA set takes them)."""
-    _dsv4_decode_hca(
-        q,
-        swa_kv,
-        compressed_kv,
-        swa_rows,
-        swa_lens,
-        block_table,
-        lens,
-        hca_seq_lens,
-        out,
-        cum_seq_lens_q=cum_seq_lens_q,
-        q_len=q_len,
-        max_q_len=max_q_len,
-        sinks=sinks,
-        bmm1_scale=bmm1_scale,
-        bmm2_scale=bmm2_scale,
-        lse=lse,
-        out_of_range_count=out_of_range_count,
-        enable_pdl=enable_pdl,
-        page_layout=page_layout,
-        workspace=workspace,
-    )
-
-
-@dsv4_decode_hca.register_fake
-def _dsv4_decode_hca_fake(*args, **kwargs) -> None:
-    return None  # as for dsv4_decode: the outputs are the mutated arguments
+    _dsv4_decode_hca(**locals())  # the op's arguments are the low-level call's, by name
 
 
 @torch.library.custom_op("sparse_decode::dsa_decode", mutates_args=("out", "workspace"))
@@ -207,26 +136,16 @@ def dsa_decode(
 ) -> None:
     """sparse_decode.dsa_decode on torch tensors. splits is explicit (sparse_decode.dsa_splits_for(rows)
     gives the default) so that a traced graph does not depend on a host-side choice."""
-    _dsa_decode(
-        q,
-        cache,
-        regions,
-        block_table,
-        positions,
-        active,
-        out,
-        scale=scale,
-        query_len=query_len,
-        splits=splits,
-        clear_inactive=clear_inactive,
-        k_scale=k_scale,
-        v_scale=v_scale,
-        gate=gate,
-        enable_pdl=enable_pdl,
-        workspace=workspace,
-    )
+    _dsa_decode(**locals())  # the op's arguments are the low-level call's, by name
 
 
-@dsa_decode.register_fake
-def _dsa_decode_fake(*args, **kwargs) -> None:
-    return None  # out (and the workspace) are mutated in place
+def _fake(*args, **kwargs) -> None:
+    # Outputs are the mutated arguments (out, lse, the counter, the workspace),
+    # which already have their shapes; argument errors surface from the real
+    # call (at the first run).
+    return None
+
+
+for _op in (dsv4_decode, dsv4_decode_packed, dsv4_decode_hca, dsa_decode):
+    _op.register_fake(_fake)
+del _op
