@@ -61,6 +61,18 @@ def _refuse_hca(backend, hca_arguments) -> None:
     )
 
 
+def _check_kv_layout(kv_layout) -> None:
+    if kv_layout not in ("HND", "NHD"):
+        raise ValueError(f"kv_layout: expected 'HND' or 'NHD', got {kv_layout!r}")
+
+
+def _output(out: Optional[torch.Tensor], query: torch.Tensor) -> torch.Tensor:
+    """`out`, or a BF16 tensor of query's shape when none is given."""
+    if out is None:
+        out = torch.empty(query.shape, dtype=torch.bfloat16, device=query.device)
+    return out
+
+
 class DSV4HCAMetadata(NamedTuple):
     """The HCA metadata of a converted table, named as the arguments that take it:
     trtllm_batch_decode_sparse_mla_dsv4(..., backend="cute-dsl", **metadata._asdict())."""
@@ -128,8 +140,7 @@ def convert_compressed_page_aligned_sparse_indices_to_hca_metadata(
     (docs/hca_layout.md). CPU tensors convert on the CPU; CUDA tensors raise
     NotImplementedError until the device converter exists.
     """
-    if kv_layout not in ("HND", "NHD"):
-        raise ValueError(f"kv_layout: expected 'HND' or 'NHD', got {kv_layout!r}")
+    _check_kv_layout(kv_layout)
     return _convert(sparse_indices, sparse_topk_lens, seq_lens, compressed_kv_cache, kv_layout, q_len=q_len)
 
 
@@ -191,8 +202,7 @@ def _hca(
         ):
             if value is None:
                 raise ValueError(f"{name}: required by the HCA argument set (backend='cute-dsl')")
-    if out is None:
-        out = torch.empty(query.shape, dtype=torch.bfloat16, device=query.device)
+    out = _output(out, query)
     torch.ops.sparse_decode.dsv4_decode_hca(
         query,
         swa_kv_cache,
@@ -293,8 +303,7 @@ def trtllm_batch_decode_sparse_mla_dsv4(
     and decoded. That path allocates the metadata on every call and is not
     CUDA-graph safe; convert once and pass the explicit arguments instead.
     """
-    if kv_layout not in ("HND", "NHD"):
-        raise ValueError(f"kv_layout: expected 'HND' or 'NHD', got {kv_layout!r}")
+    _check_kv_layout(kv_layout)
     if backend == "cute-dsl":
         _refuse(
             (
@@ -304,10 +313,26 @@ def trtllm_batch_decode_sparse_mla_dsv4(
             "an argument of FlashInfer's packed-row (SM120 'sparse') backend, not of the HCA one (backend='cute-dsl')",
         )
         _refuse((("hca_is_causal", hca_is_causal, True),), "must be True (HCA rows are per query token)")
-        if cum_seq_lens_q is not None and max_q_len is None:
-            raise ValueError("max_q_len: required with cum_seq_lens_q")
-        if query.dim() not in (3, 4):
-            raise ValueError(f"query: expected [B, q_len, H, 512] or [sum_q, H, 512], got {list(query.shape)}")
+    else:
+        _refuse_hca(
+            backend,
+            (
+                ("hca_swa_indices", hca_swa_indices, None),
+                ("hca_compressed_block_tables", hca_compressed_block_tables, None),
+                ("hca_seq_lens", hca_seq_lens, None),
+                ("hca_is_causal", hca_is_causal, True),
+                ("hca_use_persistent", hca_use_persistent, False),
+                ("hca_sparse_indices_format", hca_sparse_indices_format, None),
+            ),
+        )
+    if cum_seq_lens_q is not None and max_q_len is None:
+        raise ValueError("max_q_len: required with cum_seq_lens_q")
+    if query.dim() not in (3, 4):
+        raise ValueError(f"query: expected [B, q_len, H, 512] or [sum_q, H, 512], got {list(query.shape)}")
+    if enable_pdl is None:
+        enable_pdl = query.is_cuda
+
+    if backend == "cute-dsl":
         # hca_use_persistent picks FlashInfer's tile scheduler; the schedule here is the library's.
         return _hca(
             query,
@@ -324,32 +349,13 @@ def trtllm_batch_decode_sparse_mla_dsv4(
             kv_layout,
             cum_seq_lens_q,
             max_q_len,
-            query.is_cuda if enable_pdl is None else enable_pdl,
+            enable_pdl,
             swa_topk_lens,
             hca_swa_indices,
             hca_compressed_block_tables,
             hca_seq_lens,
             hca_sparse_indices_format,
         )
-    _refuse_hca(
-        backend,
-        (
-            ("hca_swa_indices", hca_swa_indices, None),
-
-            ("hca_compressed_block_tables", hca_compressed_block_tables, None),
-            ("hca_seq_lens", hca_seq_lens, None),
-            ("hca_is_causal", hca_is_causal, True),
-            ("hca_use_persistent", hca_use_persistent, False),
-            ("hca_sparse_indices_format", hca_sparse_indices_format, None),
-        ),
-    )
-    if cum_seq_lens_q is not None and max_q_len is None:
-        raise ValueError("max_q_len: required with cum_seq_lens_q")
-    if query.dim() not in (3, 4):
-        raise ValueError(f"query: expected [B, q_len, H, 512] or [sum_q, H, 512], got {list(query.shape)}")
-    if enable_pdl is None:
-        enable_pdl = query.is_cuda
-
     if backend == "sparse" or (backend == "auto" and _is_packed(swa_kv_cache)):
         _refuse(
             (("sparse_topk_lens", sparse_topk_lens, None), ("seq_lens", seq_lens, None)),
@@ -400,8 +406,7 @@ def trtllm_batch_decode_sparse_mla_dsv4(
             scales += [float(value), None]
     bmm1_value, bmm1_tensor, bmm2_value, bmm2_tensor = scales
 
-    if out is None:
-        out = torch.empty(query.shape, dtype=torch.bfloat16, device=query.device)
+    out = _output(out, query)
 
     torch.ops.sparse_decode.dsv4_decode(
         query,
@@ -468,8 +473,7 @@ def _packed(
         raise NotImplementedError(f"bmm2_scale: must be 1.0 with packed caches (SPEC section 2), got {bmm2_scale}")
     if extra_sparse_indices is None and extra_sparse_topk_lens is None:
         compressed_kv_cache = None
-    if out is None:
-        out = torch.empty(query.shape, dtype=torch.bfloat16, device=query.device)
+    out = _output(out, query)
     torch.ops.sparse_decode.dsv4_decode_packed(
         query,
         _packed_pool(swa_kv_cache, "swa_kv_cache", kv_layout),
