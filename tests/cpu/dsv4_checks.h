@@ -160,7 +160,11 @@ inline void expect_strided_outputs(const HostOutput& expected, int64_t T, int H,
   EXPECT_EQ(count, expected.count);
 }
 
-inline HostOutput run_host(Dsv4DecodeArgs args) {
+// `decode(args)` (a public call: dsv4_decode, dsv4_decode_packed,
+// dsv4_decode_hca) with host memory: contiguous out/lse poisoned beforehand,
+// the counter starting from kCountStart (the call adds to it).
+template <typename Args, typename Decode>
+HostOutput run_host_call(Args args, Decode decode) {
   const int64_t T = args.num_tokens;
   const int H = args.num_heads;
   HostOutput r;
@@ -173,9 +177,13 @@ inline HostOutput run_host(Dsv4DecodeArgs args) {
   args.lse = r.lse.data();
   args.lse_token_stride = H;
   args.out_of_range_count = &r.count;
-  const Status status = dsv4_decode(args, nullptr, 0, nullptr);
+  const Status status = decode(args);
   EXPECT_TRUE(status.ok()) << status.message();
   return r;
+}
+
+inline HostOutput run_host(const Dsv4DecodeArgs& args) {
+  return run_host_call(args, [](const Dsv4DecodeArgs& a) { return dsv4_decode(a, nullptr, 0, nullptr); });
 }
 
 // Per (token, head): |got - want| / |want| <= tolerance in L2, and exact
@@ -216,6 +224,19 @@ void expect_lse_close(const std::vector<Lse>& got, const std::vector<double>& wa
   }
 }
 
+// The public host call's output against the reference `ref`: every element
+// written and finite, out within BF16 rounding (3e-3), lse (1e-6), and the
+// counter advanced by `out_of_range`.
+inline void expect_host_matches(const HostOutput& host, const reference::Dsv4Result& ref, int64_t T, int H,
+                                int64_t out_of_range) {
+  const std::vector<double> values = host.out_values();
+  EXPECT_TRUE(std::all_of(values.begin(), values.end(), [](double v) { return std::isfinite(v); }))
+      << "NaN/inf in out: a masked NaN row leaked or an element was not written";
+  expect_rows_close(values, ref.out, T, H, 3e-3, "host BF16 out vs reference");
+  expect_lse_close(host.lse, ref.lse, 1e-6, "host lse vs reference");
+  EXPECT_EQ(host.count, kCountStart + out_of_range);
+}
+
 // ---------------------------------------------------------------------------
 // Shared steps of the reference tests.
 
@@ -247,12 +268,7 @@ inline Expected check_problem(const Dsv4DecodeArgs& args) {
   EXPECT_EQ(ref.out_of_range, brute.out_of_range);
 
   const HostOutput host = run_host(args);
-  const std::vector<double> values = host.out_values();
-  EXPECT_TRUE(std::all_of(values.begin(), values.end(), [](double v) { return std::isfinite(v); }))
-      << "NaN/inf in out: a masked NaN row leaked or an element was not written";
-  expect_rows_close(values, ref.out, T, H, 3e-3, "host BF16 out vs reference");
-  expect_lse_close(host.lse, ref.lse, 1e-6, "host lse vs reference");
-  EXPECT_EQ(host.count, kCountStart + brute.out_of_range);
+  expect_host_matches(host, ref, T, H, brute.out_of_range);
 
   // Deterministic: a second run gives the same bits.
   const HostOutput again = run_host(args);

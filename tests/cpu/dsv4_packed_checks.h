@@ -152,24 +152,10 @@ inline void expect_groups_close(const std::vector<double>& got, const std::vecto
   }
 }
 
-// The public call with host memory: contiguous out/lse poisoned beforehand,
-// the counter starting from kCountStart (the call adds to it).
-inline HostOutput run_packed_host(Dsv4PackedDecodeArgs args) {
-  const int64_t T = args.num_tokens;
-  const int H = args.num_heads;
-  HostOutput r;
-  r.out.assign(static_cast<size_t>(T) * H * 512, kOutPoison);
-  r.lse.assign(static_cast<size_t>(T) * H, lse_poison());
-  args.memory = MemorySpace::kHost;
-  args.out = r.out.data();
-  args.out_token_stride = int64_t{H} * 512;
-  args.out_head_stride = 512;
-  args.lse = r.lse.data();
-  args.lse_token_stride = H;
-  args.out_of_range_count = &r.count;
-  const Status status = dsv4_decode_packed(args, nullptr, 0, nullptr);
-  EXPECT_TRUE(status.ok()) << status.message();
-  return r;
+// The public call with host memory (run_host_call).
+inline HostOutput run_packed_host(const Dsv4PackedDecodeArgs& args) {
+  return run_host_call(args,
+                       [](const Dsv4PackedDecodeArgs& a) { return dsv4_decode_packed(a, nullptr, 0, nullptr); });
 }
 
 // Reference vs the literal softmax (1e-12), the public host call vs the
