@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "dsv4_hca_checks.h"
+#include "validation_support.h"
 
 namespace sparse_decode {
 namespace {
@@ -39,31 +40,15 @@ class ValidCall {
     config.compressed_pages = 8;
     config.seed = seed;
     problem_ = testing::make_dsv4_hca_problem(config);
-    out_.assign(4 * 16 * kHeadDim, test::kOutPoison);
-    lse_.assign(4 * 16, test::lse_poison());
-    args = problem_.host_args(out_.data(), lse_.data());
-    args.out_of_range_count = &count_;
-  }
-
-  bool untouched() const {
-    std::vector<uint32_t> bits(lse_.size());
-    std::memcpy(bits.data(), lse_.data(), bits.size() * 4);
-    return std::all_of(out_.begin(), out_.end(), [](uint16_t v) { return v == test::kOutPoison; }) &&
-           std::all_of(bits.begin(), bits.end(), [](uint32_t v) { return v == test::kLsePoisonBits; }) &&
-           count_ == test::kCountStart;
-  }
-  bool fully_written() const {
-    return std::none_of(out_.begin(), out_.end(), [](uint16_t v) { return v == test::kOutPoison; }) &&
-           std::none_of(lse_.begin(), lse_.end(), [](float v) { return std::isnan(v); });
+    args = problem_.host_args(outputs.out.data(), outputs.lse.data());
+    args.out_of_range_count = &outputs.count;
   }
 
   Dsv4HcaDecodeArgs args;
+  test::PoisonedOutputs outputs{4, 16};
 
  private:
   testing::Dsv4HcaProblem problem_;
-  std::vector<uint16_t> out_;
-  std::vector<float> lse_;
-  int32_t count_ = test::kCountStart;
 };
 
 const int32_t kCumSeqLensQ[3] = {0, 2, 4};
@@ -153,17 +138,9 @@ TEST_P(Dsv4HcaValidationRefusal, RefusedEverywhereNamingTheArgumentAndNothingWri
   ASSERT_TRUE(validate(call.args).ok()) << validate(call.args).message();
   Dsv4HcaDecodeArgs args = call.args;
   r.breaks(args);
-  for (MemorySpace memory : {MemorySpace::kHost, MemorySpace::kDevice}) {
-    if (r.label != "memory") args.memory = memory;
-    SCOPED_TRACE(memory == MemorySpace::kHost ? "host memory" : "device memory");
-    const Status statuses[] = {validate(args), supports(args), dsv4_decode_hca(args, nullptr, 0, nullptr)};
-    for (const Status& status : statuses) {
-      EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.message();
-      EXPECT_NE(status.message().find(r.names), std::string::npos) << "message: " << status.message();
-      EXPECT_NE(status.message().find("expected"), std::string::npos) << "message: " << status.message();
-    }
-    EXPECT_TRUE(call.untouched()) << "a refused call wrote to out, lse or the counter";
-  }
+  test::expect_refused_everywhere(
+      args, r.label, r.names, [](const Dsv4HcaDecodeArgs& a) { return dsv4_decode_hca(a, nullptr, 0, nullptr); },
+      call.outputs);
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryRefusal, Dsv4HcaValidationRefusal, ::testing::ValuesIn(refusals()),
@@ -177,7 +154,7 @@ TEST(Dsv4HcaValidation, ValidCallWritesEverything) {
   EXPECT_EQ(workspace_size(call.args), 0u);
   const Status status = dsv4_decode_hca(call.args, nullptr, 0, nullptr);
   EXPECT_TRUE(status.ok()) << status.message();
-  EXPECT_TRUE(call.fully_written());
+  EXPECT_TRUE(call.outputs.fully_written());
 }
 
 TEST(Dsv4HcaValidation, ValidEdgeArguments) {
@@ -212,7 +189,7 @@ TEST(Dsv4HcaValidation, ZeroTokens) {
   a.q = nullptr;  // not looked at
   EXPECT_TRUE(validate(a).ok()) << validate(a).message();
   EXPECT_TRUE(dsv4_decode_hca(a, nullptr, 0, nullptr).ok());
-  EXPECT_TRUE(call.untouched());
+  EXPECT_TRUE(call.outputs.untouched());
   a.max_pages = 0;
   EXPECT_EQ(validate(a).code(), StatusCode::kInvalidArgument);
 }
@@ -233,7 +210,7 @@ TEST(Dsv4HcaValidation, DeviceMemoryIsNotSupported) {
       EXPECT_NE(status.message().find("no GPU kernel"), std::string::npos) << status.message();
     }
   }
-  EXPECT_TRUE(call.untouched());
+  EXPECT_TRUE(call.outputs.untouched());
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 
 #include "dsv4_packed_checks.h"
 #include "testing/dsv4_packed_problem.h"
+#include "validation_support.h"
 
 namespace sparse_decode {
 namespace {
@@ -26,31 +27,15 @@ class ValidPackedCall {
   explicit ValidPackedCall(uint64_t seed) {
     testing::Dsv4PackedProblemConfig config = test::packed_config(seed, 16, 4, 256, 64);
     problem_ = testing::make_dsv4_packed_problem(config);
-    out_.assign(4 * 16 * kHeadDim, test::kOutPoison);
-    lse_.assign(4 * 16, test::lse_poison());
-    args = problem_.host_args(out_.data(), lse_.data());
-    args.out_of_range_count = &count_;
-  }
-
-  bool untouched() const {
-    std::vector<uint32_t> bits(lse_.size());
-    std::memcpy(bits.data(), lse_.data(), bits.size() * 4);
-    return std::all_of(out_.begin(), out_.end(), [](uint16_t v) { return v == test::kOutPoison; }) &&
-           std::all_of(bits.begin(), bits.end(), [](uint32_t v) { return v == test::kLsePoisonBits; }) &&
-           count_ == test::kCountStart;
-  }
-  bool fully_written() const {
-    return std::none_of(out_.begin(), out_.end(), [](uint16_t v) { return v == test::kOutPoison; }) &&
-           std::none_of(lse_.begin(), lse_.end(), [](float v) { return std::isnan(v); });
+    args = problem_.host_args(outputs.out.data(), outputs.lse.data());
+    args.out_of_range_count = &outputs.count;
   }
 
   Dsv4PackedDecodeArgs args;
+  test::PoisonedOutputs outputs{4, 16};
 
  private:
   testing::Dsv4PackedProblem problem_;
-  std::vector<uint16_t> out_;
-  std::vector<float> lse_;
-  int32_t count_ = test::kCountStart;
 };
 
 template <typename T>
@@ -149,18 +134,9 @@ TEST_P(Dsv4PackedValidationRefusal, RefusedEverywhereNamingTheArgumentAndNothing
   Dsv4PackedDecodeArgs args = call.args;
   r.breaks(args);
 
-  for (MemorySpace memory : {MemorySpace::kHost, MemorySpace::kDevice}) {
-    // Validation comes first: the same answer for device memory.
-    if (r.label != "memory") args.memory = memory;
-    SCOPED_TRACE(memory == MemorySpace::kHost ? "host memory" : "device memory");
-    const Status statuses[] = {validate(args), supports(args), dsv4_decode_packed(args, nullptr, 0, nullptr)};
-    for (const Status& status : statuses) {
-      EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.message();
-      EXPECT_NE(status.message().find(r.names), std::string::npos) << "message: " << status.message();
-      EXPECT_NE(status.message().find("expected"), std::string::npos) << "message: " << status.message();
-    }
-    EXPECT_TRUE(call.untouched()) << "a refused call wrote to out, lse or the counter";
-  }
+  test::expect_refused_everywhere(
+      args, r.label, r.names, [](const Dsv4PackedDecodeArgs& a) { return dsv4_decode_packed(a, nullptr, 0, nullptr); },
+      call.outputs);
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryRefusal, Dsv4PackedValidationRefusal, ::testing::ValuesIn(refusals()),
@@ -175,7 +151,7 @@ TEST(Dsv4PackedValidation, ValidCallPassesAndWritesEverything) {
   EXPECT_EQ(workspace_size(call.args), 0u);
   const Status status = dsv4_decode_packed(call.args, nullptr, 0, nullptr);
   EXPECT_TRUE(status.ok()) << status.message();
-  EXPECT_TRUE(call.fully_written());
+  EXPECT_TRUE(call.outputs.fully_written());
 }
 
 TEST(Dsv4PackedValidation, ValidEdgeArguments) {
@@ -221,7 +197,7 @@ TEST(Dsv4PackedValidation, ZeroTokens) {
   EXPECT_TRUE(validate(a).ok()) << validate(a).message();
   EXPECT_TRUE(supports(a).ok()) << supports(a).message();
   EXPECT_TRUE(dsv4_decode_packed(a, nullptr, 0, nullptr).ok());
-  EXPECT_TRUE(call.untouched());
+  EXPECT_TRUE(call.outputs.untouched());
   Dsv4PackedDecodeArgs bad = a;
   bad.num_heads = 12;
   EXPECT_EQ(validate(bad).code(), StatusCode::kInvalidArgument);
@@ -254,7 +230,7 @@ TEST(Dsv4PackedValidation, DeviceMemoryIsServedOrRefusedWithAReason) {
     }
     if (tokens == 0 || !status.ok()) EXPECT_EQ(dsv4_decode_packed(a, nullptr, 0, nullptr).code(), status.code());
   }
-  EXPECT_TRUE(call.untouched());
+  EXPECT_TRUE(call.outputs.untouched());
 }
 
 }  // namespace

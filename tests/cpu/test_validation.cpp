@@ -16,6 +16,7 @@
 #include "dsv4_checks.h"
 #include "testing/device_buffer.h"
 #include "testing/dsv4_problem.h"
+#include "validation_support.h"
 
 namespace sparse_decode {
 namespace {
@@ -35,35 +36,19 @@ class ValidCall {
     config.compressed_rows = 1024;
     config.seed = seed;
     problem_ = testing::make_dsv4_problem(config);
-    out_.assign(4 * 16 * kHeadDim, test::kOutPoison);
-    lse_.assign(4 * 16, test::lse_poison());
-    args = problem_.host_args(out_.data(), lse_.data());
+    args = problem_.host_args(outputs.out.data(), outputs.lse.data());
     args.seq_lens = seq_lens_.data();
     args.num_requests = 2;
     args.q_len = 2;
-    args.out_of_range_count = &count_;
-  }
-
-  bool untouched() const {
-    uint32_t bits[64];
-    std::memcpy(bits, lse_.data(), sizeof(bits));
-    return std::all_of(out_.begin(), out_.end(), [](uint16_t v) { return v == test::kOutPoison; }) &&
-           std::all_of(std::begin(bits), std::end(bits), [](uint32_t v) { return v == test::kLsePoisonBits; }) &&
-           count_ == test::kCountStart;
-  }
-  bool fully_written() const {
-    return std::none_of(out_.begin(), out_.end(), [](uint16_t v) { return v == test::kOutPoison; }) &&
-           std::all_of(lse_.begin(), lse_.end(), [](float v) { return !std::isnan(v); });
+    args.out_of_range_count = &outputs.count;
   }
 
   Dsv4DecodeArgs args;
+  test::PoisonedOutputs outputs{4, 16};
 
  private:
   testing::Dsv4Problem problem_;
-  std::vector<uint16_t> out_;
-  std::vector<float> lse_;
   std::vector<int32_t> seq_lens_ = {300, 40};
-  int32_t count_ = test::kCountStart;
 };
 
 const int32_t kCumSeqLensQ[3] = {0, 2, 4};
@@ -178,18 +163,9 @@ TEST_P(Dsv4ValidationRefusal, RefusedEverywhereNamingTheArgumentAndNothingWritte
   Dsv4DecodeArgs args = call.args;
   r.breaks(args);
 
-  for (MemorySpace memory : {MemorySpace::kHost, MemorySpace::kDevice}) {
-    // Validation comes before any device query: the same answer with a GPU or without.
-    if (r.label != "memory") args.memory = memory;
-    SCOPED_TRACE(memory == MemorySpace::kHost ? "host memory" : "device memory");
-    const Status statuses[] = {validate(args), supports(args), dsv4_decode(args, nullptr, 0, nullptr)};
-    for (const Status& status : statuses) {
-      EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.message();
-      EXPECT_NE(status.message().find(r.names), std::string::npos) << "message: " << status.message();
-      EXPECT_NE(status.message().find("expected"), std::string::npos) << "message: " << status.message();
-    }
-    EXPECT_TRUE(call.untouched()) << "a refused call wrote to out, lse or the counter";
-  }
+  test::expect_refused_everywhere(
+      args, r.label, r.names, [](const Dsv4DecodeArgs& a) { return dsv4_decode(a, nullptr, 0, nullptr); },
+      call.outputs);
   // The compressed pool is required when W > 128, and the message says so.
   if (r.names.rfind("compressed_kv.", 0) == 0) {
     EXPECT_EQ(validate(args).message().find("required when width > 128") != std::string::npos,
@@ -210,7 +186,7 @@ TEST(Dsv4Validation, ValidCallsPassAndWriteEverything) {
     EXPECT_EQ(workspace_size(call.args), 0u);
     const Status status = dsv4_decode(call.args, nullptr, 0, nullptr);
     EXPECT_TRUE(status.ok()) << status.message();
-    EXPECT_TRUE(call.fully_written());
+    EXPECT_TRUE(call.outputs.fully_written());
   }
 }
 
@@ -257,7 +233,7 @@ TEST(Dsv4Validation, ZeroTokens) {
     EXPECT_TRUE(supports(a).ok()) << supports(a).message();
     EXPECT_TRUE(dsv4_decode(a, nullptr, 0, nullptr).ok());
   }
-  EXPECT_TRUE(call.untouched());
+  EXPECT_TRUE(call.outputs.untouched());
   a.num_heads = 12;
   EXPECT_EQ(validate(a).code(), StatusCode::kInvalidArgument);
 }
@@ -278,7 +254,7 @@ TEST(Dsv4Validation, DeviceMemoryWithoutGpuIsNotSupported) {
   const Status run = dsv4_decode(a, nullptr, 0, nullptr);
   EXPECT_EQ(run.code(), StatusCode::kNotSupported) << run.message();
   EXPECT_EQ(dsv4_small_batch_max_tokens(a), 0);
-  EXPECT_TRUE(call.untouched());
+  EXPECT_TRUE(call.outputs.untouched());
 }
 
 }  // namespace
