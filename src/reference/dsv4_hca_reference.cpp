@@ -1,7 +1,6 @@
 #include "reference/dsv4_hca_reference.h"
 
 #include <algorithm>
-#include <limits>
 #include <vector>
 
 #include "reference/formats.h"
@@ -57,43 +56,27 @@ HcaRowState hca_compressed_slot(const Dsv4HcaDecodeArgs& args, int64_t token, in
 }
 
 Dsv4Result dsv4_decode_hca(const Dsv4HcaDecodeArgs& args) {
-  const int64_t T = args.num_tokens;
-  const int H = args.num_heads;
-  const double inf = std::numeric_limits<double>::infinity();
-
-  Dsv4Result result;
-  result.out.assign(static_cast<size_t>(T) * H * kHeadDim, 0.0);
-  result.lse.assign(static_cast<size_t>(T) * H, -inf);
-
-  std::vector<double> q(kHeadDim), kv;
-  for (int64_t t = 0; t < T; ++t) {
-    // Decode the token's active rows of both streams once; every head reads them.
-    kv.clear();
+  // The token's active rows: its window rows, then its compressed slots.
+  auto gather = [&](int64_t t, std::vector<double>& kv) {
+    int64_t out_of_range = 0;
     for (int32_t c = 0; c < kSwaColumns; ++c) {
       const HcaRowState column = hca_swa_column(args, t, c);
-      result.out_of_range += column.out_of_range;
+      out_of_range += column.out_of_range;
       if (column.active) append_row(args.swa_kv, column.row, kv);
     }
     const int64_t slots = hca_compressed_slots(args, t);
     for (int64_t j = 0; j < slots; ++j) {
       const HcaRowState slot = hca_compressed_slot(args, t, j);
-      result.out_of_range += slot.out_of_range;
+      out_of_range += slot.out_of_range;
       if (slot.active) append_row(args.compressed_kv, slot.row, kv);
     }
-    const size_t active = kv.size() / kHeadDim;
-    if (active == 0) continue;  // zeros and lse = -inf, with or without a sink
-
-    const auto* q_bytes = static_cast<const uint8_t*>(args.q);
-    for (int h = 0; h < H; ++h) {
-      const uint8_t* q_row = q_bytes + t * args.q_token_stride + h * args.q_head_stride;
-      for (int d = 0; d < kHeadDim; ++d) q[d] = decode_e4m3(q_row[d]);
-      const double sink = args.sinks ? args.sinks[h] : -inf;
-      const size_t row = static_cast<size_t>(t) * H + h;
-      result.lse[row] =
-          attend(q.data(), kv.data(), active, args.bmm1_scale, args.bmm2_scale, sink, &result.out[row * kHeadDim]);
-    }
-  }
-  return result;
+    return out_of_range;
+  };
+  auto load_q = [&](int64_t t, int h, double* q) {
+    const uint8_t* q_row = static_cast<const uint8_t*>(args.q) + t * args.q_token_stride + h * args.q_head_stride;
+    for (int d = 0; d < kHeadDim; ++d) q[d] = decode_e4m3(q_row[d]);
+  };
+  return attend_tokens(args.num_tokens, args.num_heads, args.bmm1_scale, args.bmm2_scale, args.sinks, gather, load_q);
 }
 
 void dsv4_decode_hca_host(const Dsv4HcaDecodeArgs& args) {

@@ -1,6 +1,5 @@
 #include "reference/dsv4_packed_reference.h"
 
-#include <limits>
 #include <vector>
 
 #include "reference/formats.h"
@@ -56,43 +55,28 @@ PackedColumnState dsv4_packed_column(const Dsv4PackedDecodeArgs& args, PackedSeg
 }
 
 Dsv4Result dsv4_decode_packed(const Dsv4PackedDecodeArgs& args) {
-  const int64_t T = args.num_tokens;
-  const int H = args.num_heads;
-  const double inf = std::numeric_limits<double>::infinity();
-
-  Dsv4Result result;
-  result.out.assign(static_cast<size_t>(T) * H * kHeadDim, 0.0);
-  result.lse.assign(static_cast<size_t>(T) * H, -inf);
-
-  std::vector<double> q(kHeadDim), kv;
-  for (int64_t t = 0; t < T; ++t) {
-    // Decode the token's active rows of both segments once; every head reads them.
-    kv.clear();
+  // The token's active rows of both segments, SWA first.
+  auto gather = [&](int64_t t, std::vector<double>& kv) {
+    int64_t out_of_range = 0;
     for (PackedSegmentId id : {PackedSegmentId::kSwa, PackedSegmentId::kExtra}) {
       const PackedSegment* segment = segment_of(args, id);
       if (segment == nullptr) continue;
       for (int32_t c = 0; c < segment->width; ++c) {
         const PackedColumnState column = dsv4_packed_column(args, id, t, c);
-        result.out_of_range += column.out_of_range;
+        out_of_range += column.out_of_range;
         if (!column.active) continue;
         kv.resize(kv.size() + kHeadDim);
         decode_packed_row(segment->pool, column.row, &kv[kv.size() - kHeadDim]);
       }
     }
-    const size_t active = kv.size() / kHeadDim;
-    if (active == 0) continue;  // zeros and lse = -inf, with or without a sink
-
-    const auto* q_bits = static_cast<const uint16_t*>(args.q);
-    for (int h = 0; h < H; ++h) {
-      const uint16_t* q_row = q_bits + t * args.q_token_stride + h * args.q_head_stride;
-      for (int d = 0; d < kHeadDim; ++d) q[d] = decode_bf16(q_row[d]);
-      const double sink = args.sinks ? args.sinks[h] : -inf;
-      const size_t row = static_cast<size_t>(t) * H + h;
-      // Section 2 is section 1 with bmm1 = softmax_scale and bmm2 = 1.
-      result.lse[row] = attend(q.data(), kv.data(), active, args.softmax_scale, 1.0, sink, &result.out[row * kHeadDim]);
-    }
-  }
-  return result;
+    return out_of_range;
+  };
+  auto load_q = [&](int64_t t, int h, double* q) {
+    const uint16_t* q_row = static_cast<const uint16_t*>(args.q) + t * args.q_token_stride + h * args.q_head_stride;
+    for (int d = 0; d < kHeadDim; ++d) q[d] = decode_bf16(q_row[d]);
+  };
+  // Section 2 is section 1 with bmm1 = softmax_scale and bmm2 = 1.
+  return attend_tokens(args.num_tokens, args.num_heads, args.softmax_scale, 1.0, args.sinks, gather, load_q);
 }
 
 void dsv4_decode_packed_host(const Dsv4PackedDecodeArgs& args) {

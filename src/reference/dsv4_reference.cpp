@@ -47,37 +47,47 @@ ColumnState dsv4_column(const Dsv4DecodeArgs& args, int64_t token, int32_t colum
 }
 
 Dsv4Result dsv4_decode(const Dsv4DecodeArgs& args) {
-  const int64_t T = args.num_tokens;
-  const int H = args.num_heads;
-  const double bmm1 = scalar(args.bmm1_scale);
-  const double bmm2 = scalar(args.bmm2_scale);
-  const double inf = std::numeric_limits<double>::infinity();
-
-  Dsv4Result result;
-  result.out.assign(static_cast<size_t>(T) * H * kHeadDim, 0.0);
-  result.lse.assign(static_cast<size_t>(T) * H, -inf);
-
-  std::vector<double> q(kHeadDim), kv;
-  for (int64_t t = 0; t < T; ++t) {
-    // Decode the token's active rows once; every head reads them.
-    kv.clear();
+  auto gather = [&](int64_t t, std::vector<double>& kv) {
+    int64_t out_of_range = 0;
     for (int32_t c = 0; c < args.width; ++c) {
       const ColumnState column = dsv4_column(args, t, c);
-      result.out_of_range += column.out_of_range;
+      out_of_range += column.out_of_range;
       if (!column.active) continue;
       const KvPool& pool = *column.pool;
       const int64_t offset =
           (column.row / pool.page_size) * pool.page_stride + (column.row % pool.page_size) * pool.row_stride;
       for (int d = 0; d < kHeadDim; ++d) kv.push_back(element(pool.data, args.dtype, offset + d));
     }
+    return out_of_range;
+  };
+  auto load_q = [&](int64_t t, int h, double* q) {
+    const int64_t q_offset = t * args.q_token_stride + h * args.q_head_stride;
+    for (int d = 0; d < kHeadDim; ++d) q[d] = element(args.q, args.dtype, q_offset + d);
+  };
+  return attend_tokens(args.num_tokens, args.num_heads, scalar(args.bmm1_scale), scalar(args.bmm2_scale), args.sinks,
+                       gather, load_q);
+}
+
+Dsv4Result attend_tokens(int64_t tokens, int heads, double bmm1, double bmm2, const float* sinks,
+                         const std::function<int64_t(int64_t token, std::vector<double>& kv)>& gather,
+                         const std::function<void(int64_t token, int head, double* q)>& load_q) {
+  const double inf = std::numeric_limits<double>::infinity();
+  Dsv4Result result;
+  result.out.assign(static_cast<size_t>(tokens) * heads * kHeadDim, 0.0);
+  result.lse.assign(static_cast<size_t>(tokens) * heads, -inf);
+
+  std::vector<double> q(kHeadDim), kv;
+  for (int64_t t = 0; t < tokens; ++t) {
+    // Decode the token's active rows once; every head reads them.
+    kv.clear();
+    result.out_of_range += gather(t, kv);
     const size_t active = kv.size() / kHeadDim;
     if (active == 0) continue;  // zeros and lse = -inf, with or without a sink
 
-    for (int h = 0; h < H; ++h) {
-      const int64_t q_offset = t * args.q_token_stride + h * args.q_head_stride;
-      for (int d = 0; d < kHeadDim; ++d) q[d] = element(args.q, args.dtype, q_offset + d);
-      const double sink = args.sinks ? args.sinks[h] : -inf;
-      const size_t row = static_cast<size_t>(t) * H + h;
+    for (int h = 0; h < heads; ++h) {
+      load_q(t, h, q.data());
+      const double sink = sinks ? sinks[h] : -inf;
+      const size_t row = static_cast<size_t>(t) * heads + h;
       result.lse[row] = attend(q.data(), kv.data(), active, bmm1, bmm2, sink, &result.out[row * kHeadDim]);
     }
   }

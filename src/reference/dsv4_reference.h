@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "sparse_decode/dsv4_decode.h"
@@ -42,6 +43,16 @@ void dsv4_decode_host(const Dsv4DecodeArgs& args);
 // decoded rows kv [rows, 512] (key = value). Adds the output to out [512]
 // (zero on entry) and returns lse; with no rows, out stays zero and lse is -inf.
 double attend(const double* q, const double* kv, size_t rows, double bmm1, double bmm2, double sink, double* out);
+
+// The token loop of every section: for each of `tokens` tokens, `gather(t,
+// kv)` appends the token's active rows, decoded, to kv [rows, 512] (empty on
+// entry; every head reads them) and returns how many active columns it found
+// past their pool; with at least one row, `load_q(t, h, q)` decodes q [512]
+// of each head and attend() gives its output and lse (sink: sinks[h], or none
+// without sinks). A token without rows keeps zeros and lse = -inf.
+Dsv4Result attend_tokens(int64_t tokens, int heads, double bmm1, double bmm2, const float* sinks,
+                         const std::function<int64_t(int64_t token, std::vector<double>& kv)>& gather,
+                         const std::function<void(int64_t token, int head, double* q)>& load_q);
 
 // Writes `result` as BF16 out (nearest even) and float32 lse (if not null) at
 // the given strides, and adds result.out_of_range to *out_of_range_count (if
