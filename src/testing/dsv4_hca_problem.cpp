@@ -35,12 +35,7 @@ KvPool Dsv4HcaProblem::compressed_pool() const {
 Dsv4HcaDecodeArgs Dsv4HcaProblem::host_args(void* out, float* lse) const {
   const auto& c = config;
   Dsv4HcaDecodeArgs args;
-  args.memory = MemorySpace::kHost;
-  args.num_tokens = c.tokens;
-  args.num_heads = c.heads;
-  args.q = q.data();
-  args.q_token_stride = int64_t{c.heads} * kHeadDim;
-  args.q_head_stride = kHeadDim;
+  set_contiguous_host_args(args, c.tokens, c.heads, q.data(), sinks, out, lse);
   args.swa_kv = swa_pool();
   args.compressed_kv = compressed_pool();
   args.swa_rows = swa_rows.data();
@@ -60,12 +55,6 @@ Dsv4HcaDecodeArgs Dsv4HcaProblem::host_args(void* out, float* lse) const {
   }
   args.bmm1_scale = bmm1_scale;
   args.bmm2_scale = bmm2_scale;
-  args.sinks = sinks.empty() ? nullptr : sinks.data();
-  args.out = out;
-  args.out_token_stride = int64_t{c.heads} * kHeadDim;
-  args.out_head_stride = kHeadDim;
-  args.lse = lse;
-  args.lse_token_stride = c.heads;
   return args;
 }
 
@@ -178,10 +167,7 @@ Dsv4HcaProblem make_dsv4_hca_problem(const Dsv4HcaProblemConfig& config) {
     if (compressed_used[r]) p.fill_row(true, r, rng());
   }
 
-  if (c.sinks) {
-    p.sinks.resize(c.heads);
-    for (auto& s : p.sinks) s = static_cast<float>(normal(rng));
-  }
+  p.sinks = draw_sinks(c.sinks, c.heads, rng, normal);
   p.bmm1_scale = static_cast<float>(1.0 / std::sqrt(double{kHeadDim}));
   p.bmm2_scale = static_cast<float>(0.5 + uniform(rng));
   return p;

@@ -75,12 +75,7 @@ void quantize_packed_row(const double* values, uint8_t* data, uint8_t* scales) {
 Dsv4PackedDecodeArgs Dsv4PackedProblem::host_args(void* out, float* lse) const {
   const auto& c = config;
   Dsv4PackedDecodeArgs args;
-  args.memory = MemorySpace::kHost;
-  args.num_tokens = c.tokens;
-  args.num_heads = c.heads;
-  args.q = q.data();
-  args.q_token_stride = int64_t{c.heads} * kHeadDim;
-  args.q_head_stride = kHeadDim;
+  set_contiguous_host_args(args, c.tokens, c.heads, q.data(), sinks, out, lse);
   args.swa.pool = {swa_pool.data(), swa_pages, c.page_size, page_stride()};
   args.swa.indices = swa_indices.data();
   args.swa.width = c.swa_width;
@@ -94,12 +89,6 @@ Dsv4PackedDecodeArgs Dsv4PackedProblem::host_args(void* out, float* lse) const {
     args.extra.lens = extra_lens.data();
   }
   args.softmax_scale = softmax_scale;
-  args.sinks = sinks.empty() ? nullptr : sinks.data();
-  args.out = out;
-  args.out_token_stride = int64_t{c.heads} * kHeadDim;
-  args.out_head_stride = kHeadDim;
-  args.lse = lse;
-  args.lse_token_stride = c.heads;
   return args;
 }
 
@@ -247,10 +236,7 @@ Dsv4PackedProblem make_dsv4_packed_problem(const Dsv4PackedProblemConfig& config
   fill(reference::PackedSegmentId::kSwa, swa_live);
   fill(reference::PackedSegmentId::kExtra, extra_live);
 
-  if (c.sinks) {
-    p.sinks.resize(c.heads);
-    for (auto& s : p.sinks) s = static_cast<float>(normal(rng));
-  }
+  p.sinks = draw_sinks(c.sinks, c.heads, rng, normal);
   // q ~ N(0, 1) gives q.k ~ N(0, |k|^2): scores with a standard deviation of
   // 1 for a row of the median norm, larger for the rows with larger tiles, so
   // that the softmax is neither uniform nor one-hot.

@@ -52,16 +52,20 @@ void encode_element(DType dtype, double value, uint8_t* bytes) {
   }
 }
 
+std::vector<float> draw_sinks(bool draw, int heads, std::mt19937_64& rng, std::normal_distribution<double>& normal) {
+  std::vector<float> sinks;
+  if (draw) {
+    sinks.resize(heads);
+    for (auto& s : sinks) s = static_cast<float>(normal(rng));
+  }
+  return sinks;
+}
+
 Dsv4DecodeArgs Dsv4Problem::host_args(void* out, float* lse) const {
   const auto& c = config;
   Dsv4DecodeArgs args;
-  args.memory = MemorySpace::kHost;
+  set_contiguous_host_args(args, c.tokens, c.heads, q.data(), sinks, out, lse);
   args.dtype = c.dtype;
-  args.num_tokens = c.tokens;
-  args.num_heads = c.heads;
-  args.q = q.data();
-  args.q_token_stride = int64_t{c.heads} * kHeadDim;
-  args.q_head_stride = kHeadDim;
   args.swa_kv = {swa_kv.data(), c.swa_rows / c.page_size, c.page_size, page_stride(), c.row_stride};
   args.compressed_kv = {compressed_kv.data(), c.compressed_rows / c.page_size, c.page_size, page_stride(),
                         c.row_stride};
@@ -69,14 +73,8 @@ Dsv4DecodeArgs Dsv4Problem::host_args(void* out, float* lse) const {
   args.width = c.width;
   args.indices_stride = c.width;
   args.lens = lens.empty() ? nullptr : lens.data();
-  args.sinks = sinks.empty() ? nullptr : sinks.data();
   args.bmm1_scale.value = bmm1_scale;
   args.bmm2_scale.value = bmm2_scale;
-  args.out = out;
-  args.out_token_stride = int64_t{c.heads} * kHeadDim;
-  args.out_head_stride = kHeadDim;
-  args.lse = lse;
-  args.lse_token_stride = c.heads;
   return args;
 }
 
@@ -169,10 +167,7 @@ Dsv4Problem make_dsv4_problem(const Dsv4ProblemConfig& config) {
   fill_used(p.swa_kv, swa_used);
   fill_used(p.compressed_kv, compressed_used);
 
-  if (c.sinks) {
-    p.sinks.resize(c.heads);
-    for (auto& s : p.sinks) s = static_cast<float>(normal(rng));
-  }
+  p.sinks = draw_sinks(c.sinks, c.heads, rng, normal);
   // Scores with a standard deviation near 1 for N(0, 1) data over 512 dims.
   p.bmm1_scale = static_cast<float>(1.0 / std::sqrt(double{kHeadDim}));
   p.bmm2_scale = static_cast<float>(0.5 + uniform(rng));

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "sparse_decode/dsv4_decode.h"
@@ -55,5 +56,31 @@ Dsv4Problem make_dsv4_problem(const Dsv4ProblemConfig& config);
 
 // A random value rounded to the problem dtype, stored little-endian in `bytes`.
 void encode_element(DType dtype, double value, uint8_t* bytes);
+
+// The argument fields the dsv4 operations share (Dsv4DecodeArgs,
+// Dsv4PackedDecodeArgs, Dsv4HcaDecodeArgs), over a problem's host vectors:
+// host memory, q [tokens, heads, 512] contiguous, sinks [heads] (null when
+// empty), and the caller's contiguous out [tokens, heads, 512] BF16 and lse
+// [tokens, heads] (may be null).
+template <typename Args>
+void set_contiguous_host_args(Args& args, int64_t tokens, int heads, const void* q, const std::vector<float>& sinks,
+                              void* out, float* lse) {
+  args.memory = MemorySpace::kHost;
+  args.num_tokens = tokens;
+  args.num_heads = heads;
+  args.q = q;
+  args.q_token_stride = int64_t{heads} * kHeadDim;
+  args.q_head_stride = kHeadDim;
+  args.sinks = sinks.empty() ? nullptr : sinks.data();
+  args.out = out;
+  args.out_token_stride = int64_t{heads} * kHeadDim;
+  args.out_head_stride = kHeadDim;
+  args.lse = lse;
+  args.lse_token_stride = heads;
+}
+
+// Sinks [heads] drawn from `normal` (the generator's own distribution, so
+// that its stream is unchanged), or none when `draw` is false.
+std::vector<float> draw_sinks(bool draw, int heads, std::mt19937_64& rng, std::normal_distribution<double>& normal);
 
 }  // namespace sparse_decode::testing
