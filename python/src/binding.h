@@ -352,6 +352,24 @@ void set_query_and_output(Args& args, const Array& q, const Array& out) {
   args.out_head_stride = out_rows.head_stride;
 }
 
+// The [B, q_len, ...] length of a per-token array whose flat form has
+// flat_ndim dims (q: 3, an index table: 2), 0 for a flat one.
+inline int32_t q_dim_len_of(const Array& a, size_t flat_ndim) {
+  return a.ndim() == flat_ndim + 1 ? static_cast<int32_t>(a.shape[1]) : 0;
+}
+
+// What the DeepSeek-V4 calls share after their inputs: the optional lse
+// (float32 [tokens..., H]) and out-of-range counter (int32 [1]), and PDL.
+template <typename Args>
+void set_lse_count_and_pdl(Args& args, const std::optional<Array>& lse, const std::optional<Array>& count,
+                           bool enable_pdl) {
+  if (lse) std::tie(args.lse, args.lse_token_stride) = lse_of(*lse, args.num_tokens, args.num_heads);
+  if (count) {
+    args.out_of_range_count = const_cast<int32_t*>(vector_of<int32_t>(*count, Kind::kInt32, "int32 [1]", 1));
+  }
+  args.enable_pdl = enable_pdl;
+}
+
 // Runs `decode(args, workspace, bytes, stream)` without the GIL (the CPU
 // backend can run for a while; other Python threads may go on) and raises on
 // a refusal. The library checks the workspace size itself, after the other

@@ -53,8 +53,7 @@ void decode_arrays(const InArray& q_in, const InArray& swa_in, const std::option
   args.indices_stride = table.stride;
 
   if (lens) args.lens = vector_of<int32_t>(*lens, Kind::kInt32, "int32", args.num_tokens);
-  const int32_t q_dim_len = q.ndim() == 4 ? static_cast<int32_t>(q.shape[1]) : 0;
-  args.seq_lens = set_requests(args, seq_lens, cum, q_len, max_q_len, q_dim_len);
+  args.seq_lens = set_requests(args, seq_lens, cum, q_len, max_q_len, q_dim_len_of(q, 3));
 
   if (sinks) args.sinks = vector_of<float>(*sinks, Kind::kFloat32, "float32", args.num_heads);
   args.bmm1_scale.value = bmm1_value;
@@ -62,11 +61,7 @@ void decode_arrays(const InArray& q_in, const InArray& swa_in, const std::option
   if (bmm1) args.bmm1_scale.device = vector_of<float>(*bmm1, Kind::kFloat32, "a float or a 1-element float32 array", 1);
   if (bmm2) args.bmm2_scale.device = vector_of<float>(*bmm2, Kind::kFloat32, "a float or a 1-element float32 array", 1);
 
-  if (lse) std::tie(args.lse, args.lse_token_stride) = lse_of(*lse, args.num_tokens, args.num_heads);
-  if (count) {
-    args.out_of_range_count = const_cast<int32_t*>(vector_of<int32_t>(*count, Kind::kInt32, "int32 [1]", 1));
-  }
-  args.enable_pdl = enable_pdl;
+  set_lse_count_and_pdl(args, lse, count, enable_pdl);
 
   run_decode(args, workspace, stream, [](const auto&... call) { return dsv4_decode(call...); });
 }

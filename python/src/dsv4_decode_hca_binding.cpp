@@ -15,11 +15,6 @@ IndexTable swa_rows_of(const Array& a, int64_t tokens) {
   return table;
 }
 
-// The [B, q_len, ...] length of a per-token array, 0 for a flat one.
-int32_t q_dim_len_of(const Array& a, size_t flat_ndim) {
-  return a.ndim() == flat_ndim + 1 ? static_cast<int32_t>(a.shape[1]) : 0;
-}
-
 void decode_hca_arrays(const InArray& q_in, const InArray& swa_in, const InArray& compressed_in,
                        const InArray& swa_rows_in, const InArray& swa_lens_in, const InArray& block_table_in,
                        const InArray& lens_in, const InArray& hca_seq_lens_in, const OutArray& out_in,
@@ -64,11 +59,7 @@ void decode_hca_arrays(const InArray& q_in, const InArray& swa_in, const InArray
   if (sinks) args.sinks = vector_of<float>(*sinks, Kind::kFloat32, "float32", args.num_heads);
   args.bmm1_scale = bmm1_scale;
   args.bmm2_scale = bmm2_scale;
-  if (lse) std::tie(args.lse, args.lse_token_stride) = lse_of(*lse, args.num_tokens, args.num_heads);
-  if (count) {
-    args.out_of_range_count = const_cast<int32_t*>(vector_of<int32_t>(*count, Kind::kInt32, "int32 [1]", 1));
-  }
-  args.enable_pdl = enable_pdl;
+  set_lse_count_and_pdl(args, lse, count, enable_pdl);
 
   run_decode(args, workspace, stream, [](const auto&... call) { return dsv4_decode_hca(call...); });
 }

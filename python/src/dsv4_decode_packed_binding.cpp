@@ -77,11 +77,7 @@ void decode_packed_arrays(const InArray& q_in, const InArray& swa_cache_in, cons
 
   args.softmax_scale = softmax_scale;
   if (sinks) args.sinks = vector_of<float>(*sinks, Kind::kFloat32, "float32", args.num_heads);
-  if (lse) std::tie(args.lse, args.lse_token_stride) = lse_of(*lse, args.num_tokens, args.num_heads);
-  if (count) {
-    args.out_of_range_count = const_cast<int32_t*>(vector_of<int32_t>(*count, Kind::kInt32, "int32 [1]", 1));
-  }
-  args.enable_pdl = enable_pdl;
+  set_lse_count_and_pdl(args, lse, count, enable_pdl);
 
   run_decode(args, workspace, stream, [](const auto&... call) { return dsv4_decode_packed(call...); });
 }
