@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <sstream>
 
@@ -34,6 +35,28 @@ Status invalid(const Parts&... parts) {
   std::ostringstream message;
   (message << ... << parts);
   return Status::InvalidArgument(message.str());
+}
+
+// Optional arrays of 32-bit elements, by name: each naturally aligned (null
+// passes); the first that is not is named.
+struct NamedPointer {
+  const void* pointer;
+  const char* name;
+};
+inline Status check_aligned4(std::initializer_list<NamedPointer> pointers) {
+  for (const NamedPointer& p : pointers) {
+    if (!aligned4(p.pointer)) return invalid(p.name, ": expected a 4-byte aligned pointer");
+  }
+  return Status::Ok();
+}
+
+// The optional lse [T, H] of the DeepSeek-V4 calls: with lse, its token
+// stride covers the heads.
+inline Status check_lse_token_stride(const float* lse, int64_t lse_token_stride, int32_t heads) {
+  if (lse && lse_token_stride < heads) {
+    return invalid("lse_token_stride: expected >= num_heads = ", heads, ", got ", lse_token_stride);
+  }
+  return Status::Ok();
 }
 
 }  // namespace sparse_decode::validation

@@ -12,7 +12,6 @@ namespace {
 constexpr int32_t kMaxWidth = kSwaColumns + 16384;
 
 using validation::aligned16;
-using validation::aligned4;
 using validation::check_pool;
 using validation::check_rows;
 using validation::invalid;
@@ -87,23 +86,18 @@ Status validate(const Dsv4DecodeArgs& args) {
   }
 
   // Optional 32-bit arrays: naturally aligned.
-  const struct {
-    const void* pointer;
-    const char* name;
-  } words[] = {{args.lens, "lens"},
-               {args.seq_lens, "seq_lens"},
-               {args.cum_seq_lens_q, "cum_seq_lens_q"},
-               {args.sinks, "sinks"},
-               {args.lse, "lse"},
-               {args.out_of_range_count, "out_of_range_count"},
-               {args.bmm1_scale.device, "bmm1_scale.device"},
-               {args.bmm2_scale.device, "bmm2_scale.device"}};
-  for (const auto& word : words) {
-    if (!aligned4(word.pointer)) return invalid(word.name, ": expected a 4-byte aligned pointer");
+  if (Status s = validation::check_aligned4({{args.lens, "lens"},
+                                             {args.seq_lens, "seq_lens"},
+                                             {args.cum_seq_lens_q, "cum_seq_lens_q"},
+                                             {args.sinks, "sinks"},
+                                             {args.lse, "lse"},
+                                             {args.out_of_range_count, "out_of_range_count"},
+                                             {args.bmm1_scale.device, "bmm1_scale.device"},
+                                             {args.bmm2_scale.device, "bmm2_scale.device"}});
+      !s.ok()) {
+    return s;
   }
-  if (args.lse && args.lse_token_stride < H) {
-    return invalid("lse_token_stride: expected >= num_heads = ", H, ", got ", args.lse_token_stride);
-  }
+  if (Status s = validation::check_lse_token_stride(args.lse, args.lse_token_stride, H); !s.ok()) return s;
   if (args.bmm1_scale.device == nullptr && !(args.bmm1_scale.value == args.bmm1_scale.value)) {
     return invalid("bmm1_scale: expected a number, got NaN");
   }

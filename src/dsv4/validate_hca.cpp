@@ -109,16 +109,12 @@ Status validate(const Dsv4HcaDecodeArgs& args) {
     return s;
   }
 
-  const struct {
-    const void* pointer;
-    const char* name;
-  } words[] = {{args.sinks, "sinks"}, {args.lse, "lse"}, {args.out_of_range_count, "out_of_range_count"}};
-  for (const auto& word : words) {
-    if (!aligned4(word.pointer)) return invalid(word.name, ": expected a 4-byte aligned pointer");
+  if (Status s = validation::check_aligned4(
+          {{args.sinks, "sinks"}, {args.lse, "lse"}, {args.out_of_range_count, "out_of_range_count"}});
+      !s.ok()) {
+    return s;
   }
-  if (args.lse && args.lse_token_stride < H) {
-    return invalid("lse_token_stride: expected >= num_heads = ", H, ", got ", args.lse_token_stride);
-  }
+  if (Status s = validation::check_lse_token_stride(args.lse, args.lse_token_stride, H); !s.ok()) return s;
   if (!(args.bmm1_scale == args.bmm1_scale)) return invalid("bmm1_scale: expected a number, got NaN");
   if (!(args.bmm2_scale == args.bmm2_scale)) return invalid("bmm2_scale: expected a number, got NaN");
   return Status::Ok();

@@ -117,16 +117,12 @@ Status validate(const Dsv4PackedDecodeArgs& args) {
   }
 
   // Optional 32-bit arrays: naturally aligned.
-  const struct {
-    const void* pointer;
-    const char* name;
-  } words[] = {{args.sinks, "sinks"}, {args.lse, "lse"}, {args.out_of_range_count, "out_of_range_count"}};
-  for (const auto& word : words) {
-    if (!aligned4(word.pointer)) return invalid(word.name, ": expected a 4-byte aligned pointer");
+  if (Status s = validation::check_aligned4(
+          {{args.sinks, "sinks"}, {args.lse, "lse"}, {args.out_of_range_count, "out_of_range_count"}});
+      !s.ok()) {
+    return s;
   }
-  if (args.lse && args.lse_token_stride < H) {
-    return invalid("lse_token_stride: expected >= num_heads = ", H, ", got ", args.lse_token_stride);
-  }
+  if (Status s = validation::check_lse_token_stride(args.lse, args.lse_token_stride, H); !s.ok()) return s;
   if (!(args.softmax_scale == args.softmax_scale)) return invalid("softmax_scale: expected a number, got NaN");
   return Status::Ok();
 }
