@@ -49,6 +49,17 @@ Status check_block_table_stride(int64_t stride, int32_t max_pages) {
   return Status::Ok();
 }
 
+// The HCA metadata (read by the decode, written by the converter): swa_rows
+// and its stride, swa_lens, block_table and its stride, in that order.
+template <typename Args>
+Status check_hca_metadata(const Args& args) {
+  if (Status s = check_int_array("swa_rows", args.swa_rows, true); !s.ok()) return s;
+  if (Status s = check_swa_rows_stride(args.swa_rows_stride); !s.ok()) return s;
+  if (Status s = check_int_array("swa_lens", args.swa_lens, false); !s.ok()) return s;
+  if (Status s = check_int_array("block_table", args.block_table, false); !s.ok()) return s;
+  return check_block_table_stride(args.block_table_stride, args.max_pages);
+}
+
 // The request mapping of section 1 (uniform q_len or cum_seq_lens_q), here
 // always required: it says which hca_seq_lens / seq_lens entry a token uses.
 Status check_requests(int64_t tokens, int32_t requests, const int32_t* cum_seq_lens_q, int32_t q_len,
@@ -97,11 +108,7 @@ Status validate(const Dsv4HcaDecodeArgs& args) {
                    " pages of ", args.compressed_kv.page_size);
   }
 
-  if (Status s = check_int_array("swa_rows", args.swa_rows, true); !s.ok()) return s;
-  if (Status s = check_swa_rows_stride(args.swa_rows_stride); !s.ok()) return s;
-  if (Status s = check_int_array("swa_lens", args.swa_lens, false); !s.ok()) return s;
-  if (Status s = check_int_array("block_table", args.block_table, false); !s.ok()) return s;
-  if (Status s = check_block_table_stride(args.block_table_stride, args.max_pages); !s.ok()) return s;
+  if (Status s = check_hca_metadata(args); !s.ok()) return s;
   if (Status s = check_int_array("lens", args.lens, false); !s.ok()) return s;
   if (Status s = check_int_array("hca_seq_lens", args.hca_seq_lens, false); !s.ok()) return s;
   if (Status s = check_requests(args.num_tokens, args.num_requests, args.cum_seq_lens_q, args.q_len, args.max_q_len);
@@ -146,11 +153,7 @@ Status validate(const Dsv4HcaConvertArgs& args) {
       !s.ok()) {
     return s;
   }
-  if (Status s = check_int_array("swa_rows", args.swa_rows, true); !s.ok()) return s;
-  if (Status s = check_swa_rows_stride(args.swa_rows_stride); !s.ok()) return s;
-  if (Status s = check_int_array("swa_lens", args.swa_lens, false); !s.ok()) return s;
-  if (Status s = check_int_array("block_table", args.block_table, false); !s.ok()) return s;
-  if (Status s = check_block_table_stride(args.block_table_stride, args.max_pages); !s.ok()) return s;
+  if (Status s = check_hca_metadata(args); !s.ok()) return s;
   if (Status s = check_int_array("hca_seq_lens", args.hca_seq_lens, false); !s.ok()) return s;
   return Status::Ok();
 }
