@@ -2,7 +2,34 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
+
 namespace sparse_decode {
+
+Status cuda_status(int error, const char* what) {
+  if (error == cudaSuccess) return Status::Ok();
+  return Status::CudaError(std::string(what) + ": " + cudaGetErrorString(static_cast<cudaError_t>(error)));
+}
+
+namespace {
+
+constexpr int kMaxCachedDevices = 64;
+
+// major * 10 + minor of `device`, queried once (0: not known yet).
+int compute_capability(int device) {
+  static std::atomic<int> cached[kMaxCachedDevices] = {};
+  if (device < kMaxCachedDevices) {
+    if (const int known = cached[device].load(std::memory_order_relaxed); known != 0) return known;
+  }
+  int major = 0, minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+  const int capability = major * 10 + minor;
+  if (device < kMaxCachedDevices) cached[device].store(capability, std::memory_order_relaxed);
+  return capability;
+}
+
+}  // namespace
 
 Status hopper_device_status(const std::string& prefix) {
   int device = 0;
@@ -10,12 +37,9 @@ Status hopper_device_status(const std::string& prefix) {
     cudaGetLastError();
     return Status::NotSupported(prefix + "device memory: no CUDA device is available");
   }
-  int major = 0, minor = 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
-  if (major != 9 || minor != 0) {
+  if (const int capability = compute_capability(device); capability != 90) {
     return Status::NotSupported(prefix + "device: the kernels are built for sm_90a (Hopper), the device is sm_" +
-                                std::to_string(major * 10 + minor));
+                                std::to_string(capability));
   }
   return Status::Ok();
 }
@@ -31,8 +55,7 @@ Status OncePerDevice::run() {
       error = setup_();
     }
   }
-  if (error == cudaSuccess) return Status::Ok();
-  return Status::CudaError(std::string(what_) + ": " + cudaGetErrorString(static_cast<cudaError_t>(error)));
+  return cuda_status(error, what_);
 }
 
 }  // namespace sparse_decode

@@ -9,7 +9,12 @@
 namespace sparse_decode {
 
 // Ok on an sm_90 device; else NotSupported, its message starting with `prefix`.
+// The device's compute capability is read once a device (it is on every
+// call's path).
 Status hopper_device_status(const std::string& prefix);
+
+// Ok, or CudaError "what: <CUDA's message>" for `error` (a cudaError_t).
+Status cuda_status(int error, const char* what);
 
 // Set-up that must run once for each device (kernel attributes belong to a
 // device's context): the first call on a device runs it, later calls return

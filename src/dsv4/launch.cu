@@ -25,11 +25,6 @@ constexpr size_t kStreamSmemBytes = sizeof(StreamSmem<Traits16>);
 constexpr int64_t kClusterMaxUnits = 56;
 constexpr int64_t kClusterMaxUnitsWide = 80;  // widths above 1024 (groups of 2+ chunks)
 
-Status cuda_status(cudaError_t error, const char* what) {
-  if (error == cudaSuccess) return Status::Ok();
-  return Status::CudaError(std::string(what) + ": " + cudaGetErrorString(error));
-}
-
 constexpr int kMaxDevices = 64;
 
 int set_kernel_attributes() {

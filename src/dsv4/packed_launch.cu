@@ -20,11 +20,6 @@ namespace {
 
 constexpr size_t kSmemBytes = sizeof(PackedSmem);
 
-Status cuda_status(cudaError_t error, const char* what) {
-  if (error == cudaSuccess) return Status::Ok();
-  return Status::CudaError(std::string(what) + ": " + cudaGetErrorString(error));
-}
-
 int set_kernel_attributes() {
   cudaError_t e = cudaFuncSetAttribute(packed_kernel_pointer(), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(kSmemBytes));
