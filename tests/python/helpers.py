@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import sparse_decode
 from dsv4_reference import Problem
@@ -87,3 +88,19 @@ def bits(tensor) -> np.ndarray:
     import torch
 
     return tensor.detach().view(torch.int16).cpu().numpy().view(np.uint16)
+
+
+def gpu_marks(torch):
+    """pytestmark of a GPU test module: marked gpu, skipped without a CUDA device."""
+    return [
+        pytest.mark.gpu,
+        pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device (GPU tests run on the H200)"),
+    ]
+
+
+def served(call):
+    """Runs call(); a NotImplementedError from the library skips the test with its message."""
+    try:
+        return call()
+    except NotImplementedError as error:
+        pytest.skip(f"not served on this GPU by this build: {error}")

@@ -13,20 +13,9 @@ torch = pytest.importorskip("torch")
 import sparse_decode  # noqa: E402
 from sparse_decode.flashinfer_compat import trtllm_batch_decode_sparse_mla_dsv4  # noqa: E402
 from dsv4_reference import assert_close_l2, make_problem, reference  # noqa: E402
-from helpers import bits, torch_kwargs, torch_outputs  # noqa: E402
+from helpers import bits, gpu_marks, served, torch_kwargs, torch_outputs  # noqa: E402
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device (GPU tests run on the H200)"),
-]
-
-
-def served(call):
-    """Runs call(); a NotImplementedError from the library skips the test with its message."""
-    try:
-        return call()
-    except NotImplementedError as error:
-        pytest.skip(f"not served on this GPU by this build: {error}")
+pytestmark = gpu_marks(torch)
 
 
 def decode_on_gpu(p, **overrides):
