@@ -58,6 +58,15 @@ __device__ __forceinline__ void mma_f16_16x8x16(float (&d)[4], const uint32_t (&
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// D += A * B, m16n8k16, BF16 inputs, FP32 accumulators.
+__device__ __forceinline__ void mma_bf16_16x8x16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 // Two E4M3 bytes (low byte first) -> two FP16 (low half first), exact.
 __device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint16_t pair) {
   const __half2_raw halves = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
@@ -169,6 +178,17 @@ __device__ __forceinline__ void wgmma_e4m3_64x16x32(float (&d)[8], uint64_t a, u
   asm volatile(
       "{\n .reg .pred p;\n setp.ne.b32 p, %10, 0;\n"
       " wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));
+}
+
+// D (64 x 16, FP32) (+)= A (64 x 16 BF16, smem) * B (16 x 16 BF16, smem), both
+// K-major (no transpose): the same core-matrix tiles and descriptors as the
+// FP8 form, a k-step again 32 bytes of a row.
+__device__ __forceinline__ void wgmma_bf16_64x16x16(float (&d)[8], uint64_t a, uint64_t b, bool accumulate) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %10, 0;\n"
+      " wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, 0, 0;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
       : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));
 }

@@ -43,7 +43,7 @@ __device__ __forceinline__ int32_t chunk_index(const Dsv4Params& p, int64_t toke
   return column < p.width ? p.indices[token * p.indices_stride + column] : -1;
 }
 
-// Copies the indices of the chunk at `column0` into staged_index[slot]
+// Copies the indices of the chunk at `column0` into staged.index[slot]
 // (lanes 0..7 of each warp, one index each): they travel with the previous
 // chunk's rows, so that issuing this chunk's row copies never waits on a load.
 template <class Traits>
@@ -54,16 +54,16 @@ __device__ __forceinline__ void stage_chunk_indices(ChunkSmem<Traits>& s, const 
   const int offset = warp * Traits::kGatherRowsPerWarp + lane;
   const int column = column0 + offset;
   const int32_t* src = p.indices + token * p.indices_stride + (column < p.width ? column : 0);
-  ptx::cp_async_4(ptx::smem_address(&s.staged_index[slot][offset]), src, column < p.width ? 4u : 0u);
+  ptx::cp_async_4(ptx::smem_address(&s.staged.index[slot][offset]), src, column < p.width ? 4u : 0u);
 }
 
-// This thread's gather lane's index from staged_index[slot] (-1 past the width).
+// This thread's gather lane's index from staged.index[slot] (-1 past the width).
 template <class Traits>
 __device__ __forceinline__ int32_t staged_index(const ChunkSmem<Traits>& s, const Dsv4Params& p, int column0,
                                                 int slot) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int offset = warp * Traits::kGatherRowsPerWarp + lane % Traits::kGatherRowsPerWarp;
-  return column0 + offset < p.width ? s.staged_index[slot][offset] : -1;
+  return column0 + offset < p.width ? s.staged.index[slot][offset] : -1;
 }
 
 // Gathers the chunk's rows into KV tile `buffer`: warp w takes row group w
@@ -112,39 +112,49 @@ __device__ __forceinline__ HeadGroup head_group(const Dsv4Params& p, int group) 
   return {first, p.num_heads - first < 16 ? p.num_heads - first : 16};
 }
 
-// Copies the token's query heads into the Q tile: thread t copies piece t/8
-// of heads t%8 and t%8 + 8, so a warp fills whole core matrices.
+// Copies the token's query heads into the Q tile: in each pass thread t
+// copies piece t/8 (+32 per pass) of heads t%8 and t%8 + 8, so a warp fills
+// whole core matrices. FP8: one pass, BF16: two.
 template <class Traits>
 __device__ __forceinline__ void load_query(ChunkSmem<Traits>& s, const Dsv4Params& p, int64_t token,
                                            HeadGroup heads) {
-  static_assert(Traits::kThreads == 8 * Traits::kPieces, "one Q piece of each head group a thread");
-  const int head = threadIdx.x % 8, piece = threadIdx.x / 8;
-  const uint8_t* src = p.q + token * p.q_token_stride + (heads.first + head) * p.q_head_stride + piece * 16;
-  ptx::cp_async_16(ptx::smem_address(&s.q[0][piece][head][0]), src, 16);
+  constexpr int kPiecesPerPass = Traits::kThreads / 8;
+  const int head = threadIdx.x % 8;
   const bool upper = head + 8 < heads.count;
-  ptx::cp_async_16(ptx::smem_address(&s.q[1][piece][head][0]), upper ? src + 8 * p.q_head_stride : src,
-                   upper ? 16u : 0u);
+  const uint8_t* row = p.q + token * p.q_token_stride + (heads.first + head) * p.q_head_stride;
+#pragma unroll
+  for (int pass = 0; pass < Traits::kPieces / kPiecesPerPass; ++pass) {
+    const int piece = threadIdx.x / 8 + pass * kPiecesPerPass;
+    const uint8_t* src = row + piece * 16;
+    ptx::cp_async_16(ptx::smem_address(&s.q[0][piece][head][0]), src, 16);
+    ptx::cp_async_16(ptx::smem_address(&s.q[1][piece][head][0]), upper ? src + 8 * p.q_head_stride : src,
+                     upper ? 16u : 0u);
+  }
 }
 
 // Partial S^T = K Q^T (64 columns x 16 heads) of this warpgroup's half of
-// the dims, with wgmma on the FP8 tiles: no conversion, each operand byte
-// read once. Stored as scores[warpgroup][head][column].
+// the dims, with wgmma on the FP8 or BF16 tiles: no conversion, each operand
+// byte read once. Stored as scores[warpgroup][head][column].
 template <class Traits>
 __device__ __forceinline__ void score_chunk(ChunkSmem<Traits>& s, int buffer) {
   const int warpgroup = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
   const int piece0 = warpgroup * Traits::kPiecesPerWarpgroup;
   const uint32_t kv = ptx::smem_address(&s.kv[buffer][0][piece0][0][0]);
   const uint32_t q = ptx::smem_address(&s.q[0][piece0][0][0]);
-  // FP8 wgmma accumulates with reduced precision: each pair of k32 steps gets
-  // its own accumulator, summed in FP32 afterwards (all issued before one wait).
-  constexpr int kSteps = Traits::kPiecesPerWarpgroup / 2, kSets = kSteps / 2;
+  // Each run of kStepsPerAccumulator k-steps gets its own accumulator, summed
+  // in FP32 afterwards (all issued before one wait).
+  constexpr int kSteps = Traits::kScoreSteps, kPerSet = Traits::kStepsPerAccumulator, kSets = kSteps / kPerSet;
   float partial[kSets][8];
   ptx::wgmma_fence();
 #pragma unroll
-  for (int k = 0; k < kSteps; ++k) {  // one k32 step = two 16-byte pieces
+  for (int k = 0; k < kSteps; ++k) {  // one k-step = two 16-byte pieces
     const uint64_t a = ptx::wgmma_descriptor(kv + k * 2 * Traits::kCoreBytes, Traits::kCoreBytes, Traits::kRowGroupBytes);
     const uint64_t b = ptx::wgmma_descriptor(q + k * 2 * Traits::kCoreBytes, Traits::kCoreBytes, Traits::kRowGroupBytes);
-    ptx::wgmma_e4m3_64x16x32(partial[k / 2], a, b, k % 2 == 1);
+    if constexpr (Traits::kBf16) {
+      ptx::wgmma_bf16_64x16x16(partial[k / kPerSet], a, b, k % kPerSet != 0);
+    } else {
+      ptx::wgmma_e4m3_64x16x32(partial[k / kPerSet], a, b, k % kPerSet != 0);
+    }
   }
   ptx::wgmma_commit();
   ptx::wgmma_wait_all();
@@ -167,9 +177,36 @@ __device__ __forceinline__ void score_chunk(ChunkSmem<Traits>& s, int buffer) {
   }
 }
 
+// Rounds 4 probabilities for P V and stores them at probs[..][head][column]:
+// FP16 for FP8 rows, BF16 hi + lo for BF16 rows. Returns their sum as P V
+// multiplies them ((p0 + p1) + (p2 + p3); hi + lo is exact in FP32).
+template <class Traits>
+__device__ __forceinline__ float store_probabilities(ChunkSmem<Traits>& s, int head, int column, const float (&p)[4]) {
+  if constexpr (!Traits::kBf16) {
+    const __half2 p01 = __floats2half2_rn(p[0], p[1]), p23 = __floats2half2_rn(p[2], p[3]);
+    *reinterpret_cast<uint2*>(&s.probs[0][head][column]) =
+        make_uint2(*reinterpret_cast<const uint32_t*>(&p01), *reinterpret_cast<const uint32_t*>(&p23));
+    const float2 f01 = __half22float2(p01), f23 = __half22float2(p23);
+    return (f01.x + f01.y) + (f23.x + f23.y);
+  } else {
+    const __nv_bfloat162 hi01 = __floats2bfloat162_rn(p[0], p[1]), hi23 = __floats2bfloat162_rn(p[2], p[3]);
+    const float2 h01 = __bfloat1622float2(hi01), h23 = __bfloat1622float2(hi23);
+    const __nv_bfloat162 lo01 = __floats2bfloat162_rn(__fsub_rn(p[0], h01.x), __fsub_rn(p[1], h01.y));
+    const __nv_bfloat162 lo23 = __floats2bfloat162_rn(__fsub_rn(p[2], h23.x), __fsub_rn(p[3], h23.y));
+    *reinterpret_cast<uint2*>(&s.probs[0][head][column]) =
+        make_uint2(*reinterpret_cast<const uint32_t*>(&hi01), *reinterpret_cast<const uint32_t*>(&hi23));
+    *reinterpret_cast<uint2*>(&s.probs[1][head][column]) =
+        make_uint2(*reinterpret_cast<const uint32_t*>(&lo01), *reinterpret_cast<const uint32_t*>(&lo23));
+    const float2 l01 = __bfloat1622float2(lo01), l23 = __bfloat1622float2(lo23);
+    const float e0 = __fadd_rn(h01.x, l01.x), e1 = __fadd_rn(h01.y, l01.y);
+    const float e2 = __fadd_rn(h23.x, l23.x), e3 = __fadd_rn(h23.y, l23.y);
+    return __fadd_rn(__fadd_rn(e0, e1), __fadd_rn(e2, e3));
+  }
+}
+
 // Online softmax over the chunk: 16 threads a head, 4 columns each. Writes
-// FP16 probabilities and the group's running statistics (restarted at the
-// first chunk of a group).
+// the rounded probabilities and the group's running statistics (restarted at
+// the first chunk of a group).
 template <class Traits>
 __device__ __forceinline__ void softmax_chunk(ChunkSmem<Traits>& s, int buffer, float scale_log2, bool group_start) {
   static_assert(Traits::kWarpgroups == 2, "the score is the sum of the two warpgroups' halves");
@@ -194,14 +231,10 @@ __device__ __forceinline__ void softmax_chunk(ChunkSmem<Traits>& s, int buffer, 
   const float old_sum = group_start ? 0.0f : s.running_sum[head];
   const float new_max = fmaxf(old_max, chunk_max);
   const float base = new_max == -INFINITY ? 0.0f : new_max;  // no active column yet: all p = 0
-  const __half2 p01 =
-      __floats2half2_rn(ptx::exp2_approx(__fsub_rn(v[0], base)), ptx::exp2_approx(__fsub_rn(v[1], base)));
-  const __half2 p23 =
-      __floats2half2_rn(ptx::exp2_approx(__fsub_rn(v[2], base)), ptx::exp2_approx(__fsub_rn(v[3], base)));
-  *reinterpret_cast<uint2*>(&s.probs[head][part * 4]) =
-      make_uint2(*reinterpret_cast<const uint32_t*>(&p01), *reinterpret_cast<const uint32_t*>(&p23));
-  const float2 f01 = __half22float2(p01), f23 = __half22float2(p23);
-  float sum = (f01.x + f01.y) + (f23.x + f23.y);  // the denominator sums what P V multiplies
+  const float probabilities[4] = {
+      ptx::exp2_approx(__fsub_rn(v[0], base)), ptx::exp2_approx(__fsub_rn(v[1], base)),
+      ptx::exp2_approx(__fsub_rn(v[2], base)), ptx::exp2_approx(__fsub_rn(v[3], base))};
+  float sum = store_probabilities<Traits>(s, head, part * 4, probabilities);  // the denominator sums what P V multiplies
 #pragma unroll
   for (int offset = 1; offset < 16; offset *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
   __syncwarp();
@@ -213,31 +246,48 @@ __device__ __forceinline__ void softmax_chunk(ChunkSmem<Traits>& s, int buffer, 
   }
 }
 
-// O += P V for the warp's 64 dims (O restarts at the first chunk of a group).
-// V comes from the FP8 tile through ldmatrix.trans on byte pairs: a byte
+// O += P V from the BF16 tile: ldmatrix.trans of a core matrix (8 rows x 8
+// dims) is a B fragment as it is, so an ldmatrix.x4.trans gives the two
+// n-tiles of 8 dims of a 16-dim half (granule_dim() says which dims a thread
+// holds). P is BF16 hi + lo: two MMAs a step, the small part first.
+template <class Traits>
+__device__ __forceinline__ void accumulate_chunk_bf16(ChunkSmem<Traits>& s, int buffer, OutputFragment<Traits>& acc) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  constexpr uint32_t kLoOffset = sizeof(s.probs[0]);
+  const uint32_t p_base = ptx::smem_address(&s.probs[0][(lane & 7) + ((lane >> 3) & 1) * 8][(lane >> 4) * 8]);
+  // Matrices of an ldmatrix.x4.trans: rows k..k+7 / k+8..k+15 (row groups) x dims d..d+7 / d+8..d+15 (pieces).
+  const int piece0 = warp * Traits::kDimsPerWarp / 8 + (lane >> 4);
+  const uint32_t v_base = ptx::smem_address(&s.kv[buffer][(lane >> 3) & 1][piece0][lane & 7][0]);
+#pragma unroll
+  for (int kk = 0; kk < Traits::kChunkColumns / 16; ++kk) {
+    uint32_t hi[4], lo[4];
+    ptx::ldmatrix_x4(hi, p_base + kk * 16 * 2);
+    ptx::ldmatrix_x4(lo, p_base + kLoOffset + kk * 16 * 2);
+#pragma unroll
+    for (int g = 0; g < Traits::kDimGroups; ++g)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        uint32_t r[4];
+        ptx::ldmatrix_x4_trans(r, v_base + kk * 2 * Traits::kRowGroupBytes + (4 * g + 2 * half) * Traits::kCoreBytes);
+        ptx::mma_bf16_16x8x16(acc[g][half][0], lo, r[0], r[1]);
+        ptx::mma_bf16_16x8x16(acc[g][half][1], lo, r[2], r[3]);
+        ptx::mma_bf16_16x8x16(acc[g][half][0], hi, r[0], r[1]);
+        ptx::mma_bf16_16x8x16(acc[g][half][1], hi, r[2], r[3]);
+      }
+  }
+}
+
+// O += P V from the FP8 tile: ldmatrix.trans on byte pairs, then a byte
 // permute splits each pair into the even-dim and odd-dim B fragments,
 // converted exactly to FP16. So n-tile (half, parity) column n is dim
 // 16*half + 2n + parity, and a thread ends up holding 4 consecutive dims of
 // its two heads.
 template <class Traits>
-__device__ __forceinline__ void accumulate_chunk(ChunkSmem<Traits>& s, int buffer, OutputFragment<Traits>& acc,
-                                                 bool group_start) {
+__device__ __forceinline__ void accumulate_chunk_fp8(ChunkSmem<Traits>& s, int buffer, OutputFragment<Traits>& acc) {
   constexpr int kGroups = Traits::kDimGroups;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  // A group starts from +0 (not from 0 * the previous group: -0 and NaN would survive).
-  const float top = s.rescale[lane / 4], bottom = s.rescale[lane / 4 + 8];
-#pragma unroll
-  for (int g = 0; g < kGroups; ++g)
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int par = 0; par < 2; ++par) {
-        float(&a)[4] = acc[g][h][par];
-        a[0] = group_start ? 0.0f : __fmul_rn(a[0], top), a[1] = group_start ? 0.0f : __fmul_rn(a[1], top);
-        a[2] = group_start ? 0.0f : __fmul_rn(a[2], bottom), a[3] = group_start ? 0.0f : __fmul_rn(a[3], bottom);
-      }
   const int d0 = warp * Traits::kDimsPerWarp;
-  const uint32_t p_base = ptx::smem_address(&s.probs[(lane & 7) + ((lane >> 3) & 1) * 8][(lane >> 4) * 8]);
+  const uint32_t p_base = ptx::smem_address(&s.probs[0][(lane & 7) + ((lane >> 3) & 1) * 8][(lane >> 4) * 8]);
   // Matrices of an ldmatrix.x4: rows k..k+7 / k+8..k+15 (row groups) x dims d..d+15 / d+16..d+31 (pieces).
   const uint32_t v_base = ptx::smem_address(&s.kv[buffer][(lane >> 3) & 1][d0 / 16 + (lane >> 4)][lane & 7][0]);
 #pragma unroll
@@ -259,6 +309,30 @@ __device__ __forceinline__ void accumulate_chunk(ChunkSmem<Traits>& s, int buffe
                              ptx::e4m3x2_to_f16x2(rows_hi >> 16));
       }
     }
+  }
+}
+
+// O += P V for the warp's 64 dims (O restarts at the first chunk of a group).
+template <class Traits>
+__device__ __forceinline__ void accumulate_chunk(ChunkSmem<Traits>& s, int buffer, OutputFragment<Traits>& acc,
+                                                 bool group_start) {
+  const int lane = threadIdx.x % 32;
+  // A group starts from +0 (not from 0 * the previous group: -0 and NaN would survive).
+  const float top = s.rescale[lane / 4], bottom = s.rescale[lane / 4 + 8];
+#pragma unroll
+  for (int g = 0; g < Traits::kDimGroups; ++g)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int par = 0; par < 2; ++par) {
+        float(&a)[4] = acc[g][h][par];
+        a[0] = group_start ? 0.0f : __fmul_rn(a[0], top), a[1] = group_start ? 0.0f : __fmul_rn(a[1], top);
+        a[2] = group_start ? 0.0f : __fmul_rn(a[2], bottom), a[3] = group_start ? 0.0f : __fmul_rn(a[3], bottom);
+      }
+  if constexpr (Traits::kBf16) {
+    accumulate_chunk_bf16<Traits>(s, buffer, acc);
+  } else {
+    accumulate_chunk_fp8<Traits>(s, buffer, acc);
   }
 }
 
@@ -307,18 +381,32 @@ struct TokenScope {
   bool count_out_of_range;  // the counter is given and this is the token's first head group
 };
 
-// Walks chunks [first, first + count) of a token: the rows of chunk i + 1
-// (and the indices of chunk i + 2) are in flight during chunk i's math. They
-// are issued after the wait and fence for chunk i's rows, so that the fence
-// never waits on them. Chunks form groups of `per_group` from `first`, and
-// `group_end(acc)` runs after each group's last chunk (the group's
-// statistics are then in running_max / running_sum). The first gather
-// releases dependent grids (PDL); the sinks reach shared memory after it, so
-// that their load never delays it.
+// The math of chunk i of a walk (its rows in tile `buffer`): Q K^T, softmax,
+// P V, and `group_end(acc)` after a group's last chunk (the group's
+// statistics are then in running_max / running_sum). Groups are runs of
+// `per_group` chunks from the walk's first.
 template <class Traits, class GroupEnd>
-__device__ __forceinline__ void walk_chunks(ChunkSmem<Traits>& s, const Dsv4Params& p, const TokenScope& scope,
-                                            int first, int count, int per_group, OutputFragment<Traits>& acc,
-                                            GroupEnd&& group_end) {
+__device__ __forceinline__ void chunk_math(ChunkSmem<Traits>& s, const TokenScope& scope, int i, int count,
+                                           int per_group, int buffer, OutputFragment<Traits>& acc,
+                                           GroupEnd& group_end) {
+  score_chunk<Traits>(s, buffer);
+  __syncthreads();
+  const bool group_start = i % per_group == 0;
+  softmax_chunk<Traits>(s, buffer, scope.scale_log2, group_start);
+  __syncthreads();
+  accumulate_chunk<Traits>(s, buffer, acc, group_start);
+  if (i % per_group == per_group - 1 || i == count - 1) group_end(acc);
+}
+
+// Two KV tiles: the rows of chunk i + 1 (and the indices of chunk i + 2) are
+// in flight during chunk i's math. They are issued after the wait and fence
+// for chunk i's rows, so that the fence never waits on them. The first
+// gather releases dependent grids (PDL); the sinks reach shared memory after
+// it, so that their load never delays it.
+template <class Traits, class GroupEnd>
+__device__ __forceinline__ void walk_chunks_two_tiles(ChunkSmem<Traits>& s, const Dsv4Params& p,
+                                                      const TokenScope& scope, int first, int count, int per_group,
+                                                      OutputFragment<Traits>& acc, GroupEnd& group_end) {
   constexpr int kColumns = Traits::kChunkColumns;
   gather_chunk<Traits>(s, p, first * kColumns, chunk_index<Traits>(p, scope.token, first * kColumns), scope.len,
                        scope.window, scope.count_out_of_range, 0);
@@ -340,13 +428,46 @@ __device__ __forceinline__ void walk_chunks(ChunkSmem<Traits>& s, const Dsv4Para
       ptx::cp_async_commit();
     }
     if (p.skip_stages & 4) continue;
-    score_chunk<Traits>(s, buffer);
+    chunk_math<Traits>(s, scope, i, count, per_group, buffer, acc, group_end);
+  }
+}
+
+// One KV tile: chunk i's rows are gathered once chunk i - 1's P V is done
+// with the tile, their indices loaded from global memory then. Meant for
+// walks of one chunk (the BF16 cluster kernel up to W = 1024); longer walks
+// run the same float operations, only slower.
+template <class Traits, class GroupEnd>
+__device__ __forceinline__ void walk_chunks_one_tile(ChunkSmem<Traits>& s, const Dsv4Params& p,
+                                                     const TokenScope& scope, int first, int count, int per_group,
+                                                     OutputFragment<Traits>& acc, GroupEnd& group_end) {
+  constexpr int kColumns = Traits::kChunkColumns;
+  for (int i = 0; i < count; ++i) {
+    const int column0 = (first + i) * kColumns;
+    if (i > 0) __syncthreads();  // chunk i - 1's P V is done with the tile
+    gather_chunk<Traits>(s, p, column0, chunk_index<Traits>(p, scope.token, column0), scope.len, scope.window,
+                         scope.count_out_of_range, 0);
+    ptx::cp_async_commit();
+    if (i == 0) {
+      ptx::launch_dependents();
+      if (threadIdx.x < Traits::kHeads) s.sink_log2[threadIdx.x] = scope.sink * kLog2e;
+    }
+    ptx::cp_async_wait_group<0>();
+    ptx::fence_proxy_async_shared();  // the copies are read by wgmma (async proxy)
     __syncthreads();
-    const bool group_start = i % per_group == 0;
-    softmax_chunk<Traits>(s, buffer, scope.scale_log2, group_start);
-    __syncthreads();
-    accumulate_chunk<Traits>(s, buffer, acc, group_start);
-    if (i % per_group == per_group - 1 || i == count - 1) group_end(acc);
+    if (p.skip_stages & 4) continue;
+    chunk_math<Traits>(s, scope, i, count, per_group, 0, acc, group_end);
+  }
+}
+
+// Walks chunks [first, first + count) of a token with the traits' KV tiles.
+template <class Traits, class GroupEnd>
+__device__ __forceinline__ void walk_chunks(ChunkSmem<Traits>& s, const Dsv4Params& p, const TokenScope& scope,
+                                            int first, int count, int per_group, OutputFragment<Traits>& acc,
+                                            GroupEnd&& group_end) {
+  if constexpr (Traits::kBuffers == 2) {
+    walk_chunks_two_tiles<Traits>(s, p, scope, first, count, per_group, acc, group_end);
+  } else {
+    walk_chunks_one_tile<Traits>(s, p, scope, first, count, per_group, acc, group_end);
   }
 }
 
@@ -377,7 +498,8 @@ __device__ __forceinline__ float fold_value(float output, FoldWeights w, float g
   return __fmaf_rn(group_mean, w.take, __fmul_rn(output, w.keep));
 }
 
-// 1 / the group's sum: its mean output travels as FP16 (|value| <= 448).
+// 1 / the group's sum: its mean output travels as FP16 (|value| <= max |V|:
+// 448 for FP8 rows; BF16 rows must stay under 65504, docs/kernels/bf16.md).
 __device__ __forceinline__ float mean_factor(float group_sum) { return group_sum > 0.0f ? 1.0f / group_sum : 0.0f; }
 
 // Factor on the folded output: bmm2 over the softmax denominator, sink included.
@@ -385,6 +507,20 @@ __device__ __forceinline__ float mean_factor(float group_sum) { return group_sum
 __device__ __forceinline__ float output_scale(const FoldState& state, float sink_log2, float bmm2) {
   if (state.max == -INFINITY) return 0.0f;
   return bmm2 / (state.sum + ptx::exp2_approx(sink_log2 - state.max));
+}
+
+// Stores a granule of a head's output as BF16: its 4 values in travel order,
+// scaled; `first_dim` is granule_dim(granule, 0).
+template <class Traits>
+__device__ __forceinline__ void store_granule(uint16_t* out_head, int first_dim, float v0, float v1, float v2,
+                                              float v3) {
+  if constexpr (!Traits::kBf16) {
+    *reinterpret_cast<uint2*>(out_head + first_dim) = make_uint2(pack_bf16x2(v0, v1), pack_bf16x2(v2, v3));
+  } else {
+    // Dims d, d + 1 hold v0, v2; dims d + 8, d + 9 hold v1, v3.
+    *reinterpret_cast<uint32_t*>(out_head + first_dim) = pack_bf16x2(v0, v2);
+    *reinterpret_cast<uint32_t*>(out_head + first_dim + 8) = pack_bf16x2(v1, v3);
+  }
 }
 
 __device__ __forceinline__ float output_lse(const FoldState& state) {

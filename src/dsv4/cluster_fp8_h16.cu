@@ -3,5 +3,5 @@
 #include "dsv4/launch.h"
 
 namespace sparse_decode::dsv4 {
-const void* cluster_kernel_fp8_h16() { return reinterpret_cast<const void*>(&cluster_kernel<Dsv4Traits<16>>); }
+const void* cluster_kernel_fp8_h16() { return reinterpret_cast<const void*>(&cluster_kernel<ClusterTraitsFp8>); }
 }  // namespace sparse_decode::dsv4

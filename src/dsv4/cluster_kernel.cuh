@@ -1,7 +1,7 @@
 // The cluster kernel of dsv4_decode (small batches): one thread-block cluster
 // a token, one CTA a group of 64-column chunks; each group's statistics and
 // mean output go through distributed shared memory to the CTA that owns the
-// dims, which folds them in group order. FP8 E4M3 q and rows.
+// dims, which folds them in group order. FP8 E4M3 or BF16 q and rows.
 // docs/kernels/small_batch.md explains the design and its measurements.
 #pragma once
 
@@ -10,8 +10,8 @@
 namespace sparse_decode::dsv4 {
 
 // Sends this CTA's group statistics and mean output to the CTAs that own
-// them. The mean (the group's P V divided by its sum, |value| <= 448) travels
-// as FP16, half the bytes of FP32. Granule g of the 128 4-dim granules goes
+// them. The mean (the group's P V divided by its sum, |value| <= max |V|)
+// travels as FP16, half the bytes of FP32. Granule g of the 128 4-dim granules goes
 // to CTA g % n, slot [source rank][g / n][head]; the (max, sum) pairs go to
 // every CTA.
 template <class Traits>
@@ -97,13 +97,13 @@ __device__ __forceinline__ void fold_owned(const ClusterSmem<Traits>& s, uint16_
         o.z = fold_value(o.z, weights[c], hi.x), o.w = fold_value(o.w, weights[c], hi.y);
       }
     }
-    const uint2 packed = make_uint2(pack_bf16x2(o.x * scale, o.y * scale), pack_bf16x2(o.z * scale, o.w * scale));
-    *reinterpret_cast<uint2*>(out_head + (local * ctas + rank) * Traits::kGranuleDims) = packed;
+    store_granule<Traits>(out_head, granule_dim<Traits>(local * ctas + rank, 0), o.x * scale, o.y * scale, o.z * scale, o.w * scale);
   }
 }
 
 template <class Traits>
-__global__ void __launch_bounds__(Traits::kThreads, 2) cluster_kernel(const __grid_constant__ Dsv4Params p) {
+__global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(ClusterSmem<Traits>)))
+    cluster_kernel(const __grid_constant__ Dsv4Params p) {
   using Smem = ClusterSmem<Traits>;
   constexpr int kHeads = Traits::kHeads;
   extern __shared__ __align__(16) uint8_t smem_bytes[];

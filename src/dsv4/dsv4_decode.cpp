@@ -27,7 +27,7 @@ Status dsv4_decode(const Dsv4DecodeArgs& args, void*, size_t, CUstream_st* strea
 
 int64_t dsv4_small_batch_max_tokens(const Dsv4DecodeArgs& args) {
   const int64_t head_groups = (args.num_heads + 15) / 16;
-  return dsv4::cluster_max_tokens(args.width) / (head_groups > 0 ? head_groups : 1);
+  return dsv4::cluster_max_tokens(args.width, args.dtype) / (head_groups > 0 ? head_groups : 1);
 }
 
 Dsv4Kernel dsv4_chosen_kernel(const Dsv4DecodeArgs& args) { return dsv4::choose_kernel(args); }

@@ -1,23 +1,41 @@
 // Compile-time configuration and shared-memory plans of the dsv4 kernels:
-// the cluster kernel (small batches) and the stream kernel (large batches).
-// The designs and their measurements: docs/kernels/small_batch.md and
-// docs/kernels/large_batch.md.
+// the cluster kernel (small batches) and the stream kernel (large batches),
+// for FP8 E4M3 and BF16 q and rows. The designs and their measurements:
+// docs/kernels/small_batch.md, docs/kernels/large_batch.md, docs/kernels/bf16.md.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "sparse_decode/dsv4_decode.h"
 
 namespace sparse_decode::dsv4 {
 
-template <int kHeads_>
+// Shared memory of an H200 SM that CTAs can hold, and what the runtime
+// reserves a CTA besides a kernel's dynamic shared memory.
+inline constexpr size_t kSmemPerSm = 228 * 1024;
+inline constexpr size_t kSmemReservedPerCta = 1024;
+inline constexpr size_t kMaxSmemPerCta = 227 * 1024;
+
+// CTAs of `smem_bytes` dynamic shared memory an SM holds (the kernels ask for at most 2).
+constexpr int resident_ctas(size_t smem_bytes) {
+  return kSmemPerSm / (smem_bytes + kSmemReservedPerCta) >= 2 ? 2 : 1;
+}
+
+// kDType: the element type of q and of the KV rows. kBuffers: KV tiles; with
+// 2 the next chunk's gather lands during this one's math, with 1 the gather
+// waits for the tile (a CTA of one chunk loses nothing, and a BF16 tile is 64 KiB).
+template <int kHeads_, DType kDType_, int kBuffers_>
 struct Dsv4Traits {
   static constexpr int kHeads = kHeads_;
+  static constexpr DType kDType = kDType_;
+  static constexpr bool kBf16 = kDType == DType::kBFloat16;
+  static constexpr int kElementBytes = kBf16 ? 2 : 1;
   static constexpr int kChunkColumns = 64;  // KV rows gathered and scored at once
   static constexpr int kWarps = 8;  // 2 warps a scheduler: one warp's latency chain hides the other's
   static constexpr int kThreads = kWarps * 32;
-  static constexpr int kRowBytes = kHeadDim;  // one FP8 row
-  static constexpr int kBuffers = 2;          // KV tiles: the next chunk's gather lands during this one's math
+  static constexpr int kRowBytes = kHeadDim * kElementBytes;  // FP8: 512, BF16: 1024
+  static constexpr int kBuffers = kBuffers_;
   // KV and Q tiles are stored as wgmma's K-major core matrices (8 rows x 16
   // bytes, 128 contiguous bytes): [row group][16-byte piece][row % 8][16].
   static constexpr int kPieces = kRowBytes / 16;          // 16-byte pieces of a row
@@ -26,6 +44,15 @@ struct Dsv4Traits {
   static constexpr int kWarpgroups = kWarps / 4;
   static constexpr int kGatherRowsPerWarp = kChunkColumns / kWarps;
   static constexpr int kPiecesPerWarpgroup = kPieces / kWarpgroups;  // S = K Q^T: dims split over warpgroups
+  // A wgmma k-step reads 32 bytes of a row (2 pieces): k32 for FP8, k16 for BF16.
+  static constexpr int kScoreSteps = kPiecesPerWarpgroup / 2;
+  // FP8 wgmma accumulates with reduced precision: each pair of k-steps gets its
+  // own accumulator, summed in FP32. BF16 wgmma accumulates in FP32: one accumulator.
+  static constexpr int kStepsPerAccumulator = kBf16 ? kScoreSteps : 2;
+  // P for P V: FP16 with FP8 rows (the E4M3 V converts exactly to FP16); with
+  // BF16 rows, BF16 hi + lo parts (16 significant bits: BF16 P alone loses
+  // the accuracy bound, docs/kernels/packed.md).
+  static constexpr int kProbParts = kBf16 ? 2 : 1;
   static constexpr int kDimsPerWarp = kHeadDim / kWarps;             // O = P V: dims split over warps
   static constexpr int kDimGroups = kDimsPerWarp / 32;               // ldmatrix.x4.trans groups of a warp
   static constexpr int kScoreRowFloats = kChunkColumns + 4;  // +4: the wgmma fragment stores spread over banks
@@ -48,19 +75,47 @@ struct Dsv4Traits {
   static constexpr int kReceiveSlots = max_receive_slots();
 
   static_assert(kHeads == 16, "mma.sync has M = 16: one query head a row");
+  static_assert(kDType == DType::kFloat8E4M3 || kDType == DType::kBFloat16, "the kernels read FP8 E4M3 or BF16 rows");
+  static_assert(kBuffers == 1 || kBuffers == 2, "walk_chunks double-buffers or waits for its one tile");
+  static_assert(kRowBytes % 16 == 0 && kPieces % 4 == 0, "a gather lane copies every 4th 16-byte piece of its row");
+  static_assert(kScoreSteps % kStepsPerAccumulator == 0, "score accumulators take equal runs of k-steps");
   static_assert(kGatherRowsPerWarp == 8, "a warp gathers one row group (8 rows) of the tile");
   static_assert(kChunkColumns == 64, "S^T = K Q^T is one wgmma M = 64 a chunk");
-  static_assert(kWarps % 4 == 0 && kPiecesPerWarpgroup % 2 == 0, "a warpgroup's dims are whole k32 steps");
+  static_assert(kWarps % 4 == 0 && kPiecesPerWarpgroup % 2 == 0, "a warpgroup's dims are whole 32-byte k-steps");
   static_assert(kDimsPerWarp % 32 == 0, "P V walks 32-dim groups (one ldmatrix.x4.trans each)");
   static_assert(kChunkColumns % 16 == 0, "P V steps over 16 columns (k of m16n8k16)");
   static_assert(kThreads == kHeads * 16 && kChunkColumns == 64, "softmax: 16 threads a head, 4 columns each");
   static_assert(kThreads % kHeads == 0, "reduction: a thread serves one head");
-  static_assert(kDimsPerWarp % (4 * kGranuleDims) == 0, "a thread's P V fragment is 4 consecutive dims");
+  static_assert(kDimsPerWarp % (4 * kGranuleDims) == 0, "a thread's P V fragment is 4 dims of its two heads");
+  static_assert(kPieces % (kThreads / 8) == 0, "load_query: each pass of the CTA copies 32 pieces of 8 heads");
 };
+
+// The 4 values of granule g travel in the order (n-tile 0, n-tile 1) x
+// (fragment column 0, 1) of its 16-dim half. FP8 P V computes dims 2n (even
+// n-tile) and 2n + 1 (odd) of a half, so granule g is dims 4g..4g+3 in that
+// order. BF16 P V computes dims 8t + n of n-tile t, so granule g (half
+// h = g / 4, q = g % 4) is dims 16h + {2q, 2q + 8, 2q + 1, 2q + 9}.
+template <class Traits>
+__host__ __device__ constexpr int granule_dim(int granule, int value) {
+  if constexpr (!Traits::kBf16) {
+    return granule * Traits::kGranuleDims + value;
+  } else {
+    return 16 * (granule / 4) + 2 * (granule % 4) + 8 * (value % 2) + value / 2;
+  }
+}
 
 // A thread's share of a group's P V: [dim group][16-dim half][even/odd n-tile][top head x2, bottom head x2].
 template <class Traits>
 using OutputFragment = float[Traits::kDimGroups][2][2][4];
+
+// The next chunk's indices, copied with this chunk's rows (two KV tiles); a
+// walk with one tile reads each chunk's indices when it gathers the chunk.
+template <int kBuffers, int kColumns>
+struct StagedIndices {
+  int32_t index[kBuffers][kColumns];
+};
+template <int kColumns>
+struct StagedIndices<1, kColumns> {};
 
 // What both kernels keep per chunk.
 template <class Traits>
@@ -69,12 +124,13 @@ struct ChunkSmem {
   uint8_t kv[Traits::kBuffers][Traits::kChunkColumns / 8][Traits::kPieces][8][16];  // gathered rows: K and V
   uint8_t q[kHeads / 8][Traits::kPieces][8][16];
   float scores[Traits::kWarpgroups][kHeads][Traits::kScoreRowFloats];  // each warpgroup's share of Q K^T
-  uint16_t probs[kHeads][Traits::kProbRowHalves];     // FP16 bits of exp2(score - running max)
+  // exp2(score - running max): FP16 bits (FP8 rows) or BF16 hi, lo bits (BF16 rows)
+  uint16_t probs[Traits::kProbParts][kHeads][Traits::kProbRowHalves];
   float running_max[kHeads];                          // log2 domain, over the group's columns so far
-  float running_sum[kHeads];                          // sum of the FP16-rounded probabilities
+  float running_sum[kHeads];                          // sum of the rounded probabilities that P V multiplies
   float rescale[kHeads];                              // factor on O when the running max moves
   float sink_log2[kHeads];                            // sink * log2(e), -inf without sinks
-  int32_t staged_index[Traits::kBuffers][Traits::kChunkColumns];  // the next chunk's indices, copied with this one's rows
+  StagedIndices<Traits::kBuffers, Traits::kChunkColumns> staged;
   int32_t request;                                    // the token's request (varlen seq_lens), -1 if none
   alignas(8) uint8_t column_mask[Traits::kBuffers][Traits::kWarps];  // active columns of a tile, 8 a warp
 };
@@ -93,5 +149,25 @@ template <class Traits>
 struct StreamSmem {
   ChunkSmem<Traits> chunk;
 };
+
+// The instantiations the launcher uses (cluster_*_h16.cu, stream_*_h16.cu).
+// BF16: the cluster kernel holds one 64 KiB tile (a CTA has one chunk up to
+// W = 1024) so that 2 CTAs fit an SM; the stream kernel keeps two tiles at 1
+// CTA an SM (docs/kernels/bf16.md).
+using ClusterTraitsFp8 = Dsv4Traits<16, DType::kFloat8E4M3, 2>;
+using StreamTraitsFp8 = Dsv4Traits<16, DType::kFloat8E4M3, 2>;
+using ClusterTraitsBf16 = Dsv4Traits<16, DType::kBFloat16, 1>;
+using StreamTraitsBf16 = Dsv4Traits<16, DType::kBFloat16, 2>;
+
+static_assert(sizeof(ClusterSmem<ClusterTraitsFp8>) <= kMaxSmemPerCta &&
+                  sizeof(StreamSmem<StreamTraitsFp8>) <= kMaxSmemPerCta &&
+                  sizeof(ClusterSmem<ClusterTraitsBf16>) <= kMaxSmemPerCta &&
+                  sizeof(StreamSmem<StreamTraitsBf16>) <= kMaxSmemPerCta,
+              "a CTA's shared memory is at most 227 KiB on Hopper");
+static_assert(resident_ctas(sizeof(ClusterSmem<ClusterTraitsFp8>)) == 2 &&
+                  resident_ctas(sizeof(StreamSmem<StreamTraitsFp8>)) == 2,
+              "the FP8 kernels were measured at 2 CTAs an SM");
+static_assert(resident_ctas(sizeof(ClusterSmem<ClusterTraitsBf16>)) == 2,
+              "the BF16 cluster kernel is planned at 2 CTAs an SM (one KV tile): keep its plan under 113 KiB");
 
 }  // namespace sparse_decode::dsv4

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <iterator>
 #include <string>
 
 #include "common/device_support.h"
@@ -14,9 +15,34 @@
 namespace sparse_decode::dsv4 {
 namespace {
 
-using Traits16 = Dsv4Traits<16>;
-constexpr size_t kClusterSmemBytes = sizeof(ClusterSmem<Traits16>);
-constexpr size_t kStreamSmemBytes = sizeof(StreamSmem<Traits16>);
+// The geometry that the chunk plan and the grid depend on; the same for every instantiation.
+using Traits16 = ClusterTraitsFp8;
+template <class Traits>
+constexpr bool kSameGeometry = Traits::kHeads == Traits16::kHeads && Traits::kThreads == Traits16::kThreads &&
+                               Traits::kChunkColumns == Traits16::kChunkColumns &&
+                               Traits::kMaxGroups == Traits16::kMaxGroups;
+static_assert(kSameGeometry<StreamTraitsFp8> && kSameGeometry<ClusterTraitsBf16> && kSameGeometry<StreamTraitsBf16>,
+              "chunk_plan, the grid and the block size are shared by every kernel instantiation");
+
+// The two kernels of one dtype and the dynamic shared memory each requests (its plan's size).
+struct KernelPair {
+  const void* cluster;
+  const void* stream;
+  size_t cluster_smem;
+  size_t stream_smem;
+};
+
+KernelPair kernels_for(DType dtype) {
+  if (dtype == DType::kBFloat16) {
+    return {cluster_kernel_bf16_h16(), stream_kernel_bf16_h16(), sizeof(ClusterSmem<ClusterTraitsBf16>),
+            sizeof(StreamSmem<StreamTraitsBf16>)};
+  }
+  return {cluster_kernel_fp8_h16(), stream_kernel_fp8_h16(), sizeof(ClusterSmem<ClusterTraitsFp8>),
+          sizeof(StreamSmem<StreamTraitsFp8>)};
+}
+
+constexpr DType kServedDtypes[] = {DType::kFloat8E4M3, DType::kBFloat16};
+int dtype_slot(DType dtype) { return dtype == DType::kBFloat16 ? 1 : 0; }
 
 // The cluster kernel serves up to this many (token, 16-head group) pairs,
 // the stream kernel more: the crossovers measured on the H200 at widths 128
@@ -28,14 +54,17 @@ constexpr int64_t kClusterMaxUnitsWide = 80;  // widths above 1024 (groups of 2+
 constexpr int kMaxDevices = 64;
 
 int set_kernel_attributes() {
-  cudaError_t e = cudaFuncSetAttribute(cluster_kernel_fp8_h16(), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(kClusterSmemBytes));
-  if (e == cudaSuccess) {
-    e = cudaFuncSetAttribute(cluster_kernel_fp8_h16(), cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-  }
-  if (e == cudaSuccess) {
-    e = cudaFuncSetAttribute(stream_kernel_fp8_h16(), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(kStreamSmemBytes));
+  cudaError_t e = cudaSuccess;
+  for (DType dtype : kServedDtypes) {
+    const KernelPair k = kernels_for(dtype);
+    if (e == cudaSuccess) {
+      e = cudaFuncSetAttribute(k.cluster, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(k.cluster_smem));
+    }
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k.cluster, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    if (e == cudaSuccess) {
+      e = cudaFuncSetAttribute(k.stream, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k.stream_smem));
+    }
   }
   return e;
 }
@@ -117,34 +146,32 @@ Status kernels_support(const Dsv4DecodeArgs& args) {
                                 " tokens a call with this kernel, heads and width (grid size), got " +
                                 std::to_string(args.num_tokens));
   }
-  if (args.dtype != DType::kFloat8E4M3) {
-    return Status::NotSupported("dtype: only kFloat8E4M3 is served on the GPU so far (BF16: issue #5)");
-  }
   return Status::Ok();
 }
 
-int64_t cluster_max_tokens(int32_t width) {
-  // Cached per device and group count: the occupancy query is not free.
-  static std::atomic<int64_t> cache[kMaxDevices][Traits16::kMaxGroups + 1] = {};
+int64_t cluster_max_tokens(int32_t width, DType dtype) {
+  // Cached per device, dtype and group count: the occupancy query is not free.
+  static std::atomic<int64_t> cache[kMaxDevices][std::size(kServedDtypes)][Traits16::kMaxGroups + 1] = {};
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess || !configure_kernels().ok()) {
     cudaGetLastError();
     return 0;
   }
   const ChunkPlan plan = chunk_plan(width);
-  std::atomic<int64_t>* cached = device < kMaxDevices ? &cache[device][plan.groups] : nullptr;
+  std::atomic<int64_t>* cached = device < kMaxDevices ? &cache[device][dtype_slot(dtype)][plan.groups] : nullptr;
+  const KernelPair kernels = kernels_for(dtype);
   if (cached && cached->load(std::memory_order_relaxed) > 0) return cached->load(std::memory_order_relaxed);
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(plan.groups);
   config.blockDim = dim3(Traits16::kThreads);
-  config.dynamicSmemBytes = kClusterSmemBytes;
+  config.dynamicSmemBytes = kernels.cluster_smem;
   cudaLaunchAttribute attribute;
   attribute.id = cudaLaunchAttributeClusterDimension;
   attribute.val.clusterDim = {static_cast<unsigned>(plan.groups), 1, 1};
   config.attrs = &attribute;
   config.numAttrs = 1;
   int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, cluster_kernel_fp8_h16(), &config) != cudaSuccess) {
+  if (cudaOccupancyMaxActiveClusters(&clusters, kernels.cluster, &config) != cudaSuccess) {
     cudaGetLastError();
     return 0;
   }
@@ -156,7 +183,7 @@ Dsv4Kernel choose_kernel(const Dsv4DecodeArgs& args) {
   if (args.kernel != Dsv4Kernel::kAuto) return args.kernel;
   // Head groups of one token are independent work, like more tokens.
   const int64_t units = args.num_tokens * head_groups(args.num_heads);
-  if (cluster_max_tokens(args.width) == 0) return Dsv4Kernel::kStream;  // no cluster fits (e.g. a partitioned GPU)
+  if (cluster_max_tokens(args.width, args.dtype) == 0) return Dsv4Kernel::kStream;  // no cluster fits (e.g. a partitioned GPU)
   const int64_t most = chunk_plan(args.width).chunks_per_group > 1 ? kClusterMaxUnitsWide : kClusterMaxUnits;
   return units <= most ? Dsv4Kernel::kCluster : Dsv4Kernel::kStream;
 }
@@ -166,11 +193,12 @@ Status launch_dsv4(const Dsv4DecodeArgs& args, CUstream_st* stream) {
   Dsv4Params p = kernel_params(args);
   const bool cluster = choose_kernel(args) == Dsv4Kernel::kCluster;
   const ChunkPlan plan = chunk_plan(args.width);
+  const KernelPair kernels = kernels_for(args.dtype);
 
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned>(args.num_tokens * p.head_groups * (cluster ? plan.groups : 1)));
   config.blockDim = dim3(Traits16::kThreads);
-  config.dynamicSmemBytes = cluster ? kClusterSmemBytes : kStreamSmemBytes;
+  config.dynamicSmemBytes = cluster ? kernels.cluster_smem : kernels.stream_smem;
   config.stream = stream;
   cudaLaunchAttribute attributes[2];
   attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -180,7 +208,7 @@ Status launch_dsv4(const Dsv4DecodeArgs& args, CUstream_st* stream) {
   config.attrs = attributes;
   config.numAttrs = cluster ? 2 : 1;
   void* kernel_args[] = {&p};
-  const void* kernel = cluster ? cluster_kernel_fp8_h16() : stream_kernel_fp8_h16();
+  const void* kernel = cluster ? kernels.cluster : kernels.stream;
   return cuda_status(cudaLaunchKernelExC(&config, kernel, kernel_args), "launching a dsv4 kernel");
 }
 

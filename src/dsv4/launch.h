@@ -8,9 +8,12 @@
 
 namespace sparse_decode::dsv4 {
 
-// Defined with their instantiations (cluster_fp8_h16.cu, stream_fp8_h16.cu).
+// Defined with their instantiations (cluster_fp8_h16.cu, stream_fp8_h16.cu,
+// cluster_bf16_h16.cu, stream_bf16_h16.cu).
 const void* cluster_kernel_fp8_h16();
 const void* stream_kernel_fp8_h16();
+const void* cluster_kernel_bf16_h16();
+const void* stream_kernel_bf16_h16();
 
 // How a token's columns form groups: the unit that both kernels fold in
 // order (the cluster kernel gives each group a CTA). Depends on W only.
@@ -25,7 +28,7 @@ ChunkPlan chunk_plan(int32_t width);
 Status kernels_support(const Dsv4DecodeArgs& args);
 
 // Tokens whose clusters are all resident at once on the current device.
-int64_t cluster_max_tokens(int32_t width);
+int64_t cluster_max_tokens(int32_t width, DType dtype);
 
 // kCluster or kStream: args.kernel unless kAuto, else by the measured crossover.
 Dsv4Kernel choose_kernel(const Dsv4DecodeArgs& args);

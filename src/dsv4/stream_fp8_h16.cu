@@ -3,5 +3,5 @@
 #include "dsv4/stream_kernel.cuh"
 
 namespace sparse_decode::dsv4 {
-const void* stream_kernel_fp8_h16() { return reinterpret_cast<const void*>(&stream_kernel<Dsv4Traits<16>>); }
+const void* stream_kernel_fp8_h16() { return reinterpret_cast<const void*>(&stream_kernel<StreamTraitsFp8>); }
 }  // namespace sparse_decode::dsv4

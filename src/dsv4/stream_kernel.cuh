@@ -12,7 +12,8 @@ namespace sparse_decode::dsv4 {
 __device__ __forceinline__ float round_to_f16(float value) { return __half2float(__float2half_rn(value)); }
 
 template <class Traits>
-__global__ void __launch_bounds__(Traits::kThreads, 2) stream_kernel(const __grid_constant__ Dsv4Params p) {
+__global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(StreamSmem<Traits>)))
+    stream_kernel(const __grid_constant__ Dsv4Params p) {
   using Smem = StreamSmem<Traits>;
   extern __shared__ __align__(16) uint8_t smem_bytes[];
   ChunkSmem<Traits>& s = reinterpret_cast<Smem*>(smem_bytes)->chunk;
@@ -71,17 +72,16 @@ __global__ void __launch_bounds__(Traits::kThreads, 2) stream_kernel(const __gri
   for (int g = 0; g < Traits::kDimGroups; ++g)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      // Dims d..d+3 are (even[0], odd[0], even[1], odd[1]) of the top head, [2], [3] of the bottom one.
-      const int d = warp * Traits::kDimsPerWarp + g * 32 + half * 16 + (lane % 4) * Traits::kGranuleDims;
-      const float(&even)[4] = out[g][half][0];
-      const float(&odd)[4] = out[g][half][1];
-      *reinterpret_cast<uint2*>(out_token + top_head * p.out_head_stride + d) =
-          make_uint2(pack_bf16x2(even[0] * top_scale, odd[0] * top_scale),
-                     pack_bf16x2(even[1] * top_scale, odd[1] * top_scale));
+      // Granule lane % 4 of this 16-dim half: its values are (n-tile 0, n-tile 1) x
+      // [0], [1] of the top head, [2], [3] of the bottom one.
+      const int first_dim = warp * Traits::kDimsPerWarp + g * 32 + half * 16 + granule_dim<Traits>(lane % 4, 0);
+      const float(&tile0)[4] = out[g][half][0];
+      const float(&tile1)[4] = out[g][half][1];
+      store_granule<Traits>(out_token + top_head * p.out_head_stride, first_dim, tile0[0] * top_scale,
+                            tile1[0] * top_scale, tile0[1] * top_scale, tile1[1] * top_scale);
       if (!bottom_exists) continue;
-      *reinterpret_cast<uint2*>(out_token + bottom_head * p.out_head_stride + d) =
-          make_uint2(pack_bf16x2(even[2] * bottom_scale, odd[2] * bottom_scale),
-                     pack_bf16x2(even[3] * bottom_scale, odd[3] * bottom_scale));
+      store_granule<Traits>(out_token + bottom_head * p.out_head_stride, first_dim, tile0[2] * bottom_scale,
+                            tile1[2] * bottom_scale, tile0[3] * bottom_scale, tile1[3] * bottom_scale);
     }
 }
 
