@@ -1,7 +1,7 @@
 // GPU tests of dsv4_decode against the fp64 reference (SPEC section 1): every
 // problem runs on both kernels (cluster and stream), each checked against the
-// reference and the two compared bit for bit. Without a CUDA device every
-// test reports SKIPPED.
+// reference and the two compared bit for bit; FP8 problems unless a test says
+// BF16. Without a CUDA device every test reports SKIPPED.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -147,12 +147,45 @@ uint64_t fresh_seed() {
   return (uint64_t{device()} << 32) | device();
 }
 
-Dsv4ProblemConfig config_for(int64_t tokens, int32_t width) {
+Dsv4ProblemConfig config_for(int64_t tokens, int32_t width, DType dtype = DType::kFloat8E4M3) {
   Dsv4ProblemConfig config;
   config.tokens = tokens;
   config.width = width;
+  config.dtype = dtype;
   config.seed = fresh_seed();
   return config;
+}
+
+const char* dtype_name(DType dtype) { return dtype == DType::kBFloat16 ? "BF16" : "FP8"; }
+
+// Shorter lens for every token and SWA holes in every 5th (columns past the
+// generated lens name NaN rows, so lens only shrink).
+void shorten_lens_and_punch_holes(Dsv4Problem& p) {
+  std::mt19937 rng(static_cast<uint32_t>(p.config.seed));
+  for (auto& len : p.lens) len = static_cast<int32_t>(rng() % (len + 1));
+  for (int64_t t = 0; t < p.config.tokens; t += 5) {
+    for (int c = 0; c < kSwaColumns; c += 3) p.indices[t * p.config.width + c] = -1;
+  }
+}
+
+// Tokens 0, 3 and 7 (of 12) end up with no active column: lens = 0, all -1,
+// and only masked SWA columns.
+void empty_three_tokens(Dsv4Problem& p) {
+  p.lens[0] = 0;
+  for (int c = 0; c < p.config.width; ++c) p.indices[3 * p.config.width + c] = -1;
+  p.lens[7] = 64;
+  for (int c = 0; c < 64; ++c) p.indices[7 * p.config.width + c] = -1;
+}
+
+// In every token: the first row past the SWA pool, INT32_MAX, and a row past
+// the compressed pool (needs lens = W so that the columns are listed).
+void add_out_of_range_indices(Dsv4Problem& p) {
+  const int W = p.config.width;
+  for (int64_t t = 0; t < p.config.tokens; ++t) {
+    p.indices[t * W + 5] = static_cast<int32_t>(p.config.swa_rows);
+    p.indices[t * W + 200] = std::numeric_limits<int32_t>::max();
+    p.indices[t * W + W - 1] = static_cast<int32_t>(p.config.compressed_rows + t);
+  }
 }
 
 TEST_F(Dsv4Gpu, WidthsAndTokenCounts) {
@@ -187,6 +220,70 @@ TEST_F(Dsv4Gpu, ManyTokens) {
   check_problem(config_for(300, 2176));
 }
 
+// BF16 q and pools (1024-byte rows): widths of one chunk a CTA, a last chunk
+// of 4 columns, and groups of 3 chunks (the BF16 cluster kernel's one-tile
+// walk), at T of one or several cluster waves; 8 heads (silent half) and 64.
+TEST_F(Dsv4Gpu, Bf16WidthsTokensAndHeads) {
+  for (int32_t width : {128, 644, 2176})
+    for (int64_t tokens : {1, 6, 48})
+      for (int32_t heads : {16, 8, 64}) {
+        Dsv4ProblemConfig config = config_for(tokens, width, DType::kBFloat16);
+        config.heads = heads;
+        config.hole_fraction = 0.05;
+        SCOPED_TRACE("BF16, H " + std::to_string(heads));
+        check_problem(config);
+      }
+}
+
+TEST_F(Dsv4Gpu, Bf16WidestWidthAndManyTokens) {
+  Dsv4ProblemConfig widest = config_for(5, 128 + 16384, DType::kBFloat16);
+  widest.compressed_rows = 32768;
+  widest.hole_fraction = 0.02;
+  check_problem(widest);
+  check_problem(config_for(300, 640, DType::kBFloat16));
+}
+
+// The masking cases of the FP8 tests, on BF16 rows.
+TEST_F(Dsv4Gpu, Bf16MaskedColumnsSinksAndPages) {
+  Dsv4ProblemConfig holes = config_for(48, 640, DType::kBFloat16);
+  holes.hole_fraction = 0.3;
+  check_problem(holes, shorten_lens_and_punch_holes);
+  check_problem(config_for(12, 2176, DType::kBFloat16), empty_three_tokens);
+  Dsv4ProblemConfig out_of_range = config_for(12, 640, DType::kBFloat16);
+  out_of_range.lens = false;
+  out_of_range.heads = 32;
+  check_problem(out_of_range, add_out_of_range_indices);
+  check_problem(config_for(6, 640, DType::kBFloat16), [](Dsv4Problem& p) {
+    for (size_t h = 0; h < p.sinks.size(); ++h) {
+      p.sinks[h] = h % 3 == 0 ? std::numeric_limits<float>::infinity()
+                   : h % 3 == 1 ? -std::numeric_limits<float>::infinity()
+                                : 30.0f;
+    }
+  });
+  for (int64_t page_size : {1, 61}) {
+    Dsv4ProblemConfig config = config_for(6, 640, DType::kBFloat16);
+    config.page_size = page_size;
+    config.swa_rows = 61 * 64;
+    config.compressed_rows = 61 * 128;
+    config.row_stride = 512 + 32;
+    config.page_gap = 48;
+    check_problem(config);
+  }
+  Dsv4ProblemConfig varlen = config_for(12, 640, DType::kBFloat16);
+  varlen.q_len = 12;
+  const std::vector<int32_t> cum_seq_lens_q = {0, 1, 4, 9, 12};
+  const std::vector<int32_t> seq_lens = {2, 3, 130, 70};
+  DeviceBuffer cum_device(cum_seq_lens_q), seq_lens_device(seq_lens);
+  check_problem(varlen, {}, [&](Dsv4DecodeArgs& args) {
+    const bool device = args.memory == MemorySpace::kDevice;
+    args.seq_lens = device ? seq_lens_device.as<int32_t>() : seq_lens.data();
+    args.cum_seq_lens_q = device ? cum_device.as<int32_t>() : cum_seq_lens_q.data();
+    args.num_requests = 4;
+    args.max_q_len = 5;
+    args.enable_pdl = true;
+  });
+}
+
 TEST_F(Dsv4Gpu, NoSinksNoLens) {
   Dsv4ProblemConfig config = config_for(12, 640);
   config.sinks = false;
@@ -208,24 +305,12 @@ TEST_F(Dsv4Gpu, InfiniteSinks) {
 TEST_F(Dsv4Gpu, HolesAndShortLens) {
   Dsv4ProblemConfig config = config_for(48, 640);
   config.hole_fraction = 0.3;
-  check_problem(config, [](Dsv4Problem& p) {
-    std::mt19937 rng(static_cast<uint32_t>(p.config.seed));
-    // Shorter lens only: columns past the generated lens name NaN rows.
-    for (auto& len : p.lens) len = static_cast<int32_t>(rng() % (len + 1));
-    for (int64_t t = 0; t < p.config.tokens; t += 5) {
-      for (int c = 0; c < kSwaColumns; c += 3) p.indices[t * p.config.width + c] = -1;  // SWA holes
-    }
-  });
+  check_problem(config, shorten_lens_and_punch_holes);
 }
 
 TEST_F(Dsv4Gpu, TokensWithNoActiveColumn) {
   Dsv4ProblemConfig config = config_for(12, 640);
-  check_problem(config, [](Dsv4Problem& p) {
-    p.lens[0] = 0;                                                          // lens = 0
-    for (int c = 0; c < p.config.width; ++c) p.indices[3 * p.config.width + c] = -1;  // all -1
-    p.lens[7] = 64;                                                         // only masked SWA columns
-    for (int c = 0; c < 64; ++c) p.indices[7 * p.config.width + c] = -1;
-  });
+  check_problem(config, empty_three_tokens);
 }
 
 // Counted once a column whatever the number of head groups that read it.
@@ -235,14 +320,7 @@ TEST_F(Dsv4Gpu, OutOfRangeIndicesAreMaskedAndCounted) {
     config.lens = false;
     config.heads = heads;
     SCOPED_TRACE("H " + std::to_string(heads));
-    check_problem(config, [](Dsv4Problem& p) {
-      const int W = p.config.width;
-      for (int64_t t = 0; t < p.config.tokens; ++t) {
-        p.indices[t * W + 5] = static_cast<int32_t>(p.config.swa_rows);  // first row past the pool
-        p.indices[t * W + 200] = std::numeric_limits<int32_t>::max();
-        p.indices[t * W + W - 1] = static_cast<int32_t>(p.config.compressed_rows + t);
-      }
-    });
+    check_problem(config, add_out_of_range_indices);
   }
 }
 
@@ -455,6 +533,8 @@ TEST_F(Dsv4Gpu, SmallBatchLimitIsReported) {
   Dsv4DecodeArgs args;
   args.width = 640;
   EXPECT_GT(dsv4_small_batch_max_tokens(args), 0);
+  args.dtype = DType::kBFloat16;
+  EXPECT_GT(dsv4_small_batch_max_tokens(args), 0);
 }
 
 // Tokens `picks` of `source`, in that order, as a problem of their own (same pools).
@@ -475,58 +555,62 @@ Dsv4Problem select_tokens(const Dsv4Problem& source, const std::vector<int64_t>&
   return batch;
 }
 
-// A token's output has the same bits whatever the batch around it and
-// whichever kernel dsv4_decode picks for that batch size (issue #4).
-TEST_F(Dsv4Gpu, BatchInvariance) {
-  struct Shape {
-    int32_t width, heads;
-  };
-  for (const Shape shape : {Shape{640, 16}, Shape{2176, 16}, Shape{644, 32}}) {
-    const int32_t width = shape.width;
-    Dsv4ProblemConfig config = config_for(5000, width);
-    config.heads = shape.heads;
-    config.hole_fraction = 0.05;
-    SCOPED_TRACE("seed " + std::to_string(config.seed) + ", W " + std::to_string(width) + ", H " +
-                 std::to_string(shape.heads));
-    const Dsv4Problem source = testing::make_dsv4_problem(config);
-    std::mt19937_64 rng(config.seed);
-    const std::vector<int64_t> tracked = {0, 1, 2, 4999, 2500, 77};
-    std::vector<std::vector<uint16_t>> expected(tracked.size());
-    const size_t token_values = size_t(config.heads) * kHeadDim;
-    for (int64_t batch_size : {1, 7, 100, 5000}) {
-      // Batch 1 runs each tracked token alone; larger batches hold them all at
-      // random places among random other tokens.
-      const int64_t runs = batch_size == 1 ? static_cast<int64_t>(tracked.size()) : 1;
-      for (int64_t run = 0; run < runs; ++run) {
-        std::vector<int64_t> picks(batch_size);
-        for (int64_t& pick : picks) pick = static_cast<int64_t>(rng() % config.tokens);
-        std::vector<int64_t> place(tracked.size(), -1);
-        if (batch_size == 1) {
-          picks[0] = tracked[run], place[run] = 0;
+// Tracks 6 tokens of a problem of 5000 through batches of 1, 7, 100 and 5000
+// (cluster kernel for 1 and 7, stream kernel for 100 and 5000) and expects
+// their bits to stay the same.
+void check_batch_invariance(DType dtype, int32_t width, int32_t heads = 16) {
+  Dsv4ProblemConfig config = config_for(5000, width, dtype);
+  config.heads = heads;
+  config.hole_fraction = 0.05;
+  SCOPED_TRACE(std::string(dtype_name(dtype)) + ", seed " + std::to_string(config.seed) + ", W " +
+               std::to_string(width) + ", H " + std::to_string(heads));
+  const Dsv4Problem source = testing::make_dsv4_problem(config);
+  std::mt19937_64 rng(config.seed);
+  const std::vector<int64_t> tracked = {0, 1, 2, 4999, 2500, 77};
+  std::vector<std::vector<uint16_t>> expected(tracked.size());
+  const size_t token_values = size_t(config.heads) * kHeadDim;
+  for (int64_t batch_size : {1, 7, 100, 5000}) {
+    // Batch 1 runs each tracked token alone; larger batches hold them all at
+    // random places among random other tokens.
+    const int64_t runs = batch_size == 1 ? static_cast<int64_t>(tracked.size()) : 1;
+    for (int64_t run = 0; run < runs; ++run) {
+      std::vector<int64_t> picks(batch_size);
+      for (int64_t& pick : picks) pick = static_cast<int64_t>(rng() % config.tokens);
+      std::vector<int64_t> place(tracked.size(), -1);
+      if (batch_size == 1) {
+        picks[0] = tracked[run], place[run] = 0;
+      } else {
+        std::vector<int64_t> positions(batch_size);
+        for (int64_t i = 0; i < batch_size; ++i) positions[i] = i;
+        std::shuffle(positions.begin(), positions.end(), rng);
+        for (size_t k = 0; k < tracked.size(); ++k) picks[positions[k]] = tracked[k], place[k] = positions[k];
+      }
+      Dsv4DeviceProblem device(select_tokens(source, picks));
+      SCOPED_TRACE("batch " + std::to_string(batch_size) + " on the " +
+                   kernel_name(dsv4_chosen_kernel(device.args)) + " kernel");
+      device.out.fill_bytes(kPoisonByte);
+      ASSERT_TRUE(dsv4_decode(device.args, nullptr, 0, nullptr).ok());
+      const std::vector<uint16_t> out = device.out.download<uint16_t>();
+      for (size_t k = 0; k < tracked.size(); ++k) {
+        if (place[k] < 0) continue;
+        const std::vector<uint16_t> got(out.begin() + place[k] * token_values,
+                                        out.begin() + (place[k] + 1) * token_values);
+        if (expected[k].empty()) {
+          expected[k] = got;
         } else {
-          std::vector<int64_t> positions(batch_size);
-          for (int64_t i = 0; i < batch_size; ++i) positions[i] = i;
-          std::shuffle(positions.begin(), positions.end(), rng);
-          for (size_t k = 0; k < tracked.size(); ++k) picks[positions[k]] = tracked[k], place[k] = positions[k];
-        }
-        Dsv4DeviceProblem device(select_tokens(source, picks));
-        SCOPED_TRACE("batch " + std::to_string(batch_size) + " on the " +
-                     kernel_name(dsv4_chosen_kernel(device.args)) + " kernel");
-        device.out.fill_bytes(kPoisonByte);
-        ASSERT_TRUE(dsv4_decode(device.args, nullptr, 0, nullptr).ok());
-        const std::vector<uint16_t> out = device.out.download<uint16_t>();
-        for (size_t k = 0; k < tracked.size(); ++k) {
-          if (place[k] < 0) continue;
-          const std::vector<uint16_t> got(out.begin() + place[k] * token_values,
-                                          out.begin() + (place[k] + 1) * token_values);
-          if (expected[k].empty()) {
-            expected[k] = got;
-          } else {
-            EXPECT_EQ(got, expected[k]) << "token " << tracked[k] << " changed bits";
-          }
+          EXPECT_EQ(got, expected[k]) << "token " << tracked[k] << " changed bits";
         }
       }
     }
+  }
+}
+
+// A token's output has the same bits whatever the batch around it and
+// whichever kernel dsv4_decode picks for that batch size (issue #4).
+TEST_F(Dsv4Gpu, BatchInvariance) {
+  for (DType dtype : {DType::kFloat8E4M3, DType::kBFloat16}) {
+    for (int32_t width : {640, 2176}) check_batch_invariance(dtype, width);
+    check_batch_invariance(dtype, 644, 32);
   }
 }
 

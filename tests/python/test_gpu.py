@@ -1,7 +1,7 @@
 """torch CUDA tensors on the GPU kernels; every test is skipped without a CUDA device.
 
 A call that the library does not serve on this GPU yet (NotImplementedError,
-e.g. BF16 or a head count without a kernel) is reported as skipped with the
+e.g. a head count or dtype without a kernel) is reported as skipped with the
 library's reason, so these tests start checking a path the day it lands.
 """
 
