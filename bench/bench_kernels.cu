@@ -39,6 +39,18 @@ __device__ __forceinline__ uint32_t random_e4m3x4(uint32_t random_bits) {
   return word;
 }
 
+// The BF16 bits of the E4M3 value of random_e4m3(random_byte): the same
+// sign, exponent and 3 mantissa bits.
+__device__ __forceinline__ uint32_t random_bf16(uint32_t random_byte) {
+  const uint32_t code = random_e4m3(random_byte);
+  const uint32_t exponent = ((code >> 3) & 0xFu) - 7u + 127u;
+  return ((code & 0x80u) << 8) | (exponent << 7) | ((code & 0x7u) << 4);
+}
+
+__device__ __forceinline__ uint32_t random_bf16x2(uint32_t random_bits) {
+  return random_bf16(random_bits & 0xFFu) | (random_bf16((random_bits >> 8) & 0xFFu) << 16);
+}
+
 // Each thread writes 16-byte pieces, grid-stride; the tail (< 16 bytes) byte by byte.
 __global__ void fill_random_e4m3_kernel(uint8_t* data, size_t bytes, uint64_t seed) {
   const size_t pieces = bytes / 16;
@@ -53,10 +65,24 @@ __global__ void fill_random_e4m3_kernel(uint8_t* data, size_t bytes, uint64_t se
   if (tail < bytes) data[tail] = static_cast<uint8_t>(random_e4m3(static_cast<uint32_t>(splitmix64(seed ^ ~tail))));
 }
 
+// 16-byte pieces of 8 BF16 values, grid-stride; a tail of an odd byte count is left as it is.
+__global__ void fill_random_bf16_kernel(uint16_t* data, size_t elements, uint64_t seed) {
+  const size_t pieces = elements / 8;
+  const size_t stride = size_t{gridDim.x} * blockDim.x;
+  for (size_t i = size_t{blockIdx.x} * blockDim.x + threadIdx.x; i < pieces; i += stride) {
+    const uint64_t a = splitmix64(seed ^ (2 * i));
+    const uint4 piece = {random_bf16x2(static_cast<uint32_t>(a)), random_bf16x2(static_cast<uint32_t>(a >> 16)),
+                         random_bf16x2(static_cast<uint32_t>(a >> 32)), random_bf16x2(static_cast<uint32_t>(a >> 48))};
+    reinterpret_cast<uint4*>(data)[i] = piece;
+  }
+  const size_t tail = pieces * 8 + blockIdx.x * blockDim.x + threadIdx.x;
+  if (tail < elements) data[tail] = static_cast<uint16_t>(random_bf16(static_cast<uint32_t>(splitmix64(seed ^ ~tail))));
+}
+
 // Warp w of the grid reads the rows of columns kRows*w .. kRows*w + kRows-1
 // (of all tokens, flattened): lanes 0..kRows-1 load the indices in one load,
 // then every lane issues its 16-byte load of each row before using any.
-template <int kRows>
+template <int kRows, int kLoadsPerLane>
 __global__ void __launch_bounds__(kGatherThreads) gather_rows_kernel(GatherLayer layer) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t first_column = (int64_t{blockIdx.x} * kGatherWarps + warp) * kRows;
@@ -70,15 +96,20 @@ __global__ void __launch_bounds__(kGatherThreads) gather_rows_kernel(GatherLayer
       my_row = (swa ? layer.swa : layer.compressed) + index * layer.row_bytes;
     }
   }
-  uint4 pieces[kRows];
+  uint4 pieces[kRows][kLoadsPerLane];
 #pragma unroll
   for (int i = 0; i < kRows; ++i) {
     const auto* row = reinterpret_cast<const uint4*>(__shfl_sync(0xFFFFFFFFu, reinterpret_cast<uintptr_t>(my_row), i));
-    pieces[i] = row ? __ldcg(row + lane) : make_uint4(0u, 0u, 0u, 0u);  // L2 only, like cp.async.cg
+#pragma unroll
+    for (int j = 0; j < kLoadsPerLane; ++j) {
+      pieces[i][j] = row ? __ldcg(row + lane + 32 * j) : make_uint4(0u, 0u, 0u, 0u);  // L2 only, like cp.async.cg
+    }
   }
   uint32_t word = 0;
 #pragma unroll
-  for (int i = 0; i < kRows; ++i) word ^= pieces[i].x ^ pieces[i].y ^ pieces[i].z ^ pieces[i].w;
+  for (int i = 0; i < kRows; ++i)
+#pragma unroll
+    for (int j = 0; j < kLoadsPerLane; ++j) word ^= pieces[i][j].x ^ pieces[i][j].y ^ pieces[i][j].z ^ pieces[i][j].w;
   // XOR of everything the block read: one word a block, so that the loads
   // cannot be dropped while the stores stay a rounding error of the traffic.
   word = __reduce_xor_sync(0xFFFFFFFFu, word);
@@ -91,6 +122,17 @@ __global__ void __launch_bounds__(kGatherThreads) gather_rows_kernel(GatherLayer
   }
 }
 
+template <int kLoadsPerLane>
+void launch_gather(const GatherLayer& layer, int rows_per_warp, unsigned grid, CUstream_st* stream) {
+  switch (rows_per_warp) {
+    case 1: gather_rows_kernel<1, kLoadsPerLane><<<grid, kGatherThreads, 0, stream>>>(layer); break;
+    case 2: gather_rows_kernel<2, kLoadsPerLane><<<grid, kGatherThreads, 0, stream>>>(layer); break;
+    case 4: gather_rows_kernel<4, kLoadsPerLane><<<grid, kGatherThreads, 0, stream>>>(layer); break;
+    case 8: gather_rows_kernel<8, kLoadsPerLane><<<grid, kGatherThreads, 0, stream>>>(layer); break;
+    default: throw std::invalid_argument("gather rows_per_warp must be 1, 2, 4 or 8");
+  }
+}
+
 }  // namespace
 
 void fill_random_e4m3(void* data, size_t bytes, uint64_t seed, CUstream_st* stream) {
@@ -98,6 +140,15 @@ void fill_random_e4m3(void* data, size_t bytes, uint64_t seed, CUstream_st* stre
   const size_t pieces = std::max<size_t>(bytes / 16, 1);
   const unsigned blocks = static_cast<unsigned>(std::min<size_t>((pieces + kFillThreads - 1) / kFillThreads, 65536));
   fill_random_e4m3_kernel<<<blocks, kFillThreads, 0, stream>>>(static_cast<uint8_t*>(data), bytes, seed);
+  SPARSE_DECODE_CUDA_CHECK(cudaGetLastError());
+}
+
+void fill_random_bf16(void* data, size_t bytes, uint64_t seed, CUstream_st* stream) {
+  const size_t elements = bytes / 2;
+  if (elements == 0) return;
+  const size_t pieces = std::max<size_t>(elements / 8, 1);
+  const unsigned blocks = static_cast<unsigned>(std::min<size_t>((pieces + kFillThreads - 1) / kFillThreads, 65536));
+  fill_random_bf16_kernel<<<blocks, kFillThreads, 0, stream>>>(static_cast<uint16_t*>(data), elements, seed);
   SPARSE_DECODE_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -113,13 +164,11 @@ bool valid_gather_rows_per_warp(int rows_per_warp) {
 void launch_gather_rows(const GatherLayer& layer, int rows_per_warp, CUstream_st* stream) {
   const int64_t blocks = gather_checksum_words(layer.tokens, layer.width, rows_per_warp);
   if (blocks == 0) return;
-  const unsigned grid = static_cast<unsigned>(blocks);
-  switch (rows_per_warp) {
-    case 1: gather_rows_kernel<1><<<grid, kGatherThreads, 0, stream>>>(layer); break;
-    case 2: gather_rows_kernel<2><<<grid, kGatherThreads, 0, stream>>>(layer); break;
-    case 4: gather_rows_kernel<4><<<grid, kGatherThreads, 0, stream>>>(layer); break;
-    case 8: gather_rows_kernel<8><<<grid, kGatherThreads, 0, stream>>>(layer); break;
-    default: throw std::invalid_argument("gather rows_per_warp must be 1, 2, 4 or 8");
+  if (layer.read_bytes != 512 && layer.read_bytes != 1024) throw std::invalid_argument("gather reads 512 or 1024 bytes a row");
+  if (layer.read_bytes == 1024) {
+    launch_gather<2>(layer, rows_per_warp, static_cast<unsigned>(blocks), stream);
+  } else {
+    launch_gather<1>(layer, rows_per_warp, static_cast<unsigned>(blocks), stream);
   }
   SPARSE_DECODE_CUDA_CHECK(cudaGetLastError());
 }

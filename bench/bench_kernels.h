@@ -1,6 +1,6 @@
-// Device kernels of the harness: filling the large pools with random FP8 on
-// the device (no GiB host buffers), and the plain row gather that is the
-// bandwidth reference of every timed shape.
+// Device kernels of the harness: filling the large pools with random FP8 or
+// BF16 on the device (no GiB host buffers), and the plain row gather that is
+// the bandwidth reference of every timed shape.
 #pragma once
 
 #include <cstddef>
@@ -13,6 +13,9 @@ namespace sparse_decode::bench {
 // Writes random non-zero finite E4M3 bytes (magnitudes 1/8 .. 3.75, random
 // sign) to `bytes` bytes at `data`, a pure function of `seed` and the offset.
 void fill_random_e4m3(void* data, size_t bytes, uint64_t seed, CUstream_st* stream);
+// The same values as BF16 (exact: an E4M3 value has 4 significant bits),
+// `bytes` / 2 elements.
+void fill_random_bf16(void* data, size_t bytes, uint64_t seed, CUstream_st* stream);
 
 // One layer's reads for the gather kernel: the same indices and pools as the
 // layer's dsv4_decode call. Pools hold contiguous rows `row_bytes` apart.
@@ -25,7 +28,8 @@ struct GatherLayer {
   int64_t swa_rows = 0;
   const uint8_t* compressed = nullptr;
   int64_t compressed_rows = 0;
-  int64_t row_bytes = 512;        // bytes between rows (512 bytes of each are read)
+  int64_t row_bytes = 512;        // bytes between rows
+  int64_t read_bytes = 512;       // bytes read of each row: 512 (FP8) or 1024 (BF16)
   uint32_t* checksum = nullptr;   // [gather_checksum_words(tokens, width, 1)]: XOR of each block's bytes
 };
 
@@ -37,7 +41,7 @@ inline constexpr int kGatherRowsPerWarpChoices[] = {1, 2, 4, 8};
 bool valid_gather_rows_per_warp(int rows_per_warp);
 
 // Each warp loads the indices of `rows_per_warp` columns (t, c) in one load,
-// then each 512-byte row with one 16-byte load per lane, all in flight at
+// then each 512-byte (1024-byte) row with one (two) 16-byte loads per lane, all in flight at
 // once: the dependent index-then-row chain that every decode kernel pays.
 // One row a warp is fastest at small T (more warps), 4 at large T (more
 // bytes in flight). Throws on a launch error; safe while capturing a stream.

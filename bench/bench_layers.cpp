@@ -12,11 +12,20 @@
 namespace sparse_decode::bench {
 namespace {
 
-constexpr int64_t kRowBytes = kHeadDim;  // one FP8 row
+int64_t element_bytes(DType dtype) { return dtype == DType::kBFloat16 ? 2 : 1; }
+
+void fill_random(DType dtype, void* data, size_t bytes, uint64_t seed, CUstream_st* stream) {
+  if (dtype == DType::kBFloat16) {
+    fill_random_bf16(data, bytes, seed, stream);
+  } else {
+    fill_random_e4m3(data, bytes, seed, stream);
+  }
+}
+
 constexpr int64_t kSwaWindowRows = kSwaColumns + kMaxQueryLen;  // a request's window: 128 rows + its query tokens
 
-int64_t region_rows_for(size_t pool_bytes, int layers) {
-  return static_cast<int64_t>(pool_bytes / kRowBytes / layers) / kBenchPageSize * kBenchPageSize;
+int64_t region_rows_for(size_t pool_bytes, int64_t row_bytes, int layers) {
+  return static_cast<int64_t>(pool_bytes / row_bytes / layers) / kBenchPageSize * kBenchPageSize;
 }
 
 // The order in which requests take the disjoint SWA windows of a region.
@@ -38,24 +47,27 @@ std::vector<float> random_sinks(int32_t heads, uint64_t seed) {
 
 }  // namespace
 
-KvPools::KvPools(size_t swa_bytes, size_t compressed_bytes, int layers, uint64_t seed, CUstream_st* stream)
+KvPools::KvPools(size_t swa_bytes, size_t compressed_bytes, int layers, DType dtype, uint64_t seed,
+                 CUstream_st* stream)
     : layers_(layers),
-      swa_region_rows_(region_rows_for(swa_bytes, layers)),
-      compressed_region_rows_(region_rows_for(compressed_bytes, layers)),
-      swa_(static_cast<size_t>(swa_region_rows_ * layers * kRowBytes)),
-      compressed_(static_cast<size_t>(compressed_region_rows_ * layers * kRowBytes)) {
-  fill_random_e4m3(swa_.get(), swa_.bytes(), seed, stream);
-  fill_random_e4m3(compressed_.get(), compressed_.bytes(), seed + 1, stream);
+      dtype_(dtype),
+      row_bytes_(kHeadDim * element_bytes(dtype)),
+      swa_region_rows_(region_rows_for(swa_bytes, row_bytes_, layers)),
+      compressed_region_rows_(region_rows_for(compressed_bytes, row_bytes_, layers)),
+      swa_(static_cast<size_t>(swa_region_rows_ * layers * row_bytes_)),
+      compressed_(static_cast<size_t>(compressed_region_rows_ * layers * row_bytes_)) {
+  fill_random(dtype, swa_.get(), swa_.bytes(), seed, stream);
+  fill_random(dtype, compressed_.get(), compressed_.bytes(), seed + 1, stream);
   SPARSE_DECODE_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
-KvPool KvPools::region(const testing::DeviceBuffer& pool, int64_t region_rows, int layer) {
+KvPool KvPools::region(const testing::DeviceBuffer& pool, int64_t region_rows, int layer) const {
   KvPool region;
-  region.data = pool.as<uint8_t>() + layer * region_rows * kRowBytes;
+  region.data = pool.as<uint8_t>() + layer * region_rows * row_bytes_;
   region.page_size = kBenchPageSize;
   region.pages = region_rows / kBenchPageSize;
   region.row_stride = kHeadDim;
-  region.page_stride = kBenchPageSize * kHeadDim;  // contiguous pages: row r at r * 512 bytes
+  region.page_stride = kBenchPageSize * kHeadDim;  // contiguous pages: row r at r * 512 elements
   return region;
 }
 
@@ -91,6 +103,7 @@ std::vector<int32_t> make_layer_indices(const BenchShape& shape, int64_t swa_row
 
 BenchLayers::BenchLayers(const KvPools& pools, const BenchShape& shape, uint64_t seed, CUstream_st* stream)
     : shape_(shape) {
+  shape_.dtype = pools.dtype();
   layers_.reserve(static_cast<size_t>(pools.layers()));
   for (int i = 0; i < pools.layers(); ++i) layers_.push_back(make_layer(pools, i, seed + 1000003ull * i, stream));
   // The output memsets ran on the legacy default stream, the fills on `stream`.
@@ -106,8 +119,9 @@ BenchLayer BenchLayers::make_layer(const KvPools& pools, int index, uint64_t see
 
   BenchLayer layer;
   layer.indices = testing::DeviceBuffer(host_indices);
-  layer.q = testing::DeviceBuffer(static_cast<size_t>(s.tokens * s.heads * kHeadDim));
-  fill_random_e4m3(layer.q.get(), layer.q.bytes(), seed ^ 0x51u, stream);
+  const DType dtype = pools.dtype();
+  layer.q = testing::DeviceBuffer(static_cast<size_t>(s.tokens * s.heads * kHeadDim * element_bytes(dtype)));
+  fill_random(dtype, layer.q.get(), layer.q.bytes(), seed ^ 0x51u, stream);
   layer.sinks = testing::DeviceBuffer(random_sinks(s.heads, seed ^ 0x5Eu));
   layer.out = testing::DeviceBuffer(static_cast<size_t>(s.tokens * s.heads * kHeadDim * 2));
   layer.out.fill_bytes(0xFF);  // BF16 NaN: an element the kernel never writes fails the check
@@ -116,7 +130,7 @@ BenchLayer BenchLayers::make_layer(const KvPools& pools, int index, uint64_t see
 
   Dsv4DecodeArgs& a = layer.args;
   a.memory = MemorySpace::kDevice;
-  a.dtype = DType::kFloat8E4M3;
+  a.dtype = dtype;
   a.num_tokens = s.tokens;
   a.num_heads = s.heads;
   a.q = layer.q.get();
@@ -144,7 +158,8 @@ BenchLayer BenchLayers::make_layer(const KvPools& pools, int index, uint64_t see
   g.swa_rows = swa.rows();
   g.compressed = static_cast<const uint8_t*>(compressed.data);
   g.compressed_rows = compressed.rows();
-  g.row_bytes = kRowBytes;
+  g.row_bytes = pools.row_bytes();
+  g.read_bytes = pools.row_bytes();
   g.checksum = layer.checksum.as<uint32_t>();
   return layer;
 }
@@ -156,8 +171,8 @@ int64_t BenchLayers::active_rows_per_layer() const {
 }
 
 int64_t BenchLayers::gathered_bytes_per_layer() const {
-  const int64_t q_and_out = shape_.tokens * shape_.heads * kHeadDim * (1 + 2);
-  return active_rows_per_layer() * kRowBytes + q_and_out;
+  const int64_t q_and_out = shape_.tokens * shape_.heads * kHeadDim * (element_bytes(shape_.dtype) + 2);
+  return active_rows_per_layer() * kHeadDim * element_bytes(shape_.dtype) + q_and_out;
 }
 
 }  // namespace sparse_decode::bench

@@ -1,4 +1,4 @@
-// The data of one benchmark shape: two large FP8 pools on the device, one
+// The data of one benchmark shape: two large FP8 or BF16 pools on the device, one
 // region of each per layer, and L layers that each have their own q, indices
 // and output, so that a graph of L decode calls reads its rows from DRAM as a
 // real model does.
@@ -18,10 +18,11 @@ inline constexpr int32_t kBenchQueryLen = 6;   // query tokens per request (Deep
 inline constexpr int64_t kBenchPageSize = 64;  // rows per page of both pools
 
 // The SWA and compressed pools, filled on the device with random non-zero
-// E4M3 values and split into `layers` equal regions of whole pages.
+// E4M3 values (as E4M3 or BF16 elements) and split into `layers` equal
+// regions of whole pages.
 class KvPools {
  public:
-  KvPools(size_t swa_bytes, size_t compressed_bytes, int layers, uint64_t seed, CUstream_st* stream);
+  KvPools(size_t swa_bytes, size_t compressed_bytes, int layers, DType dtype, uint64_t seed, CUstream_st* stream);
 
   KvPool swa_region(int layer) const { return region(swa_, swa_region_rows_, layer); }
   KvPool compressed_region(int layer) const { return region(compressed_, compressed_region_rows_, layer); }
@@ -29,11 +30,15 @@ class KvPools {
   int64_t compressed_region_rows() const { return compressed_region_rows_; }
   size_t total_bytes() const { return swa_.bytes() + compressed_.bytes(); }
   int layers() const { return layers_; }
+  DType dtype() const { return dtype_; }
+  int64_t row_bytes() const { return row_bytes_; }
 
  private:
-  static KvPool region(const testing::DeviceBuffer& pool, int64_t region_rows, int layer);
+  KvPool region(const testing::DeviceBuffer& pool, int64_t region_rows, int layer) const;
 
   int layers_;
+  DType dtype_;
+  int64_t row_bytes_;
   int64_t swa_region_rows_, compressed_region_rows_;
   testing::DeviceBuffer swa_, compressed_;
 };
@@ -43,6 +48,7 @@ struct BenchShape {
   int64_t tokens = 6;   // T
   int32_t width = 640;  // W = 128 SWA + top-k
   int32_t heads = kBenchHeads;
+  DType dtype = DType::kFloat8E4M3;  // of q and the pools (BenchLayers sets the pools' own)
   bool enable_pdl = false;
 };
 
@@ -70,7 +76,7 @@ class BenchLayers {
   int count() const { return static_cast<int>(layers_.size()); }
   const BenchLayer& layer(int i) const { return layers_[i]; }
 
-  // Bytes one layer moves at the least: its active rows (512 B each), q (FP8) and out (BF16).
+  // Bytes one layer moves at the least: its active rows, q (both of the pools' dtype) and out (BF16).
   int64_t gathered_bytes_per_layer() const;
   int64_t active_rows_per_layer() const;  // the mean over layers (they are equal here)
 

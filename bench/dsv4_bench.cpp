@@ -66,8 +66,9 @@ void print_device() {
 }
 
 void print_header(const BenchOptions& o, const KvPools& pools, const GraphTimer& timer) {
-  std::printf("%d layers a graph, each its own indices and pool region; pools %.2f GiB FP8; L2 flushed with %zu MiB\n",
-              o.layers, pools.total_bytes() / double(1 << 30), timer.flush_bytes() / kMiB);
+  std::printf("%d layers a graph, each its own indices and pool region; pools %.2f GiB %s; L2 flushed with %zu MiB\n",
+              o.layers, pools.total_bytes() / double(1 << 30), pools.dtype() == DType::kBFloat16 ? "BF16" : "FP8",
+              timer.flush_bytes() / kMiB);
   std::printf("16 heads, q_len %d, sinks on, every column active; median of %d replays (per layer = replay / L)%s\n",
               kBenchQueryLen, o.replays, o.enable_pdl ? ", PDL on" : "");
   if (o.gather_rows_per_warp) {
@@ -97,7 +98,7 @@ void write_csv_header(std::ofstream& csv) {
 }
 
 void write_csv_row(std::ofstream& csv, const BenchRow& r) {
-  csv << "dsv4_decode," << path_name(r) << ',' << r.tokens << ',' << r.width << ',' << r.heads << ',' << r.layers << ',' << r.decode_us << ','
+  csv << (r.dtype == DType::kBFloat16 ? "dsv4_decode_bf16," : "dsv4_decode,") << path_name(r) << ',' << r.tokens << ',' << r.width << ',' << r.heads << ',' << r.layers << ',' << r.decode_us << ','
       << r.gathered_bytes << ',' << r.gbps() << ',' << r.gather_us << ',' << r.gather_fraction() << '\n';
   csv.flush();
 }
@@ -167,6 +168,7 @@ ShapeOutcome run_shape(BenchContext& ctx, const BenchShape& shape, std::vector<B
     row.tokens = shape.tokens;
     row.width = shape.width;
     row.heads = shape.heads;
+    row.dtype = shape.dtype;
     row.layers = layers.count();
     row.kernel = kernel;
     row.ran = dsv4_chosen_kernel(layer_args(0));
@@ -217,7 +219,8 @@ int run_dsv4_bench(const BenchOptions& options) {
 
   print_device();
   const Stream stream = make_stream();
-  const KvPools pools(options.swa_pool_bytes, options.compressed_pool_bytes, options.layers, options.seed, stream.get());
+  const KvPools pools(options.swa_pool_bytes, options.compressed_pool_bytes, options.layers, options.dtype, options.seed,
+                      stream.get());
   GraphTimer timer(stream.get(), options.flush_bytes);
   BenchContext ctx{options, stream.get(), pools, timer};
   print_header(options, pools, timer);
@@ -229,6 +232,7 @@ int run_dsv4_bench(const BenchOptions& options) {
       shape.tokens = tokens;
       shape.width = width;
       shape.enable_pdl = options.enable_pdl;
+      shape.dtype = options.dtype;
       std::vector<BenchRow> rows;
       const ShapeOutcome outcome = run_shape(ctx, shape, rows);
       failed += outcome == ShapeOutcome::kCheckFailed;

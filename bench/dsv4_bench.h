@@ -21,6 +21,7 @@ struct BenchOptions {
   int warmup = 3;         // untimed replays first
   std::string csv_path;   // empty: no CSV
   bool enable_pdl = false;
+  DType dtype = DType::kFloat8E4M3;  // of q and the pools (--dtype fp8 | bf16)
   std::vector<Dsv4Kernel> kernels = {Dsv4Kernel::kAuto};  // each timed per shape (--kernel)
   int gather_rows_per_warp = 0;  // of the reference gather: 1, 2, 4, 8, or 0 = the fastest of these a shape
   size_t swa_pool_bytes = 512 * kMiB;          // split into L regions
@@ -39,7 +40,8 @@ struct BenchRow {
   Dsv4Kernel kernel = Dsv4Kernel::kAuto;  // asked for
   Dsv4Kernel ran = Dsv4Kernel::kAuto;     // what dsv4_decode ran
   double decode_us = 0.0;      // median replay time / L
-  int64_t gathered_bytes = 0;  // per layer: active rows * 512 + q + out
+  DType dtype = DType::kFloat8E4M3;
+  int64_t gathered_bytes = 0;  // per layer: active rows * row bytes + q + out
   double gather_us = 0.0;      // the plain gather of the same rows, median replay time / L
   int gather_rows_per_warp = 0;  // the gather variant that gather_us timed
   double check_error = 0.0;    // relative L2 error of layer 0's first tokens

@@ -32,6 +32,7 @@ commands:
             --replays R           timed replays, median reported (default 30)
             --csv PATH            also write the rows as CSV
             --pdl                 enable programmatic dependent launch
+            --dtype D             fp8 (default) or bf16: q and pools (BF16: 1024-byte rows)
             --kernel K            auto (default), cluster, stream, or all (each of them a shape)
             --gather-rows N       rows each warp of the reference gather keeps in flight:
                                   1, 2, 4 or 8; 0 (default) times all four and keeps
@@ -74,6 +75,10 @@ bench::BenchOptions parse_bench(ArgReader& args) {
       o.gather_rows_per_warp = static_cast<int>(args.int_value(option, 0, 8));
     } else if (option == "--pdl") {
       o.enable_pdl = true;
+    } else if (option == "--dtype") {
+      const std::string dtype = args.string_value(option);
+      if (dtype != "fp8" && dtype != "bf16") throw CliError("bench: --dtype expects fp8 or bf16, got '" + dtype + "'");
+      o.dtype = dtype == "bf16" ? DType::kBFloat16 : DType::kFloat8E4M3;
     } else if (option == "--kernel") {
       const std::string kernel = args.string_value(option);
       if (kernel == "auto") {
