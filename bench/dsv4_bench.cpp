@@ -49,7 +49,7 @@ std::string check_options(const BenchOptions& o) {
     return "--gather-rows must be 1, 2, 4 or 8 (or 0: the fastest of them)";
   }
   if (o.kernels.empty()) return "--kernel needs a value";
-  if (o.tokens.empty() || o.widths.empty()) return "--tokens and --widths need at least one value";
+  if (o.tokens.empty() || o.widths.empty() || o.heads.empty()) return "--tokens, --widths and --heads need at least one value";
   for (int64_t t : o.tokens) {
     if (t < 1) return "--tokens: every value must be >= 1";
   }
@@ -69,14 +69,14 @@ void print_header(const BenchOptions& o, const KvPools& pools, const GraphTimer&
   std::printf("%d layers a graph, each its own indices and pool region; pools %.2f GiB %s; L2 flushed with %zu MiB\n",
               o.layers, pools.total_bytes() / double(1 << 30), pools.dtype() == DType::kBFloat16 ? "BF16" : "FP8",
               timer.flush_bytes() / kMiB);
-  std::printf("16 heads, q_len %d, sinks on, every column active; median of %d replays (per layer = replay / L)%s\n",
+  std::printf("q_len %d, sinks on, every column active; median of %d replays (per layer = replay / L)%s\n",
               kBenchQueryLen, o.replays, o.enable_pdl ? ", PDL on" : "");
   if (o.gather_rows_per_warp) {
     std::printf("reference gather: %d row(s) in flight a warp, index then row, 16-byte loads\n\n", o.gather_rows_per_warp);
   } else {
     std::printf("reference gather: the fastest of 1, 2, 4, 8 rows in flight a warp (column rows/w), index then row\n\n");
   }
-  std::printf("%6s %6s %-15s %11s %12s %9s %11s %7s %10s %10s\n", "T", "width", "kernel", "decode_us", "gathered_MB", "GB/s",
+  std::printf("%6s %6s %5s %-15s %11s %12s %9s %11s %7s %10s %10s\n", "T", "width", "heads", "kernel", "decode_us", "gathered_MB", "GB/s",
               "gather_us", "rows/w", "fraction", "check_err");
 }
 
@@ -87,8 +87,8 @@ std::string path_name(const BenchRow& r) {
 }
 
 void print_row(const BenchRow& r) {
-  std::printf("%6lld %6d %-15s %11.2f %12.3f %9.1f %11.2f %7d %10.3f %10.2e\n", static_cast<long long>(r.tokens),
-              r.width, path_name(r).c_str(), r.decode_us, r.gathered_bytes / 1e6, r.gbps(), r.gather_us, r.gather_rows_per_warp, r.gather_fraction(),
+  std::printf("%6lld %6d %5d %-15s %11.2f %12.3f %9.1f %11.2f %7d %10.3f %10.2e\n", static_cast<long long>(r.tokens),
+              r.width, r.heads, path_name(r).c_str(), r.decode_us, r.gathered_bytes / 1e6, r.gbps(), r.gather_us, r.gather_rows_per_warp, r.gather_fraction(),
               r.check_error);
   std::fflush(stdout);
 }
@@ -226,19 +226,22 @@ int run_dsv4_bench(const BenchOptions& options) {
   print_header(options, pools, timer);
 
   int failed = 0;
-  for (int32_t width : options.widths) {
-    for (int64_t tokens : options.tokens) {
-      BenchShape shape;
-      shape.tokens = tokens;
-      shape.width = width;
-      shape.enable_pdl = options.enable_pdl;
-      shape.dtype = options.dtype;
-      std::vector<BenchRow> rows;
-      const ShapeOutcome outcome = run_shape(ctx, shape, rows);
-      failed += outcome == ShapeOutcome::kCheckFailed;
-      for (const BenchRow& row : rows) {
-        print_row(row);
-        if (csv.is_open()) write_csv_row(csv, row);
+  for (int32_t heads : options.heads) {
+    for (int32_t width : options.widths) {
+      for (int64_t tokens : options.tokens) {
+        BenchShape shape;
+        shape.tokens = tokens;
+        shape.width = width;
+        shape.heads = heads;
+        shape.enable_pdl = options.enable_pdl;
+        shape.dtype = options.dtype;
+        std::vector<BenchRow> rows;
+        const ShapeOutcome outcome = run_shape(ctx, shape, rows);
+        failed += outcome == ShapeOutcome::kCheckFailed;
+        for (const BenchRow& row : rows) {
+          print_row(row);
+          if (csv.is_open()) write_csv_row(csv, row);
+        }
       }
     }
   }

@@ -16,6 +16,7 @@ inline constexpr size_t kMiB = size_t{1} << 20;
 struct BenchOptions {
   std::vector<int64_t> tokens = {1, 6, 12, 48, 128, 512, 2048};  // T of each shape
   std::vector<int32_t> widths = {640, 128};                       // W of each shape
+  std::vector<int32_t> heads = {16};                              // query heads of each shape (--heads)
   int layers = 8;         // L: decode calls in the graph, each with its own rows
   int replays = 30;       // timed replays; the median is reported
   int warmup = 3;         // untimed replays first

@@ -28,6 +28,7 @@ commands:
           before each replay, beside a plain gather of the same rows (needs a GPU).
             --tokens 1,6,12,...   T of each shape (default 1,6,12,48,128,512,2048)
             --widths 640,128      widths (default 640,128)
+            --heads 16,64         query heads (default 16): 8, 16, 32, 64 or 128
             --layers L            layers a graph, each its own rows (default 8)
             --replays R           timed replays, median reported (default 30)
             --csv PATH            also write the rows as CSV
@@ -65,6 +66,9 @@ bench::BenchOptions parse_bench(ArgReader& args) {
     } else if (option == "--widths") {
       o.widths.clear();
       for (int64_t w : args.int_list(option, 128, 128 + 16384)) o.widths.push_back(static_cast<int32_t>(w));
+    } else if (option == "--heads") {
+      o.heads.clear();
+      for (int64_t h : args.int_list(option, 1, 128)) o.heads.push_back(static_cast<int32_t>(h));
     } else if (option == "--layers") {
       o.layers = static_cast<int>(args.int_value(option, 1, 1024));
     } else if (option == "--replays") {
