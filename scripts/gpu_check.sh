@@ -6,7 +6,8 @@
 #
 #   scripts/gpu_check.sh [--quick]      --quick: tests + sanitizers only
 # Environment: BUILD_DIR, OUT, SANITIZER_FILTER, BENCH_ARGS, SKIP_PYTHON=1,
-# PYTHON_TESTS (pytest paths, default tests/python).
+# PYTHON_TESTS (pytest paths, default tests/python), SANITIZERS (default
+# "memcheck racecheck synccheck"), SANITIZER_TIMEOUT (seconds a tool, 0: none).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-check-out}
@@ -32,12 +33,12 @@ tests="$BUILD_DIR/tests/sparse_decode_gpu_tests"
 "$tests" 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|error" | head -40
 note "gpu tests: rc=${PIPESTATUS[0]} ($(grep -c '^\[       OK' "$OUT/gpu_tests.log") ok)"
 
-for tool in memcheck racecheck synccheck; do
-  compute-sanitizer --tool "$tool" --error-exitcode 9 "$tests" --gtest_filter="$SANITIZER_FILTER" \
+for tool in ${SANITIZERS:-memcheck racecheck synccheck}; do
+  timeout "${SANITIZER_TIMEOUT:-0}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$tests" --gtest_filter="$SANITIZER_FILTER" \
     > "$OUT/sanitizer_$tool.log" 2>&1
   note "compute-sanitizer $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tail -1)"
 done
-cat "$OUT"/sanitizer_*.log > "$OUT/sanitizer.log" && rm -f "$OUT"/sanitizer_*.log
+cat "$OUT"/sanitizer_*.log > "$OUT/sanitizer.log" 2>/dev/null && rm -f "$OUT"/sanitizer_*.log
 
 # The Python package, built where it runs (the machine's python3, torch and
 # nanobind; no network), then its tests: GPU ones included.
