@@ -114,9 +114,10 @@ size_t workspace_size(const Dsv4PackedDecodeArgs& args);
 
 // Runs the decode on `stream` (ignored for host memory, which runs
 // synchronously on the CPU). No allocation on the device, no host
-// synchronization. Nothing is launched or written when it fails. A token's
-// output does not depend on the other tokens of the batch, but it does on
-// the two segment widths (they decide how its columns are split and summed).
+// synchronization. Nothing is launched or written when it fails. The same
+// arguments give the same bits run after run; a token's bits depend on the
+// two segment widths and on T x head groups (they decide how its columns are
+// split and summed), not on the other tokens' values.
 Status dsv4_decode_packed(const Dsv4PackedDecodeArgs& args, void* workspace, size_t workspace_bytes,
                           CUstream_st* stream);
 

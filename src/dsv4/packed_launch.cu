@@ -33,6 +33,11 @@ Status configure_kernel() {
   return configured.run();
 }
 
+int head_groups_of(int32_t heads) { return (heads + PackedTraits::kHeads - 1) / PackedTraits::kHeads; }
+
+// Clusters of the grid: one a (token, 16-head group).
+int64_t clusters_of(const Dsv4PackedDecodeArgs& args) { return args.num_tokens * head_groups_of(args.num_heads); }
+
 int32_t chunks_of(int32_t width) { return (width + PackedTraits::kChunkColumns - 1) / PackedTraits::kChunkColumns; }
 
 PackedSegmentParams segment_params(const PackedSegment& segment) {
@@ -53,16 +58,21 @@ PackedSegmentParams segment_params(const PackedSegment& segment) {
 
 }  // namespace
 
-PackedPlan packed_plan(int32_t swa_width, int32_t extra_width) {
+PackedPlan packed_plan(int32_t swa_width, int32_t extra_width, int64_t clusters) {
   PackedPlan plan;
   plan.chunks = chunks_of(swa_width) + chunks_of(extra_width);
-  plan.chunks_per_cta = (plan.chunks + PackedTraits::kMaxClusterCtas - 1) / PackedTraits::kMaxClusterCtas;
+  // As many CTAs a cluster as one wave of the grid has room for, between 1
+  // and 16 (docs/kernels/packed.md, v3): beyond a wave, a CTA that walks
+  // more chunks costs less than the exchange and the waves of small CTAs.
+  const int64_t room = kOneWaveCtas / std::max<int64_t>(clusters, 1);
+  const int max_ctas = static_cast<int>(std::clamp<int64_t>(room, 1, PackedTraits::kMaxClusterCtas));
+  plan.chunks_per_cta = (plan.chunks + max_ctas - 1) / max_ctas;
   plan.cluster_ctas = (plan.chunks + plan.chunks_per_cta - 1) / plan.chunks_per_cta;
   return plan;
 }
 
 Status packed_supports(const Dsv4PackedDecodeArgs& args) {
-  const PackedPlan plan = packed_plan(args.swa.width, args.extra.given() ? args.extra.width : 0);
+  const PackedPlan plan = packed_plan(args.swa.width, args.extra.given() ? args.extra.width : 0, clusters_of(args));
   if (args.num_tokens > int64_t{0x7fffffff} / plan.cluster_ctas) {
     return Status::NotSupported("dsv4_decode_packed: num_tokens: at most " +
                                 std::to_string(int64_t{0x7fffffff} / plan.cluster_ctas) +
@@ -74,7 +84,7 @@ Status packed_supports(const Dsv4PackedDecodeArgs& args) {
 Status launch_packed(const Dsv4PackedDecodeArgs& args, CUstream_st* stream) {
   if (Status status = configure_kernel(); !status.ok()) return status;
   const bool has_extra = args.extra.given();
-  const PackedPlan plan = packed_plan(args.swa.width, has_extra ? args.extra.width : 0);
+  const PackedPlan plan = packed_plan(args.swa.width, has_extra ? args.extra.width : 0, clusters_of(args));
 
   PackedParams p{};
   p.q = static_cast<const uint16_t*>(args.q);
@@ -93,7 +103,7 @@ Status launch_packed(const Dsv4PackedDecodeArgs& args, CUstream_st* stream) {
   p.lse_token_stride = args.lse_token_stride;
   p.out_of_range_count = args.out_of_range_count;
 
-  const int head_groups = (args.num_heads + PackedTraits::kHeads - 1) / PackedTraits::kHeads;
+  const int head_groups = head_groups_of(args.num_heads);
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned>(args.num_tokens * plan.cluster_ctas), head_groups);
   config.blockDim = dim3(PackedTraits::kThreads);

@@ -7,6 +7,11 @@
 
 namespace sparse_decode::dsv4 {
 
+// CTAs of the packed kernel an H100/H200 holds at once: 132 SMs x 2. A
+// constant, not the device's count, so that a plan (and with it the
+// output's bits) is the same on every Hopper part.
+inline constexpr int64_t kOneWaveCtas = 264;
+
 // How a token's 64-column chunks (SWA ones, then extra ones) are spread
 // over the CTAs of its cluster.
 struct PackedPlan {
@@ -14,7 +19,10 @@ struct PackedPlan {
   int32_t cluster_ctas = 0;    // CTAs a (token, head group), <= 16
   int32_t chunks_per_cta = 0;  // chunks each CTA walks through
 };
-PackedPlan packed_plan(int32_t swa_width, int32_t extra_width);
+// `clusters`: T x head groups. The plan depends on it, and so do the bits
+// of a token's output: the same batch gives the same bits run after run,
+// but a token can round differently in a batch of another plan.
+PackedPlan packed_plan(int32_t swa_width, int32_t extra_width, int64_t clusters);
 
 // Why the kernel cannot serve these (validated, device-memory) arguments;
 // Ok when it can.

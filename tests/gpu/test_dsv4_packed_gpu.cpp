@@ -172,9 +172,15 @@ TEST_F(Dsv4PackedGpu, PageSizesTokenCountsAndWidths) {
       for (int64_t tokens : {1, 6, 13}) check_config(config_for(seed + tokens, tokens, extra_width, page_size));
 }
 
+// The plan shrinks the clusters as T grows (packed_plan): 48 tokens run
+// 5-CTA clusters, 130 tokens 2-CTA ones, 300 tokens one CTA a token; the
+// wide segments at 140 tokens walk 68 chunks in one CTA.
 TEST_F(Dsv4PackedGpu, LargerTokenCounts) {
   const uint64_t seed = test::fresh_seed();
   for (int64_t tokens : {48, 130, 300}) check_config(config_for(seed + tokens, tokens));
+  Dsv4PackedProblemConfig wide = config_for(seed + 1, 140, 4096);
+  wide.swa_width = 256;
+  check_config(wide);
 }
 
 TEST_F(Dsv4PackedGpu, OtherHeadCounts) {
