@@ -17,8 +17,19 @@ void fill_random_e4m3(void* data, size_t bytes, uint64_t seed, CUstream_st* stre
 // `bytes` / 2 elements.
 void fill_random_bf16(void* data, size_t bytes, uint64_t seed, CUstream_st* stream);
 
+// Writes pools of packed 584-byte rows (SPEC section 2; `pages` pages of
+// `page_size` rows, `page_stride` bytes apart, a multiple of 16): random
+// non-zero E4M3 bytes as fill_random_e4m3 draws them, BF16 dims of the same
+// values, and scale bytes (the padding byte too) uniform in
+// [scale_min, scale_max], never 0.
+void fill_random_packed(void* data, int64_t pages, int64_t page_size, int64_t page_stride, int scale_min,
+                        int scale_max, uint64_t seed, CUstream_st* stream);
+
 // One layer's reads for the gather kernel: the same indices and pools as the
-// layer's dsv4_decode call. Pools hold contiguous rows `row_bytes` apart.
+// layer's decode call. Plain pools hold contiguous rows `row_bytes` apart;
+// packed pools (read_bytes 584) hold pages of `page_size` rows `page_stride`
+// bytes apart, each row's 576 data bytes and 8 scale bytes where SPEC section
+// 2 puts them.
 struct GatherLayer {
   const int32_t* indices = nullptr;  // [tokens, width]; -1 or out of range = not read
   int64_t tokens = 0;
@@ -29,7 +40,9 @@ struct GatherLayer {
   const uint8_t* compressed = nullptr;
   int64_t compressed_rows = 0;
   int64_t row_bytes = 512;        // bytes between rows
-  int64_t read_bytes = 512;       // bytes read of each row: 512 (FP8) or 1024 (BF16)
+  int64_t read_bytes = 512;       // bytes read of each row: 512 (FP8), 1024 (BF16) or 584 (packed)
+  int64_t page_size = 0;          // packed: rows a page
+  int64_t page_stride = 0;        // packed: bytes between pages
   uint32_t* checksum = nullptr;   // [gather_checksum_words(tokens, width, 1)]: XOR of each block's bytes
 };
 
@@ -41,7 +54,8 @@ inline constexpr int kGatherRowsPerWarpChoices[] = {1, 2, 4, 8};
 bool valid_gather_rows_per_warp(int rows_per_warp);
 
 // Each warp loads the indices of `rows_per_warp` columns (t, c) in one load,
-// then each 512-byte (1024-byte) row with one (two) 16-byte loads per lane, all in flight at
+// then each 512-byte (1024-byte) row with one (two) 16-byte loads per lane
+// (a packed row: 36 16-byte loads and one 8-byte load of its scales), all in flight at
 // once: the dependent index-then-row chain that every decode kernel pays.
 // One row a warp is fastest at small T (more warps), 4 at large T (more
 // bytes in flight). Throws on a launch error; safe while capturing a stream.

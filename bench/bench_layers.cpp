@@ -37,6 +37,8 @@ std::vector<int64_t> shuffled_windows(int64_t swa_rows, std::mt19937_64& rng) {
   return windows;
 }
 
+}  // namespace
+
 std::vector<float> random_sinks(int32_t heads, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -44,8 +46,6 @@ std::vector<float> random_sinks(int32_t heads, uint64_t seed) {
   for (float& sink : sinks) sink = normal(rng);
   return sinks;
 }
-
-}  // namespace
 
 KvPools::KvPools(size_t swa_bytes, size_t compressed_bytes, int layers, DType dtype, uint64_t seed,
                  CUstream_st* stream)

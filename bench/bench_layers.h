@@ -59,6 +59,9 @@ struct BenchShape {
 std::vector<int32_t> make_layer_indices(const BenchShape& shape, int64_t swa_rows, int64_t compressed_rows,
                                         uint64_t seed);
 
+// Sink logits [heads] drawn from N(0, 1).
+std::vector<float> random_sinks(int32_t heads, uint64_t seed);
+
 // One layer: its own q, indices, sinks and output, its decode arguments on
 // device memory, and the same reads as a GatherLayer.
 struct BenchLayer {

@@ -14,6 +14,7 @@
 
 #include "bench/accuracy.h"
 #include "bench/bench_layers.h"
+#include "bench/bench_run.h"
 
 #include "bench/cuda_check.h"
 #include "bench/graph_timer.h"
@@ -22,17 +23,6 @@
 
 namespace sparse_decode::bench {
 namespace {
-
-struct StreamDeleter {
-  void operator()(cudaStream_t stream) const { cudaStreamDestroy(stream); }
-};
-using Stream = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDeleter>;
-
-Stream make_stream() {
-  cudaStream_t stream = nullptr;
-  SPARSE_DECODE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  return Stream(stream);
-}
 
 // Everything that outlives one shape.
 struct BenchContext {
@@ -43,26 +33,8 @@ struct BenchContext {
 };
 
 std::string check_options(const BenchOptions& o) {
-  if (o.layers < 1) return "--layers must be >= 1";
-  if (o.replays < 1) return "--replays must be >= 1";
-  if (o.gather_rows_per_warp != 0 && !valid_gather_rows_per_warp(o.gather_rows_per_warp)) {
-    return "--gather-rows must be 1, 2, 4 or 8 (or 0: the fastest of them)";
-  }
   if (o.kernels.empty()) return "--kernel needs a value";
-  if (o.tokens.empty() || o.widths.empty() || o.heads.empty()) return "--tokens, --widths and --heads need at least one value";
-  for (int64_t t : o.tokens) {
-    if (t < 1) return "--tokens: every value must be >= 1";
-  }
-  return {};
-}
-
-void print_device() {
-  int device = 0;
-  SPARSE_DECODE_CUDA_CHECK(cudaGetDevice(&device));
-  cudaDeviceProp prop{};
-  SPARSE_DECODE_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-  std::printf("device %d: %s, sm_%d%d, %d SMs, L2 %.0f MB, %.1f GiB\n", device, prop.name, prop.major, prop.minor,
-              prop.multiProcessorCount, prop.l2CacheSize / 1e6, prop.totalGlobalMem / double(1 << 30));
+  return check_common_options(o);
 }
 
 void print_header(const BenchOptions& o, const KvPools& pools, const GraphTimer& timer) {
@@ -71,11 +43,7 @@ void print_header(const BenchOptions& o, const KvPools& pools, const GraphTimer&
               timer.flush_bytes() / kMiB);
   std::printf("q_len %d, sinks on, every column active; median of %d replays (per layer = replay / L)%s\n",
               kBenchQueryLen, o.replays, o.enable_pdl ? ", PDL on" : "");
-  if (o.gather_rows_per_warp) {
-    std::printf("reference gather: %d row(s) in flight a warp, index then row, 16-byte loads\n\n", o.gather_rows_per_warp);
-  } else {
-    std::printf("reference gather: the fastest of 1, 2, 4, 8 rows in flight a warp (column rows/w), index then row\n\n");
-  }
+  print_gather_note(o);
   std::printf("%6s %6s %5s %-15s %11s %12s %9s %11s %7s %10s %10s\n", "T", "width", "heads", "kernel", "decode_us", "gathered_MB", "GB/s",
               "gather_us", "rows/w", "fraction", "check_err");
 }
@@ -93,10 +61,6 @@ void print_row(const BenchRow& r) {
   std::fflush(stdout);
 }
 
-void write_csv_header(std::ofstream& csv) {
-  csv << "kernel,path,tokens,width,heads,layers,us_per_layer,gathered_bytes,gbps,gather_us,gather_fraction\n";
-}
-
 void write_csv_row(std::ofstream& csv, const BenchRow& r) {
   csv << (r.dtype == DType::kBFloat16 ? "dsv4_decode_bf16," : "dsv4_decode,") << path_name(r) << ',' << r.tokens << ',' << r.width << ',' << r.heads << ',' << r.layers << ',' << r.decode_us << ','
       << r.gathered_bytes << ',' << r.gbps() << ',' << r.gather_us << ',' << r.gather_fraction() << '\n';
@@ -106,27 +70,15 @@ void write_csv_row(std::ofstream& csv, const BenchRow& r) {
 // Per-layer median time of the L launches that `launch_layer(i, stream)` makes.
 template <typename LaunchLayer>
 double time_per_layer(BenchContext& ctx, int layers, LaunchLayer launch_layer) {
-  const auto replays = ctx.timer.time_replays(
-      [&](cudaStream_t stream) {
-        for (int i = 0; i < layers; ++i) launch_layer(i, stream);
-      },
-      ctx.options.replays, ctx.options.warmup);
-  return median(replays) / layers;
+  return bench::time_per_layer(ctx.timer, ctx.options, layers, launch_layer);
 }
 
 // The fastest per-layer time of the reference gather over the allowed variants.
 void time_reference_gather(BenchContext& ctx, const BenchLayers& layers, BenchRow& row) {
-  row.gather_us = 0.0;
-  for (int rows_per_warp : kGatherRowsPerWarpChoices) {
-    if (ctx.options.gather_rows_per_warp && rows_per_warp != ctx.options.gather_rows_per_warp) continue;
-    const double us = time_per_layer(ctx, layers.count(), [&](int i, cudaStream_t stream) {
-      launch_gather_rows(layers.layer(i).gather, rows_per_warp, stream);
-    });
-    if (row.gather_us == 0.0 || us < row.gather_us) {
-      row.gather_us = us;
-      row.gather_rows_per_warp = rows_per_warp;
-    }
-  }
+  const GatherTime gather = bench::time_reference_gather(ctx.timer, ctx.options, layers.count(),
+                                                         [&](int i) -> const GatherLayer& { return layers.layer(i).gather; });
+  row.gather_us = gather.us;
+  row.gather_rows_per_warp = gather.rows_per_warp;
 }
 
 enum class ShapeOutcome { kTimed, kSkipped, kCheckFailed };
@@ -195,29 +147,8 @@ const char* kernel_name(Dsv4Kernel kernel) {
 }
 
 int run_dsv4_bench(const BenchOptions& options) {
-  if (const std::string problem = check_options(options); !problem.empty()) {
-    std::fprintf(stderr, "bench: %s\n", problem.c_str());
-    return 2;
-  }
-  std::string why;
-  if (!testing::cuda_device_available(&why)) {
-    std::fprintf(stderr,
-                 "bench: needs a CUDA device (Hopper, sm_90a) and found none: %s.\n"
-                 "Times are only meaningful on the GPU; run `sparse-decode demo` for the CPU backend.\n",
-                 why.c_str());
-    return 2;
-  }
   std::ofstream csv;
-  if (!options.csv_path.empty()) {
-    csv.open(options.csv_path);
-    if (!csv) {
-      std::fprintf(stderr, "bench: cannot write %s\n", options.csv_path.c_str());
-      return 2;
-    }
-    write_csv_header(csv);
-  }
-
-  print_device();
+  if (const int status = start_run(options, check_options(options), csv); status != 0) return status;
   const Stream stream = make_stream();
   const KvPools pools(options.swa_pool_bytes, options.compressed_pool_bytes, options.layers, options.dtype, options.seed,
                       stream.get());
@@ -226,29 +157,17 @@ int run_dsv4_bench(const BenchOptions& options) {
   print_header(options, pools, timer);
 
   int failed = 0;
-  for (int32_t heads : options.heads) {
-    for (int32_t width : options.widths) {
-      for (int64_t tokens : options.tokens) {
-        BenchShape shape;
-        shape.tokens = tokens;
-        shape.width = width;
-        shape.heads = heads;
-        shape.enable_pdl = options.enable_pdl;
-        shape.dtype = options.dtype;
-        std::vector<BenchRow> rows;
-        const ShapeOutcome outcome = run_shape(ctx, shape, rows);
-        failed += outcome == ShapeOutcome::kCheckFailed;
-        for (const BenchRow& row : rows) {
-          print_row(row);
-          if (csv.is_open()) write_csv_row(csv, row);
-        }
-      }
+  for_each_shape(options, [&](const BenchShape& shape) {
+    std::vector<BenchRow> rows;
+    const ShapeOutcome outcome = run_shape(ctx, shape, rows);
+    failed += outcome == ShapeOutcome::kCheckFailed;
+    for (const BenchRow& row : rows) {
+      print_row(row);
+      if (csv.is_open()) write_csv_row(csv, row);
     }
-  }
+  });
   std::printf("\nGB/s = gathered bytes / decode time; fraction = gather_us / decode_us (1.0: as fast as the pure gather)\n");
-  if (csv.is_open()) std::printf("wrote %s\n", options.csv_path.c_str());
-  if (failed) std::printf("%d shape(s) failed the accuracy check and were not timed\n", failed);
-  return failed ? 1 : 0;
+  return finish_run(options, csv.is_open(), failed);
 }
 
 }  // namespace sparse_decode::bench

@@ -13,9 +13,15 @@ namespace sparse_decode::bench {
 
 inline constexpr size_t kMiB = size_t{1} << 20;
 
+// Which rows the bench times: plain 512-byte FP8 (or BF16) rows through
+// dsv4_decode (SPEC section 1), or packed 584-byte rows through
+// dsv4_decode_packed (SPEC section 2; run_packed_bench in packed_bench.h).
+enum class BenchLayout { kPlain, kPacked };
+
 struct BenchOptions {
+  BenchLayout layout = BenchLayout::kPlain;  // --layout plain | packed
   std::vector<int64_t> tokens = {1, 6, 12, 48, 128, 512, 2048};  // T of each shape
-  std::vector<int32_t> widths = {640, 128};                       // W of each shape
+  std::vector<int32_t> widths = {640, 128};                       // W of each shape (packed: SWA 128 + extra W - 128)
   std::vector<int32_t> heads = {16};                              // query heads of each shape (--heads)
   int layers = 8;         // L: decode calls in the graph, each with its own rows
   int replays = 30;       // timed replays; the median is reported

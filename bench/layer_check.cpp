@@ -13,13 +13,6 @@ namespace {
 
 int64_t element_bytes(DType dtype) { return dtype == DType::kFloat8E4M3 ? 1 : 2; }
 
-template <typename T>
-std::vector<T> download(const void* device, size_t count) {
-  std::vector<T> host(count);
-  if (count) SPARSE_DECODE_CUDA_CHECK(cudaMemcpy(host.data(), device, count * sizeof(T), cudaMemcpyDeviceToHost));
-  return host;
-}
-
 float scalar_value(const ScalarArg& arg) { return arg.device ? download<float>(arg.device, 1)[0] : arg.value; }
 
 // The rows a pool's active columns name, copied into a compact host pool
@@ -105,22 +98,28 @@ LayerCheck check_layer(const Dsv4DecodeArgs& args, int64_t max_tokens, CUstream_
   if (args.memory != MemorySpace::kDevice || args.seq_lens) {
     throw std::invalid_argument("check_layer: expects device memory and no seq_lens");
   }
-  if (args.out_token_stride != int64_t{args.num_heads} * kHeadDim || args.out_head_stride != kHeadDim) {
-    throw std::invalid_argument("check_layer: expects a contiguous out [T, H, 512]");
-  }
   const size_t workspace_bytes = workspace_size(args);
   const testing::DeviceBuffer workspace(workspace_bytes);
   if (Status status = dsv4_decode(args, workspace.get(), workspace_bytes, stream); !status.ok()) {
     throw std::runtime_error("dsv4_decode: " + status.message());
   }
-  SPARSE_DECODE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return check_output(args.out, args.out_token_stride, args.out_head_stride, args.num_tokens, args.num_heads, max_tokens,
+                      stream, [&](int64_t tokens) { return reference_of_first_tokens(args, tokens); });
+}
 
-  const int64_t values_per_token = int64_t{args.num_heads} * kHeadDim;
-  const std::vector<uint16_t> out = download<uint16_t>(args.out, static_cast<size_t>(args.num_tokens * values_per_token));
+LayerCheck check_output(const void* out, int64_t out_token_stride, int64_t out_head_stride, int64_t tokens,
+                        int32_t heads, int64_t max_tokens, CUstream_st* stream,
+                        const std::function<std::vector<double>(int64_t)>& reference) {
+  const int64_t values_per_token = int64_t{heads} * kHeadDim;
+  if (out_token_stride != values_per_token || out_head_stride != kHeadDim) {
+    throw std::invalid_argument("check: expects a contiguous out [T, H, 512]");
+  }
+  SPARSE_DECODE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const std::vector<uint16_t> host_out = download<uint16_t>(out, static_cast<size_t>(tokens * values_per_token));
   LayerCheck check;
-  check.tokens_checked = std::min(args.num_tokens, max_tokens);
-  check.whole_output = inspect_bf16(out.data(), static_cast<int64_t>(out.size()));
-  check.first_tokens = compare_bf16(out.data(), reference_of_first_tokens(args, check.tokens_checked));
+  check.tokens_checked = std::min(tokens, max_tokens);
+  check.whole_output = inspect_bf16(host_out.data(), static_cast<int64_t>(host_out.size()));
+  check.first_tokens = compare_bf16(host_out.data(), reference(check.tokens_checked));
   return check;
 }
 

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "bench/accuracy.h"
 #include "sparse_decode/dsv4_decode.h"
@@ -21,6 +23,15 @@ struct LayerCheck {
   bool passes() const { return first_tokens.passes() && whole_output.nonfinite == 0 && whole_output.any_nonzero; }
   std::string summary() const;
 };
+
+// The output half of a check, shared by both layouts: waits for `stream` (on
+// which the decode ran), downloads out [tokens, heads, 512] (it must be
+// contiguous: token stride heads * 512, head stride 512, else it throws) and
+// compares its first min(tokens, max_tokens) tokens with `reference(n)`, the
+// fp64 reference of the first n tokens.
+LayerCheck check_output(const void* out, int64_t out_token_stride, int64_t out_head_stride, int64_t tokens,
+                        int32_t heads, int64_t max_tokens, CUstream_st* stream,
+                        const std::function<std::vector<double>(int64_t)>& reference);
 
 // `args`: device memory, contiguous out [T, H, 512], no seq_lens. Runs
 // dsv4_decode on `stream` once (throws if it fails) and checks the output.

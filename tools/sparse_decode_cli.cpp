@@ -7,6 +7,7 @@
 #include <string>
 
 #include "bench/dsv4_bench.h"
+#include "bench/packed_bench.h"
 #include "cli_args.h"
 #include "demo.h"
 
@@ -33,6 +34,8 @@ commands:
             --replays R           timed replays, median reported (default 30)
             --csv PATH            also write the rows as CSV
             --pdl                 enable programmatic dependent launch
+            --layout L            plain (default: dsv4_decode) or packed (dsv4_decode_packed,
+                                  584-byte rows; width W = SWA 128 + extra W - 128)
             --dtype D             fp8 (default) or bf16: q and pools (BF16: 1024-byte rows)
             --kernel K            auto (default), cluster, stream, or all (each of them a shape)
             --gather-rows N       rows each warp of the reference gather keeps in flight:
@@ -79,6 +82,10 @@ bench::BenchOptions parse_bench(ArgReader& args) {
       o.gather_rows_per_warp = static_cast<int>(args.int_value(option, 0, 8));
     } else if (option == "--pdl") {
       o.enable_pdl = true;
+    } else if (option == "--layout") {
+      const std::string layout = args.string_value(option);
+      if (layout != "plain" && layout != "packed") throw CliError("bench: --layout expects plain or packed, got '" + layout + "'");
+      o.layout = layout == "packed" ? bench::BenchLayout::kPacked : bench::BenchLayout::kPlain;
     } else if (option == "--dtype") {
       const std::string dtype = args.string_value(option);
       if (dtype != "fp8" && dtype != "bf16") throw CliError("bench: --dtype expects fp8 or bf16, got '" + dtype + "'");
@@ -115,7 +122,10 @@ int run(int argc, char** argv) {
   }
   ArgReader args(argc, argv, 2);
   if (command == "demo") return run_demo(parse_demo(args));
-  if (command == "bench") return bench::run_dsv4_bench(parse_bench(args));
+  if (command == "bench") {
+    const bench::BenchOptions options = parse_bench(args);
+    return options.layout == bench::BenchLayout::kPacked ? bench::run_packed_bench(options) : bench::run_dsv4_bench(options);
+  }
   std::fprintf(stderr, "%s%s", command.empty() ? "" : ("unknown command '" + command + "'\n").c_str(), kUsage);
   return 2;
 }

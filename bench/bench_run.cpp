@@ -1,0 +1,124 @@
+#include "bench/bench_run.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+
+#include "bench/accuracy.h"
+#include "bench/cuda_check.h"
+
+namespace sparse_decode::bench {
+
+void StreamDeleter::operator()(CUstream_st* stream) const { cudaStreamDestroy(stream); }
+
+Stream make_stream() {
+  cudaStream_t stream = nullptr;
+  SPARSE_DECODE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  return Stream(stream);
+}
+
+std::string check_common_options(const BenchOptions& o) {
+  if (o.layers < 1) return "--layers must be >= 1";
+  if (o.replays < 1) return "--replays must be >= 1";
+  if (o.gather_rows_per_warp != 0 && !valid_gather_rows_per_warp(o.gather_rows_per_warp)) {
+    return "--gather-rows must be 1, 2, 4 or 8 (or 0: the fastest of them)";
+  }
+  if (o.tokens.empty() || o.widths.empty() || o.heads.empty()) return "--tokens, --widths and --heads need at least one value";
+  for (int64_t t : o.tokens) {
+    if (t < 1) return "--tokens: every value must be >= 1";
+  }
+  return {};
+}
+
+void for_each_shape(const BenchOptions& options, const std::function<void(const BenchShape&)>& run) {
+  for (int32_t heads : options.heads) {
+    for (int32_t width : options.widths) {
+      for (int64_t tokens : options.tokens) {
+        BenchShape shape;
+        shape.tokens = tokens;
+        shape.width = width;
+        shape.heads = heads;
+        shape.enable_pdl = options.enable_pdl;
+        shape.dtype = options.dtype;
+        run(shape);
+      }
+    }
+  }
+}
+
+int finish_run(const BenchOptions& options, bool csv_written, int failed) {
+  if (csv_written) std::printf("wrote %s\n", options.csv_path.c_str());
+  if (failed) std::printf("%d shape(s) failed the accuracy check and were not timed\n", failed);
+  return failed ? 1 : 0;
+}
+
+namespace {
+
+void print_device() {
+  int device = 0;
+  SPARSE_DECODE_CUDA_CHECK(cudaGetDevice(&device));
+  cudaDeviceProp prop{};
+  SPARSE_DECODE_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  std::printf("device %d: %s, sm_%d%d, %d SMs, L2 %.0f MB, %.1f GiB\n", device, prop.name, prop.major, prop.minor,
+              prop.multiProcessorCount, prop.l2CacheSize / 1e6, prop.totalGlobalMem / double(1 << 30));
+}
+
+}  // namespace
+
+int start_run(const BenchOptions& options, const std::string& problem, std::ofstream& csv) {
+  if (!problem.empty()) {
+    std::fprintf(stderr, "bench: %s\n", problem.c_str());
+    return 2;
+  }
+  std::string why;
+  if (!testing::cuda_device_available(&why)) {
+    std::fprintf(stderr,
+                 "bench: needs a CUDA device (Hopper, sm_90a) and found none: %s.\n"
+                 "Times are only meaningful on the GPU; run `sparse-decode demo` for the CPU backend.\n",
+                 why.c_str());
+    return 2;
+  }
+  if (!options.csv_path.empty()) {
+    csv.open(options.csv_path);
+    if (!csv) {
+      std::fprintf(stderr, "bench: cannot write %s\n", options.csv_path.c_str());
+      return 2;
+    }
+    csv << kCsvHeader;
+  }
+  print_device();
+  return 0;
+}
+
+void print_gather_note(const BenchOptions& o) {
+  if (o.gather_rows_per_warp) {
+    std::printf("reference gather: %d row(s) in flight a warp, index then row, 16-byte loads\n\n", o.gather_rows_per_warp);
+  } else {
+    std::printf("reference gather: the fastest of 1, 2, 4, 8 rows in flight a warp (column rows/w), index then row\n\n");
+  }
+}
+
+double time_per_layer(GraphTimer& timer, const BenchOptions& options, int layers,
+                      const std::function<void(int, CUstream_st*)>& launch_layer) {
+  const auto replays = timer.time_replays(
+      [&](cudaStream_t stream) {
+        for (int i = 0; i < layers; ++i) launch_layer(i, stream);
+      },
+      options.replays, options.warmup);
+  return median(replays) / layers;
+}
+
+GatherTime time_reference_gather(GraphTimer& timer, const BenchOptions& options, int layers,
+                                 const std::function<const GatherLayer&(int)>& gather) {
+  GatherTime best;
+  for (int rows_per_warp : kGatherRowsPerWarpChoices) {
+    if (options.gather_rows_per_warp && rows_per_warp != options.gather_rows_per_warp) continue;
+    const double us = time_per_layer(timer, options, layers, [&](int i, cudaStream_t stream) {
+      launch_gather_rows(gather(i), rows_per_warp, stream);
+    });
+    if (best.us == 0.0 || us < best.us) best = GatherTime{us, rows_per_warp};
+  }
+  return best;
+}
+
+}  // namespace sparse_decode::bench

@@ -1,0 +1,64 @@
+// What the plain-row bench (dsv4_bench) and the packed-row bench
+// (packed_bench) share: the stream, the device line, the CSV file, and the
+// per-layer timing of L launches and of the reference gather, both through
+// one GraphTimer (DESIGN.md "How performance is measured").
+#pragma once
+
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "bench/bench_kernels.h"
+#include "bench/bench_layers.h"
+#include "bench/dsv4_bench.h"
+#include "bench/graph_timer.h"
+
+namespace sparse_decode::bench {
+
+// The CSV columns of both layouts (bench/results/README.md).
+inline constexpr const char* kCsvHeader =
+    "kernel,path,tokens,width,heads,layers,us_per_layer,gathered_bytes,gbps,gather_us,gather_fraction\n";
+
+struct StreamDeleter {
+  void operator()(CUstream_st* stream) const;
+};
+using Stream = std::unique_ptr<CUstream_st, StreamDeleter>;
+
+Stream make_stream();  // a non-blocking stream (a graph is captured on it)
+
+// What both layouts ask of the options: L, replays, --gather-rows, and at
+// least one T (each >= 1), width and head count. Empty when they are fine.
+std::string check_common_options(const BenchOptions& options);
+
+// Calls `run(shape)` for every shape of the options: head counts outermost,
+// then widths, then T (the order of the table).
+void for_each_shape(const BenchOptions& options, const std::function<void(const BenchShape&)>& run);
+
+// The closing lines of a run (the CSV written, shapes that failed); returns
+// the exit code: 1 when a shape failed its check, else 0.
+int finish_run(const BenchOptions& options, bool csv_written, int failed);
+
+// The opening of a run: reports `problem` (what the options' check found;
+// empty: none), makes sure a CUDA device serves the bench, opens the CSV
+// (options.csv_path, if any) with its header and prints the device line.
+// Returns 0, or the exit code (2) after saying why it cannot run.
+int start_run(const BenchOptions& options, const std::string& problem, std::ofstream& csv);
+// The header line that says which variants of the reference gather are timed.
+void print_gather_note(const BenchOptions& options);
+
+// Per-layer median time (µs) of the `layers` launches of `launch_layer(i, stream)`
+// in one graph: median replay / layers, replays and warmup of the options.
+double time_per_layer(GraphTimer& timer, const BenchOptions& options, int layers,
+                      const std::function<void(int, CUstream_st*)>& launch_layer);
+
+// The fastest per-layer time of the reference gather over the variants that
+// the options allow (--gather-rows), over the layers `gather(i)`.
+struct GatherTime {
+  double us = 0.0;
+  int rows_per_warp = 0;
+};
+GatherTime time_reference_gather(GraphTimer& timer, const BenchOptions& options, int layers,
+                                 const std::function<const GatherLayer&(int)>& gather);
+
+}  // namespace sparse_decode::bench

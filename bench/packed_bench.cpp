@@ -1,0 +1,130 @@
+#include "bench/packed_bench.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bench/bench_run.h"
+#include "bench/cuda_check.h"
+#include "bench/packed_check.h"
+#include "bench/packed_layers.h"
+#include "sparse_decode/dsv4_decode_packed.h"
+
+namespace sparse_decode::bench {
+namespace {
+
+std::string check_options(const BenchOptions& o) {
+  if (o.dtype != DType::kFloat8E4M3) return "--dtype belongs to --layout plain (packed rows are FP8 + BF16)";
+  if (o.kernels.size() != 1 || o.kernels[0] != Dsv4Kernel::kAuto) return "--kernel belongs to --layout plain";
+  for (int32_t w : o.widths) {
+    if (w < kSwaColumns || w % 4 != 0 || w > kSwaColumns + kPackedMaxWidth) {
+      return "--widths: packed widths are 128 SWA + 0..16384 extra columns, a multiple of 4";
+    }
+  }
+  return check_common_options(o);
+}
+
+// Everything that outlives one shape.
+struct PackedContext {
+  const BenchOptions& options;
+  CUstream_st* stream;
+  const PackedPools& pools;
+  GraphTimer& timer;
+};
+
+void print_header(const BenchOptions& o, const PackedPools& pools, const GraphTimer& timer) {
+  std::printf("packed 584-byte rows (SPEC section 2), pages of %lld rows; scale bytes %d..%d; BF16 q and out\n",
+              static_cast<long long>(kBenchPageSize), kPackedBenchScaleMin, kPackedBenchScaleMax);
+  std::printf("%d layers a graph, each its own indices and pool region; pools %.2f GiB; L2 flushed with %zu MiB\n",
+              o.layers, pools.total_bytes() / double(1 << 30), timer.flush_bytes() / kMiB);
+  std::printf("q_len %d, sinks on, every column active (lens = widths); median of %d replays (per layer = replay / L)%s\n",
+              kBenchQueryLen, o.replays, o.enable_pdl ? ", PDL on" : "");
+  print_gather_note(o);
+  std::printf("%6s %6s %6s %5s %11s %12s %9s %11s %7s %10s %10s\n", "T", "width", "extra", "heads", "decode_us",
+              "gathered_MB", "GB/s", "gather_us", "rows/w", "fraction", "check_err");
+}
+
+void print_row(const BenchRow& r) {
+  std::printf("%6lld %6d %6d %5d %11.2f %12.3f %9.1f %11.2f %7d %10.3f %10.2e\n", static_cast<long long>(r.tokens),
+              r.width, r.width - kSwaColumns, r.heads, r.decode_us, r.gathered_bytes / 1e6, r.gbps(), r.gather_us,
+              r.gather_rows_per_warp, r.gather_fraction(), r.check_error);
+  std::fflush(stdout);
+}
+
+void write_csv_row(std::ofstream& csv, const BenchRow& r, bool pdl) {
+  csv << "dsv4_decode_packed," << (pdl ? "packed+pdl," : "packed,") << r.tokens << ',' << r.width << ',' << r.heads
+      << ',' << r.layers << ',' << r.decode_us << ',' << r.gathered_bytes << ',' << r.gbps() << ',' << r.gather_us
+      << ',' << r.gather_fraction() << '\n';
+  csv.flush();
+}
+
+enum class ShapeOutcome { kTimed, kSkipped, kCheckFailed };
+
+// Checks layer 0, then times the reference gather and the decode of one shape.
+ShapeOutcome run_shape(PackedContext& ctx, const BenchShape& shape, BenchRow& row) {
+  const BenchOptions& o = ctx.options;
+  const PackedBenchLayers layers(ctx.pools, shape, o.seed + 7919ull * shape.tokens + shape.width, ctx.stream);
+  if (Status status = supports(layers.layer(0).args); !status.ok()) {
+    std::printf("skip T=%lld width=%d heads=%d: %s\n", static_cast<long long>(shape.tokens), shape.width, shape.heads,
+                status.message().c_str());
+    return ShapeOutcome::kSkipped;
+  }
+  const LayerCheck check = check_packed_layer(layers.layer(0).args, ctx.pools.host_swa_region0(),
+                                              ctx.pools.host_extra_region0(), o.check_tokens, ctx.stream);
+  if (!check.passes()) {
+    std::printf("FAIL T=%lld width=%d heads=%d, not timed: %s\n", static_cast<long long>(shape.tokens), shape.width,
+                shape.heads, check.summary().c_str());
+    return ShapeOutcome::kCheckFailed;
+  }
+  size_t workspace_bytes = 0;
+  for (int i = 0; i < layers.count(); ++i) workspace_bytes = std::max(workspace_bytes, workspace_size(layers.layer(i).args));
+  const testing::DeviceBuffer workspace(workspace_bytes);
+
+  const GatherTime gather = time_reference_gather(ctx.timer, o, layers.count(),
+                                                  [&](int i) -> const GatherLayer& { return layers.layer(i).gather; });
+  row.tokens = shape.tokens;
+  row.width = shape.width;
+  row.heads = shape.heads;
+  row.layers = layers.count();
+  row.gathered_bytes = layers.gathered_bytes_per_layer();
+  row.gather_us = gather.us;
+  row.gather_rows_per_warp = gather.rows_per_warp;
+  row.check_error = check.first_tokens.relative_l2;
+  row.decode_us = time_per_layer(ctx.timer, o, layers.count(), [&](int i, CUstream_st* stream) {
+    if (Status status = dsv4_decode_packed(layers.layer(i).args, workspace.get(), workspace_bytes, stream); !status.ok()) {
+      throw std::runtime_error("dsv4_decode_packed: " + status.message());
+    }
+  });
+  return ShapeOutcome::kTimed;
+}
+
+}  // namespace
+
+int run_packed_bench(const BenchOptions& options) {
+  std::ofstream csv;
+  if (const int status = start_run(options, check_options(options), csv); status != 0) return status;
+  const Stream stream = make_stream();
+  const PackedPools pools(options.swa_pool_bytes, options.compressed_pool_bytes, options.layers, options.seed,
+                          stream.get());
+  GraphTimer timer(stream.get(), options.flush_bytes);
+  PackedContext ctx{options, stream.get(), pools, timer};
+  print_header(options, pools, timer);
+
+  int failed = 0;
+  for_each_shape(options, [&](const BenchShape& shape) {
+    BenchRow row;
+    const ShapeOutcome outcome = run_shape(ctx, shape, row);
+    failed += outcome == ShapeOutcome::kCheckFailed;
+    if (outcome != ShapeOutcome::kTimed) return;
+    print_row(row);
+    if (csv.is_open()) write_csv_row(csv, row, options.enable_pdl);
+  });
+  std::printf("\nGB/s = gathered bytes (T x W x 584 + BF16 q and out) / decode time; "
+              "fraction = gather_us / decode_us (1.0: as fast as the pure gather)\n");
+  return finish_run(options, csv.is_open(), failed);
+}
+
+}  // namespace sparse_decode::bench
