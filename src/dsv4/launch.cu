@@ -70,9 +70,12 @@ int dtype_slot(DType dtype) { return dtype == DType::kBFloat16 ? 1 : 0; }
 // docs/kernels/dispatch.md.
 constexpr int64_t kClusterMaxUnits = 56;
 constexpr int64_t kClusterMaxUnitsWide = 80;  // widths above 1024 (groups of 2+ chunks)
-// Up to this many units the split path (split + combine kernels) is faster
-// than the stream kernel, docs/kernels/dispatch.md.
-constexpr int64_t kSplitMaxUnits = 512;
+// Past the cluster kernel, the split path (split + combine kernels) runs
+// while the GPU holds at least kSplitMinCtas split CTAs a unit at once and a
+// token has more than kSplitMinGroups groups (at width 128 the stream kernel
+// is faster), docs/kernels/dispatch.md.
+constexpr int64_t kSplitMinCtas = 2;
+constexpr int32_t kSplitMinGroups = 2;
 
 constexpr int kMaxDevices = 64;
 
@@ -101,6 +104,47 @@ Status configure_kernels() {
   return configured.run();
 }
 
+// Split CTAs the current device holds at once (0 without a device); cached.
+int64_t split_slots(DType dtype) {
+  static std::atomic<int64_t> cache[kMaxDevices][std::size(kServedDtypes)] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || !configure_kernels().ok()) {
+    cudaGetLastError();
+    return 0;
+  }
+  std::atomic<int64_t>* cached = device < kMaxDevices ? &cache[device][dtype_slot(dtype)] : nullptr;
+  if (cached && cached->load(std::memory_order_relaxed) > 0) return cached->load(std::memory_order_relaxed);
+  const KernelSet kernels = kernels_for(dtype);
+  int per_sm = 0, sms = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernels.split, Traits16::kThreads, kernels.split_smem) !=
+          cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  const int64_t slots = int64_t{per_sm} * sms;
+  if (cached) cached->store(slots, std::memory_order_relaxed);
+  return slots;
+}
+
+int32_t head_groups(int32_t heads) { return (heads + Traits16::kHeads - 1) / Traits16::kHeads; }
+
+// How the split kernel covers a unit's groups: as many CTAs a unit as the
+// GPU holds at once for all units (at most one a group), the groups dealt
+// in equal runs. The bits do not depend on it (each group restarts).
+struct SplitPlan {
+  int32_t ctas;    // CTAs a unit
+  int32_t groups;  // groups a CTA (the last one may walk fewer)
+};
+
+SplitPlan split_plan(const Dsv4DecodeArgs& args) {
+  const int32_t groups = chunk_plan(args.width).groups;
+  const int64_t units = std::max<int64_t>(args.num_tokens * head_groups(args.num_heads), 1);
+  const int64_t fit = std::clamp<int64_t>(split_slots(args.dtype) / units, 1, groups);
+  const int32_t per_cta = static_cast<int32_t>((groups + fit - 1) / fit);
+  return {(groups + per_cta - 1) / per_cta, per_cta};
+}
+
 PoolParams pool_params(const KvPool& pool, int64_t element_bytes) {
   PoolParams params{static_cast<const uint8_t*>(pool.data), pool.rows(), pool.page_size,
                     pool.page_stride * element_bytes, pool.row_stride * element_bytes};
@@ -109,8 +153,6 @@ PoolParams pool_params(const KvPool& pool, int64_t element_bytes) {
   if (pool.page_stride == pool.page_size * pool.row_stride) params.page_size = 1;
   return params;
 }
-
-int32_t head_groups(int32_t heads) { return (heads + Traits16::kHeads - 1) / Traits16::kHeads; }
 
 Dsv4Params kernel_params(const Dsv4DecodeArgs& args) {
   const ChunkPlan plan = chunk_plan(args.width);
@@ -146,6 +188,9 @@ Dsv4Params kernel_params(const Dsv4DecodeArgs& args) {
   p.chunks = plan.chunks;
   p.chunks_per_group = plan.chunks_per_group;
   p.groups = plan.groups;
+  const SplitPlan split = split_plan(args);
+  p.split_ctas = split.ctas;
+  p.split_groups = split.groups;
   static const int32_t skip_stages = [] {
     const char* value = std::getenv("SPARSE_DECODE_SKIP_STAGES");
     return value ? std::atoi(value) : 0;
@@ -170,7 +215,7 @@ Status kernels_support(const Dsv4DecodeArgs& args) {
   const int64_t groups = chunk_plan(args.width).groups;
   const int64_t ctas_a_token =
       head_groups(args.num_heads) * (kernel == Dsv4Kernel::kCluster ? groups
-                                     : kernel == Dsv4Kernel::kSplit ? std::max<int64_t>(groups, Workspace::kCombineSlices)
+                                     : kernel == Dsv4Kernel::kSplit ? std::max<int64_t>(split_plan(args).ctas, Workspace::kCombineSlices)
                                                                     : 1);
   if (args.num_tokens > int64_t{0x7fffffff} / ctas_a_token) {
     return Status::NotSupported("num_tokens: at most " + std::to_string(int64_t{0x7fffffff} / ctas_a_token) +
@@ -217,7 +262,8 @@ Dsv4Kernel choose_kernel(const Dsv4DecodeArgs& args) {
   const int64_t most = chunk_plan(args.width).chunks_per_group > 1 ? kClusterMaxUnitsWide : kClusterMaxUnits;
   // No cluster fits without a device or on a partitioned GPU: cluster_max_tokens() is 0.
   if (units <= most && cluster_max_tokens(args.width, args.dtype) > 0) return Dsv4Kernel::kCluster;
-  return units <= kSplitMaxUnits ? Dsv4Kernel::kSplit : Dsv4Kernel::kStream;
+  const bool split = chunk_plan(args.width).groups > kSplitMinGroups && split_slots(args.dtype) >= kSplitMinCtas * units;
+  return split ? Dsv4Kernel::kSplit : Dsv4Kernel::kStream;
 }
 
 size_t split_workspace_bytes(const Dsv4DecodeArgs& args) {
@@ -244,7 +290,7 @@ Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace
   if (split) p.workspace = static_cast<uint8_t*>(workspace);
 
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(units * (cluster || split ? plan.groups : 1)));
+  config.gridDim = dim3(static_cast<unsigned>(units * (cluster ? plan.groups : split ? p.split_ctas : 1)));
   config.blockDim = dim3(Traits16::kThreads);
   config.dynamicSmemBytes = cluster ? kernels.cluster_smem : split ? kernels.split_smem : kernels.stream_smem;
   config.stream = stream;

@@ -1,7 +1,7 @@
 // The split path of dsv4_decode (issue #4, T around 128): the split kernel
-// gives each (token, head group, group) an ordinary CTA that walks the group's
-// chunks as a cluster kernel's CTA does and writes the group's statistics and
-// FP16 mean output to the workspace; the combine kernel, launched after it
+// gives each run of groups of a (token, head group) an ordinary CTA that
+// walks the run's chunks as the other kernels do and writes each group's
+// statistics and FP16 mean output to the workspace; the combine kernel, launched after it
 // with PDL, folds a unit's groups in group order with fold_groups, the
 // cluster kernel's fold, so the bits equal the other kernels'.
 // docs/kernels/split.md explains the design and its measurements.
@@ -26,29 +26,11 @@ __device__ __forceinline__ float2* split_stats(const Dsv4Params& p, int64_t unit
                                    (unit * p.groups + group) * Workspace::kStatsBytes);
 }
 
+// Writes group `group` of the unit to the workspace: its (max, sum) per head
+// (written before the walk's last barrier) and its FP16 mean output.
 template <class Traits>
-__global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(SplitSmem<Traits>)))
-    split_kernel(const __grid_constant__ Dsv4Params p) {
-  extern __shared__ __align__(16) uint8_t smem_bytes[];
-  ChunkSmem<Traits>& s = reinterpret_cast<SplitSmem<Traits>*>(smem_bytes)->chunk;
-  const int64_t unit = blockIdx.x / p.groups;  // token * head_groups + head group
-  const int group = static_cast<int>(blockIdx.x % p.groups);
-  const int64_t token = unit / p.head_groups;
-  const HeadGroup heads = head_group(p, static_cast<int>(unit % p.head_groups));
-  if (p.skip_stages & 8) return;
-
-  ptx::grid_dependency_wait();
-  load_query<Traits>(s, p, token, heads);
-  const int first = group * p.chunks_per_group;
-  const int count = min(p.chunks_per_group, p.chunks - first);
-  const bool has_swa_columns = first * Traits::kChunkColumns < kSwaColumns;
-  // The sink enters in the combine kernel's fold only.
-  const TokenScope scope = token_scope<Traits>(s, p, token, heads, has_swa_columns, -INFINITY);
-  OutputFragment<Traits> acc = {};
-  walk_chunks<Traits>(s, p, scope, first, count, count, acc, [](OutputFragment<Traits>&) {});
-  if (p.skip_stages & 4) return;
-
-  // running_max / running_sum were written before the walk's last barrier.
+__device__ __forceinline__ void write_group(const ChunkSmem<Traits>& s, const Dsv4Params& p, int64_t unit, int group,
+                                            const OutputFragment<Traits>& acc) {
   if (threadIdx.x < Traits::kHeads) {
     split_stats<Traits>(p, unit, group)[threadIdx.x] =
         make_float2(s.running_max[threadIdx.x], s.running_sum[threadIdx.x]);
@@ -57,6 +39,34 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(SplitSm
   emit_group_means<Traits>(s, acc, [&](int granule, int head, uint2 bits) {
     means[granule * Traits::kHeads + head] = bits;
   });
+}
+
+// One CTA a run of split_groups groups of a unit: the walk of the cluster
+// kernel's CTA when the run is one group; longer runs (more tokens than the
+// GPU holds CTAs) walk with the next chunk's gather in flight, as the stream
+// kernel does, and write each group as it ends.
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(SplitSmem<Traits>)))
+    split_kernel(const __grid_constant__ Dsv4Params p) {
+  extern __shared__ __align__(16) uint8_t smem_bytes[];
+  ChunkSmem<Traits>& s = reinterpret_cast<SplitSmem<Traits>*>(smem_bytes)->chunk;
+  const int64_t unit = blockIdx.x / p.split_ctas;  // token * head_groups + head group
+  const int first_group = static_cast<int>(blockIdx.x % p.split_ctas) * p.split_groups;
+  const int64_t token = unit / p.head_groups;
+  const HeadGroup heads = head_group(p, static_cast<int>(unit % p.head_groups));
+  if (p.skip_stages & 8) return;
+
+  ptx::grid_dependency_wait();
+  load_query<Traits>(s, p, token, heads);
+  const int first = first_group * p.chunks_per_group;
+  const int count = min(p.split_groups * p.chunks_per_group, p.chunks - first);
+  const bool has_swa_columns = first * Traits::kChunkColumns < kSwaColumns;
+  // The sink enters in the combine kernel's fold only.
+  const TokenScope scope = token_scope<Traits>(s, p, token, heads, has_swa_columns, -INFINITY);
+  OutputFragment<Traits> acc = {};
+  int group = first_group;
+  walk_chunks<Traits>(s, p, scope, first, count, p.chunks_per_group, acc,
+                      [&](OutputFragment<Traits>& result) { write_group<Traits>(s, p, unit, group++, result); });
 }
 
 // One CTA a (unit, slice): thread t folds head t % 16 of granule
