@@ -70,12 +70,14 @@ int dtype_slot(DType dtype) { return dtype == DType::kBFloat16 ? 1 : 0; }
 // docs/kernels/dispatch.md.
 constexpr int64_t kClusterMaxUnits = 56;
 constexpr int64_t kClusterMaxUnitsWide = 80;  // widths above 1024 (groups of 2+ chunks)
-// Past the cluster kernel, the split path (split + combine kernels) runs
-// while the GPU holds at least kSplitMinCtas split CTAs a unit at once and a
-// token has more than kSplitMinGroups groups (at width 128 the stream kernel
-// is faster), docs/kernels/dispatch.md.
-constexpr int64_t kSplitMinCtas = 2;
+// The split path (split + combine kernels) serves widths of more than
+// kSplitMinGroups groups (at width 128 it loses to the stream kernel) while
+// the GPU holds at least kSplitMinCtas split CTAs a unit at once (with 2 it
+// ties or loses to the stream kernel); there the cluster kernel keeps only
+// up to kClusterMaxUnitsBeforeSplit units. docs/kernels/dispatch.md.
+constexpr int64_t kSplitMinCtas = 3;
 constexpr int32_t kSplitMinGroups = 2;
+constexpr int64_t kClusterMaxUnitsBeforeSplit = 16;
 
 constexpr int kMaxDevices = 64;
 
@@ -259,10 +261,12 @@ Dsv4Kernel choose_kernel(const Dsv4DecodeArgs& args) {
   if (args.kernel != Dsv4Kernel::kAuto) return args.kernel;
   // Head groups of one token are independent work, like more tokens.
   const int64_t units = args.num_tokens * head_groups(args.num_heads);
-  const int64_t most = chunk_plan(args.width).chunks_per_group > 1 ? kClusterMaxUnitsWide : kClusterMaxUnits;
+  const bool split = chunk_plan(args.width).groups > kSplitMinGroups && split_slots(args.dtype) >= kSplitMinCtas * units;
+  const int64_t most = split                                        ? kClusterMaxUnitsBeforeSplit
+                       : chunk_plan(args.width).chunks_per_group > 1 ? kClusterMaxUnitsWide
+                                                                     : kClusterMaxUnits;
   // No cluster fits without a device or on a partitioned GPU: cluster_max_tokens() is 0.
   if (units <= most && cluster_max_tokens(args.width, args.dtype) > 0) return Dsv4Kernel::kCluster;
-  const bool split = chunk_plan(args.width).groups > kSplitMinGroups && split_slots(args.dtype) >= kSplitMinCtas * units;
   return split ? Dsv4Kernel::kSplit : Dsv4Kernel::kStream;
 }
 

@@ -577,9 +577,9 @@ Dsv4Problem select_tokens(const Dsv4Problem& source, const std::vector<int64_t>&
   return batch;
 }
 
-// Tracks 6 tokens of a problem of 5000 through batches of 1, 7, 100 and 5000
-// (kAuto: cluster kernel for 1 and 7, split for 100, stream for 5000) and
-// expects their bits to stay the same.
+// Tracks 6 tokens of a problem of 5000 through batches of 1, 7, 64, 100 and
+// 5000 (kAuto: cluster kernel for 1 and 7, split for 64 where W > 128,
+// stream for 100 and 5000) and expects their bits to stay the same.
 void check_batch_invariance(DType dtype, int32_t width, int32_t heads = 16) {
   Dsv4ProblemConfig config = config_for(5000, width, dtype);
   config.heads = heads;
@@ -591,7 +591,7 @@ void check_batch_invariance(DType dtype, int32_t width, int32_t heads = 16) {
   const std::vector<int64_t> tracked = {0, 1, 2, 4999, 2500, 77};
   std::vector<std::vector<uint16_t>> expected(tracked.size());
   const size_t token_values = size_t(config.heads) * kHeadDim;
-  for (int64_t batch_size : {1, 7, 100, 5000}) {
+  for (int64_t batch_size : {1, 7, 64, 100, 5000}) {
     // Batch 1 runs each tracked token alone; larger batches hold them all at
     // random places among random other tokens.
     const int64_t runs = batch_size == 1 ? static_cast<int64_t>(tracked.size()) : 1;
@@ -639,7 +639,7 @@ TEST_F(Dsv4Gpu, BatchInvariance) {
 // kAuto runs the stream kernel where the split kernel's workspace is missing,
 // too small or misaligned: the same bits as the split kernel.
 TEST_F(Dsv4Gpu, AutoWithoutTheSplitWorkspaceRunsTheStreamKernel) {
-  Dsv4ProblemConfig config = config_for(128, 640);
+  Dsv4ProblemConfig config = config_for(64, 640);
   Dsv4Problem problem = testing::make_dsv4_problem(config);
   Dsv4DeviceProblem device(problem);
   ASSERT_EQ(dsv4_chosen_kernel(device.args), Dsv4Kernel::kSplit);
@@ -661,13 +661,18 @@ TEST_F(Dsv4Gpu, AutoWithoutTheSplitWorkspaceRunsTheStreamKernel) {
   }
 }
 
-TEST_F(Dsv4Gpu, AutoChoosesTheClusterKernelForFewTokensAndTheStreamKernelForMany) {
+TEST_F(Dsv4Gpu, AutoChoosesClusterSplitOrStreamByTokens) {
   Dsv4DecodeArgs args;
   args.width = 640;
   args.num_tokens = 1;
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kCluster);
-  args.num_tokens = 128;
+  args.num_tokens = 64;
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kSplit);
+  args.width = 128;  // 2 groups: the stream kernel
+  EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
+  args.width = 640;
+  args.num_tokens = 128;
+  EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
   args.num_tokens = 5000;
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
   args.kernel = Dsv4Kernel::kCluster;
