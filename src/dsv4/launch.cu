@@ -74,10 +74,12 @@ constexpr int64_t kClusterMaxUnitsWide = 80;  // widths above 1024 (groups of 2+
 // kSplitMinGroups groups (at width 128 it loses to the stream kernel) while
 // the GPU holds at least kSplitMinCtas split CTAs a unit at once (with 2 it
 // ties or loses to the stream kernel); there the cluster kernel keeps only
-// up to kClusterMaxUnitsBeforeSplit units. docs/kernels/dispatch.md.
+// the fewest units (measured: split faster from 8 tokens at width 640, from
+// 24 at width 2176). docs/kernels/dispatch.md.
 constexpr int64_t kSplitMinCtas = 3;
 constexpr int32_t kSplitMinGroups = 2;
-constexpr int64_t kClusterMaxUnitsBeforeSplit = 16;
+constexpr int64_t kClusterMaxUnitsBeforeSplit = 6;
+constexpr int64_t kClusterMaxUnitsBeforeSplitWide = 16;  // widths above 1024
 
 constexpr int kMaxDevices = 64;
 
@@ -262,9 +264,9 @@ Dsv4Kernel choose_kernel(const Dsv4DecodeArgs& args) {
   // Head groups of one token are independent work, like more tokens.
   const int64_t units = args.num_tokens * head_groups(args.num_heads);
   const bool split = chunk_plan(args.width).groups > kSplitMinGroups && split_slots(args.dtype) >= kSplitMinCtas * units;
-  const int64_t most = split                                        ? kClusterMaxUnitsBeforeSplit
-                       : chunk_plan(args.width).chunks_per_group > 1 ? kClusterMaxUnitsWide
-                                                                     : kClusterMaxUnits;
+  const bool wide = chunk_plan(args.width).chunks_per_group > 1;
+  const int64_t most = split ? (wide ? kClusterMaxUnitsBeforeSplitWide : kClusterMaxUnitsBeforeSplit)
+                             : (wide ? kClusterMaxUnitsWide : kClusterMaxUnits);
   // No cluster fits without a device or on a partitioned GPU: cluster_max_tokens() is 0.
   if (units <= most && cluster_max_tokens(args.width, args.dtype) > 0) return Dsv4Kernel::kCluster;
   return split ? Dsv4Kernel::kSplit : Dsv4Kernel::kStream;
