@@ -38,23 +38,19 @@ struct KernelSet {
   size_t split_smem;
 };
 
+template <class ClusterT, class StreamT, class SplitT>
+KernelSet kernel_set(const void* cluster, const void* stream, const void* split, const void* combine) {
+  return {cluster, stream, split, combine, sizeof(ClusterSmem<ClusterT>), sizeof(StreamSmem<StreamT>),
+          sizeof(SplitSmem<SplitT>)};
+}
+
 KernelSet kernels_for(DType dtype) {
   if (dtype == DType::kBFloat16) {
-    return {cluster_kernel_bf16_h16(),
-            stream_kernel_bf16_h16(),
-            split_kernel_bf16_h16(),
-            combine_kernel_bf16_h16(),
-            sizeof(ClusterSmem<ClusterTraitsBf16>),
-            sizeof(StreamSmem<StreamTraitsBf16>),
-            sizeof(SplitSmem<SplitTraitsBf16>)};
+    return kernel_set<ClusterTraitsBf16, StreamTraitsBf16, SplitTraitsBf16>(
+        cluster_kernel_bf16_h16(), stream_kernel_bf16_h16(), split_kernel_bf16_h16(), combine_kernel_bf16_h16());
   }
-  return {cluster_kernel_fp8_h16(),
-          stream_kernel_fp8_h16(),
-          split_kernel_fp8_h16(),
-          combine_kernel_fp8_h16(),
-          sizeof(ClusterSmem<ClusterTraitsFp8>),
-          sizeof(StreamSmem<StreamTraitsFp8>),
-          sizeof(SplitSmem<SplitTraitsFp8>)};
+  return kernel_set<ClusterTraitsFp8, StreamTraitsFp8, SplitTraitsFp8>(
+      cluster_kernel_fp8_h16(), stream_kernel_fp8_h16(), split_kernel_fp8_h16(), combine_kernel_fp8_h16());
 }
 
 using Workspace = SplitWorkspace<Traits16>;
