@@ -48,7 +48,7 @@ void print_header(const BenchOptions& o, const KvPools& pools, const GraphTimer&
               "gather_us", "rows/w", "fraction", "check_err");
 }
 
-// "cluster", "stream", or "auto:<the one it ran>".
+// "cluster", "stream", "split", or "auto:<the one it ran>".
 std::string path_name(const BenchRow& r) {
   if (r.kernel != Dsv4Kernel::kAuto) return kernel_name(r.kernel);
   return std::string("auto:") + kernel_name(r.ran);
@@ -96,8 +96,14 @@ ShapeOutcome run_shape(BenchContext& ctx, const BenchShape& shape, std::vector<B
     std::printf(skip, static_cast<long long>(shape.tokens), shape.width, status.message().c_str());
     return ShapeOutcome::kSkipped;
   }
-  size_t workspace_bytes = 0;
-  for (int i = 0; i < layers.count(); ++i) workspace_bytes = std::max(workspace_bytes, workspace_size(layers.layer(i).args));
+  size_t workspace_bytes = 0;  // the most that any layer asks for with any kernel timed
+  for (Dsv4Kernel kernel : ctx.options.kernels) {
+    for (int i = 0; i < layers.count(); ++i) {
+      Dsv4DecodeArgs args = layers.layer(i).args;
+      args.kernel = kernel;
+      workspace_bytes = std::max(workspace_bytes, workspace_size(args));
+    }
+  }
   const testing::DeviceBuffer workspace(workspace_bytes);
   BenchRow gather_row;
   time_reference_gather(ctx, layers, gather_row);
@@ -142,6 +148,7 @@ const char* kernel_name(Dsv4Kernel kernel) {
   switch (kernel) {
     case Dsv4Kernel::kCluster: return "cluster";
     case Dsv4Kernel::kStream: return "stream";
+    case Dsv4Kernel::kSplit: return "split";
     default: return "auto";
   }
 }

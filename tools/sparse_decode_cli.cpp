@@ -37,7 +37,7 @@ commands:
             --layout L            plain (default: dsv4_decode) or packed (dsv4_decode_packed,
                                   584-byte rows; width W = SWA 128 + extra W - 128)
             --dtype D             fp8 (default) or bf16: q and pools (BF16: 1024-byte rows)
-            --kernel K            auto (default), cluster, stream, or all (each of them a shape)
+            --kernel K            auto (default), cluster, stream, split, or all (each of them a shape)
             --gather-rows N       rows each warp of the reference gather keeps in flight:
                                   1, 2, 4 or 8; 0 (default) times all four and keeps
                                   the fastest for each shape
@@ -98,10 +98,12 @@ bench::BenchOptions parse_bench(ArgReader& args) {
         o.kernels = {Dsv4Kernel::kCluster};
       } else if (kernel == "stream") {
         o.kernels = {Dsv4Kernel::kStream};
+      } else if (kernel == "split") {
+        o.kernels = {Dsv4Kernel::kSplit};
       } else if (kernel == "all") {
-        o.kernels = {Dsv4Kernel::kCluster, Dsv4Kernel::kStream, Dsv4Kernel::kAuto};
+        o.kernels = {Dsv4Kernel::kCluster, Dsv4Kernel::kStream, Dsv4Kernel::kSplit, Dsv4Kernel::kAuto};
       } else {
-        throw CliError("bench: --kernel expects auto, cluster, stream or all, got '" + kernel + "'");
+        throw CliError("bench: --kernel expects auto, cluster, stream, split or all, got '" + kernel + "'");
       }
     } else if (option == "--seed") {
       o.seed = static_cast<uint64_t>(args.int_value(option, 0, INT64_MAX));

@@ -23,13 +23,14 @@ enum class DType : int32_t {
   kBFloat16 = 1,    // 2 bytes an element
 };
 
-// Which GPU kernel serves a call. Both give the same bits for a token
-// whatever the batch (docs/kernels/dispatch.md); kAuto picks the faster by
+// Which GPU kernel serves a call. All give the same bits for a token
+// whatever the batch (docs/kernels/dispatch.md); kAuto picks the fastest by
 // the number of tokens and the width. Host memory ignores it.
 enum class Dsv4Kernel : int32_t {
   kAuto = 0,
   kCluster = 1,  // a thread-block cluster a token: small batches
   kStream = 2,   // a CTA a token walking all of its rows: large batches
+  kSplit = 3,    // a CTA a group of rows, results combined through the workspace: batches in between
 };
 
 // Where every pointer of a call lives. Host memory runs the double-precision
@@ -110,12 +111,20 @@ Status validate(const Dsv4DecodeArgs& args);
 // says why not). Reads the current device's properties for device memory.
 Status supports(const Dsv4DecodeArgs& args);
 
-// Bytes of scratch memory that dsv4_decode needs for these arguments.
+// Bytes of scratch memory that dsv4_decode needs for these arguments: nonzero
+// only where the split kernel runs (kernel == kSplit, or kAuto picks it),
+// 0 for host memory and for arguments that fail validate(). kAuto's pick
+// depends on the current device: ask with the arguments of the call.
 size_t workspace_size(const Dsv4DecodeArgs& args);
 
 // Runs the decode on `stream` (ignored for host memory, which runs
 // synchronously on the CPU). No allocation, no host synchronization: safe to
 // capture in a CUDA graph. Nothing is launched or written when it fails.
+// The workspace (device memory, 16-byte aligned, contents ignored) serves
+// the split kernel: where kAuto would pick it but `workspace` is null,
+// smaller than workspace_size(args) or misaligned, the stream kernel runs
+// instead (same bits, more time); a forced kSplit then fails with
+// InvalidArgument naming workspace_bytes.
 Status dsv4_decode(const Dsv4DecodeArgs& args, void* workspace, size_t workspace_bytes,
                    CUstream_st* stream);
 
@@ -123,7 +132,8 @@ Status dsv4_decode(const Dsv4DecodeArgs& args, void* workspace, size_t workspace
 // current device (0 without a device).
 int64_t dsv4_small_batch_max_tokens(const Dsv4DecodeArgs& args);
 
-// The kernel that dsv4_decode runs for these (device) arguments.
+// The kernel that dsv4_decode runs for these (device) arguments, given a
+// workspace of workspace_size(args) bytes.
 Dsv4Kernel dsv4_chosen_kernel(const Dsv4DecodeArgs& args);
 
 }  // namespace sparse_decode

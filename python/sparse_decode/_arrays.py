@@ -77,6 +77,22 @@ def launch_context(q: Any, stream: Optional[int]):
     return contextlib.nullcontext(), 0 if stream is None else stream
 
 
+def cuda_scratch(like: Any, nbytes: int) -> Optional[Any]:
+    """An uninitialized uint8 [nbytes] array on like's CUDA device from torch's (or CuPy's) allocator, or
+    None for other arrays. Both allocators serve CUDA-graph captures from their pools without a sync."""
+    framework = _framework(like)
+    if framework == "torch" and like.is_cuda:
+        import torch
+
+        return torch.empty(nbytes, dtype=torch.uint8, device=like.device)
+    if framework == "cupy":
+        import cupy
+
+        with like.device:
+            return cupy.empty(nbytes, dtype=cupy.uint8)
+    return None
+
+
 def empty_int32(like: Any, shape: Tuple[int, ...]) -> Any:
     """A zeroed int32 array of `shape` from like's framework and device (the converter's outputs)."""
     framework = _framework(like)

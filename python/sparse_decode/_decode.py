@@ -50,8 +50,8 @@ def dsv4_decode(
 
     Every array is any DLPack array (torch, NumPy, CuPy, ...), all on one
     device: CPU arrays run the float64 CPU backend, CUDA arrays the GPU
-    kernels. Nothing is allocated and nothing waits for the device, so the
-    call can be captured in a CUDA graph.
+    kernels. Nothing waits for the device and nothing is allocated but the
+    workspace (see workspace), so the call can be captured in a CUDA graph.
 
     q:  [T, H, 512] or [B, q_len, H, 512]; FP8 E4M3 or BF16 (see below).
     swa_kv, compressed_kv: pools of 512-element rows of q's dtype, as
@@ -70,7 +70,12 @@ def dsv4_decode(
         device, read when the kernel runs (a captured graph sees new values).
     out_of_range_count: optional int32 [1]; active columns whose index is past
         its pool are added to it.
-    workspace: scratch of at least the bytes the library asks for (none so far).
+    workspace: scratch for the split kernel (CUDA, contiguous, 16-byte aligned,
+        contents ignored). None on a torch or CuPy CUDA array: when the split
+        kernel would run, one of the bytes it needs is taken from torch's (or
+        CuPy's) caching allocator; pass one to keep the call free of
+        allocation. A workspace that is too small, or None on other arrays,
+        runs the stream kernel instead: the same bits, more time.
     stream: CUDA stream as an int; default: torch's (or CuPy's) current stream
         of q's device, else the legacy default stream.
 
@@ -88,7 +93,7 @@ def dsv4_decode(
     bmm2_value, bmm2_array = _arrays.scale(bmm2_scale, "bmm2_scale")
     context, stream_handle = _arrays.launch_context(q, stream)
     with context:
-        _ext.dsv4_decode(
+        arguments = dict(
             **_plain(q=q, swa_kv=swa_kv, compressed_kv=compressed_kv, indices=indices, out=out, lens=lens,
                      seq_lens=seq_lens, cum_seq_lens_q=cum_seq_lens_q),
             q_len=q_len,
@@ -98,11 +103,15 @@ def dsv4_decode(
             bmm1_scale_array=bmm1_array,
             bmm2_scale=bmm2_value,
             bmm2_scale_array=bmm2_array,
-            **_plain(lse=lse, out_of_range_count=out_of_range_count, workspace=workspace),
+            **_plain(lse=lse, out_of_range_count=out_of_range_count),
             enable_pdl=bool(enable_pdl),
             hnd=page_layout == "HND",
             stream=int(stream_handle),
         )
+        if workspace is None:
+            nbytes = _ext.dsv4_decode(**arguments, workspace=None, size_only=True)
+            workspace = _arrays.cuda_scratch(q, nbytes) if nbytes else None
+        _ext.dsv4_decode(**arguments, **_plain(workspace=workspace))
 
 
 def dsv4_decode_packed(

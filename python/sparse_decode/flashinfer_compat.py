@@ -144,6 +144,16 @@ def convert_compressed_page_aligned_sparse_indices_to_hca_metadata(
     return _convert(sparse_indices, sparse_topk_lens, seq_lens, compressed_kv_cache, kv_layout, q_len=q_len)
 
 
+def _split_scratch(workspace_buffer: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    """The upper half of FlashInfer's workspace_buffer as uint8, for the split kernel's group results:
+    FlashInfer's trtllm-gen kernels keep their zero-initialized counters at the start of the same buffer,
+    which callers share between calls. Too small a half runs the stream kernel (the same bits)."""
+    if workspace_buffer is None or not workspace_buffer.is_contiguous():
+        return workspace_buffer  # the library names what is wrong with it
+    flat = workspace_buffer.reshape(-1).view(torch.uint8)
+    return flat[(flat.numel() // 2) & ~255 :]  # 256-byte aligned when the buffer is
+
+
 def _hca(
     query,
     swa_kv_cache,
@@ -416,7 +426,7 @@ def trtllm_batch_decode_sparse_mla_dsv4(
         out,
         None,  # lse: not an output of this FlashInfer function
         None,  # out_of_range_count
-        workspace_buffer,
+        _split_scratch(workspace_buffer),
         sparse_topk_lens,
         seq_lens,
         cum_seq_lens_q,

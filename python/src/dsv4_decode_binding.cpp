@@ -5,14 +5,16 @@
 namespace sparse_decode::binding {
 namespace {
 
-void decode_arrays(const InArray& q_in, const InArray& swa_in, const std::optional<InArray>& compressed_in,
+// Runs the decode, or with size_only returns workspace_size() of the call
+// (0 for arguments it refuses: the call then names them) and runs nothing.
+size_t decode_arrays(const InArray& q_in, const InArray& swa_in, const std::optional<InArray>& compressed_in,
                    const InArray& indices_in, const OutArray& out_in, const std::optional<InArray>& lens_in,
                    const std::optional<InArray>& seq_lens_in, const std::optional<InArray>& cum_in,
                    std::optional<int32_t> q_len, std::optional<int32_t> max_q_len,
                    const std::optional<InArray>& sinks_in, float bmm1_value, const std::optional<InArray>& bmm1_in,
                    float bmm2_value, const std::optional<InArray>& bmm2_in, const std::optional<OutArray>& lse_in,
                    const std::optional<OutArray>& count_in, const std::optional<OutArray>& workspace_in,
-                   bool enable_pdl, bool hnd, uintptr_t stream) {
+                   bool enable_pdl, bool hnd, uintptr_t stream, bool size_only) {
   const Array q = view("q", q_in);
   const std::optional<Array> swa = view("swa_kv", swa_in), indices = view("indices", indices_in),
                              out = view("out", out_in), compressed = view("compressed_kv", compressed_in),
@@ -63,7 +65,9 @@ void decode_arrays(const InArray& q_in, const InArray& swa_in, const std::option
 
   set_lse_count_and_pdl(args, lse, count, enable_pdl);
 
+  if (size_only) return workspace_size(args);
   run_decode(args, workspace, stream, [](const auto&... call) { return dsv4_decode(call...); });
+  return 0;
 }
 
 }  // namespace
@@ -74,7 +78,8 @@ void add_dsv4_decode(nb::module_& m) {
         nb::arg("cum_seq_lens_q").none(), nb::arg("q_len").none(), nb::arg("max_q_len").none(), nb::arg("sinks").none(),
         nb::arg("bmm1_scale"), nb::arg("bmm1_scale_array").none(), nb::arg("bmm2_scale"),
         nb::arg("bmm2_scale_array").none(), nb::arg("lse").none(), nb::arg("out_of_range_count").none(),
-        nb::arg("workspace").none(), nb::arg("enable_pdl"), nb::arg("hnd"), nb::arg("stream"));
+        nb::arg("workspace").none(), nb::arg("enable_pdl"), nb::arg("hnd"), nb::arg("stream"),
+        nb::arg("size_only") = false);
 }
 
 }  // namespace sparse_decode::binding

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "common/ptx.cuh"
 #include "dsv4/kernel_params.h"
@@ -381,6 +382,22 @@ struct TokenScope {
   bool count_out_of_range;  // the counter is given and this is the token's first head group
 };
 
+// A CTA's TokenScope (the window only where it holds SWA columns: with
+// varlen seq_lens its search takes barriers). `sink`: -inf where the kernel
+// leaves the sink to a later fold.
+template <class Traits>
+__device__ __forceinline__ TokenScope token_scope(ChunkSmem<Traits>& s, const Dsv4Params& p, int64_t token,
+                                                  HeadGroup heads, bool has_swa_columns, float sink) {
+  TokenScope scope;
+  scope.token = token;
+  scope.len = p.lens ? p.lens[token] : p.width;
+  scope.window = p.seq_lens && has_swa_columns ? swa_window<Traits>(s, p, token) : kSwaColumns;
+  scope.scale_log2 = (p.bmm1_scale_ptr ? *p.bmm1_scale_ptr : p.bmm1_scale) * kLog2e;
+  scope.sink = sink;
+  scope.count_out_of_range = p.out_of_range_count && heads.first == 0;
+  return scope;
+}
+
 // The math of chunk i of a walk (its rows in tile `buffer`): Q K^T, softmax,
 // P V, and `group_end(acc)` after a group's last chunk (the group's
 // statistics are then in running_max / running_sum). Groups are runs of
@@ -523,8 +540,95 @@ __device__ __forceinline__ void store_granule(uint16_t* out_head, int first_dim,
   }
 }
 
+// A group's mean output as it leaves a CTA (the cluster kernel's DSMEM
+// sends, the split kernel's workspace): calls emit(granule, head, bits) for
+// each granule of this thread's P V fragment and each of its two heads
+// (lane / 4 and lane / 4 + 8); bits are the 4 values in travel order
+// (granule_dim), each acc * mean_factor(sum) rounded to FP16.
+template <class Traits, class Emit>
+__device__ __forceinline__ void emit_group_means(const ChunkSmem<Traits>& s, const OutputFragment<Traits>& acc,
+                                                 Emit&& emit) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int head = lane / 4;
+  const float top = mean_factor(s.running_sum[head]), bottom = mean_factor(s.running_sum[head + 8]);
+#pragma unroll
+  for (int g = 0; g < Traits::kDimGroups; ++g)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int granule = (warp * Traits::kDimsPerWarp + g * 32 + half * 16) / Traits::kGranuleDims + lane % 4;
+      const float(&even)[4] = acc[g][half][0];
+      const float(&odd)[4] = acc[g][half][1];
+      emit(granule, head,
+           make_uint2(pack_f16x2(even[0] * top, odd[0] * top), pack_f16x2(even[1] * top, odd[1] * top)));
+      emit(granule, head + 8,
+           make_uint2(pack_f16x2(even[2] * bottom, odd[2] * bottom), pack_f16x2(even[3] * bottom, odd[3] * bottom)));
+    }
+}
+
 __device__ __forceinline__ float output_lse(const FoldState& state) {
   return state.max == -INFINITY ? -INFINITY : (state.max + __log2f(state.sum)) * kLn2;
+}
+
+// Folds the `groups` group results of head threadIdx.x % 16 in group order,
+// scales and stores BF16 (and lse, when lse_head is given). The output's 128
+// granules are dealt to `owners` CTAs as in the cluster kernel (granule g to
+// CTA g % owners); this one is `rank` and serves local granules
+// threadIdx.x / 16, + 16, ... of its own. stats(c): group c's (max, sum);
+// mean(c, local): its 4 FP16 mean values of the local granule. kGroups >=
+// groups bounds the unrolled loops (groups past `groups` are skipped).
+template <class Traits, int kGroups, class Stats, class Mean>
+__device__ __forceinline__ void fold_groups(int groups, int rank, int owners, int heads, float sink_log2, float bmm2,
+                                            uint16_t* out_head, float* lse_head, Stats&& stats, Mean&& mean) {
+  constexpr int kHeads = Traits::kHeads;
+  constexpr int kGranuleStride = Traits::kThreads / kHeads;
+  const int owned = (Traits::kGranules - rank + owners - 1) / owners;
+  const int head = threadIdx.x % kHeads;
+  if (head >= heads) return;  // a silent head of H = 8
+
+  FoldState state;
+  FoldWeights weights[kGroups];
+#pragma unroll
+  for (int c = 0; c < kGroups; ++c) {
+    if (c < groups) {
+      const float2 group = stats(c);
+      weights[c] = fold_group(state, group.x, group.y);
+    }
+  }
+  const float scale = output_scale(state, sink_log2, bmm2);
+  if (lse_head) *lse_head = output_lse(state);
+  for (int local = threadIdx.x / kHeads; local < owned; local += kGranuleStride) {
+    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int c = 0; c < kGroups; ++c) {
+      if (c < groups) {
+        const uint2 part = mean(c, local);
+        const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&part.x));
+        const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&part.y));
+        o.x = fold_value(o.x, weights[c], lo.x), o.y = fold_value(o.y, weights[c], lo.y);
+        o.z = fold_value(o.z, weights[c], hi.x), o.w = fold_value(o.w, weights[c], hi.y);
+      }
+    }
+    store_granule<Traits>(out_head, granule_dim<Traits>(local * owners + rank, 0), o.x * scale, o.y * scale,
+                          o.z * scale, o.w * scale);
+  }
+}
+
+// Calls fold(std::integral_constant<int, kGroups>) with a bound kGroups >=
+// groups for fold_groups: exact for DeepSeek-V4's widths (128: 2 groups,
+// 640: 10), the next bound otherwise.
+template <int kMaxGroups, class Fold>
+__device__ __forceinline__ void with_group_bound(int groups, Fold&& fold) {
+  if (groups == 2) {
+    fold(std::integral_constant<int, 2>{});
+  } else if (groups <= 4) {
+    fold(std::integral_constant<int, 4>{});
+  } else if (groups <= 8) {
+    fold(std::integral_constant<int, 8>{});
+  } else if (groups == 10) {
+    fold(std::integral_constant<int, 10>{});
+  } else {
+    fold(std::integral_constant<int, kMaxGroups>{});
+  }
 }
 
 }  // namespace sparse_decode::dsv4

@@ -17,7 +17,6 @@ namespace sparse_decode::dsv4 {
 template <class Traits>
 __device__ __forceinline__ void send_group(ClusterSmem<Traits>& s, const OutputFragment<Traits>& acc, int rank,
                                            int ctas, float2 own_stats) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const uint32_t barrier = ptx::smem_address(&s.received_barrier);
   // (max, sum) of head h to CTA c: thread c * 16 + h (first: the owners start with them).
   if (threadIdx.x < ctas * Traits::kHeads) {
@@ -27,30 +26,14 @@ __device__ __forceinline__ void send_group(ClusterSmem<Traits>& s, const OutputF
   }
   const int per_owner = Traits::granules_per_owner(ctas);
   const uint32_t received = ptx::smem_address(&s.received[0]);
-  const int head = lane / 4;
-  const float top = mean_factor(s.chunk.running_sum[head]), bottom = mean_factor(s.chunk.running_sum[head + 8]);
   // granule / ctas as a multiply-high: exact for granule < 2^32 / ctas^2 (ctas >= 2).
   const uint32_t reciprocal = 0xffffffffu / static_cast<uint32_t>(ctas) + 1;
-#pragma unroll
-  for (int g = 0; g < Traits::kDimGroups; ++g)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int granule = (warp * Traits::kDimsPerWarp + g * 32 + half * 16) / Traits::kGranuleDims + lane % 4;
-      const int local = static_cast<int>(__umulhi(static_cast<uint32_t>(granule), reciprocal));
-      const int owner = granule - local * ctas;
-      const int slot = (rank * per_owner + local) * Traits::kHeads + head;
-      const uint32_t peer_slot = ptx::map_to_peer(received + slot * 8, owner);
-      const uint32_t peer_barrier = ptx::map_to_peer(barrier, owner);
-      const float(&even)[4] = acc[g][half][0];
-      const float(&odd)[4] = acc[g][half][1];
-      ptx::st_async_peer(peer_slot,
-                         make_uint2(pack_f16x2(even[0] * top, odd[0] * top), pack_f16x2(even[1] * top, odd[1] * top)),
-                         peer_barrier);
-      ptx::st_async_peer(peer_slot + 8 * 8,
-                         make_uint2(pack_f16x2(even[2] * bottom, odd[2] * bottom),
-                                    pack_f16x2(even[3] * bottom, odd[3] * bottom)),
-                         peer_barrier);
-    }
+  emit_group_means<Traits>(s.chunk, acc, [&](int granule, int head, uint2 bits) {
+    const int local = static_cast<int>(__umulhi(static_cast<uint32_t>(granule), reciprocal));
+    const int owner = granule - local * ctas;
+    const int slot = (rank * per_owner + local) * Traits::kHeads + head;
+    ptx::st_async_peer(ptx::map_to_peer(received + slot * 8, owner), bits, ptx::map_to_peer(barrier, owner));
+  });
 }
 
 // Bytes this CTA receives: its granules from every CTA, and every CTA's statistics.
@@ -61,44 +44,16 @@ __device__ __forceinline__ uint32_t bytes_to_receive(int rank, int ctas) {
 }
 
 // Folds the received group means of this CTA's granules in group (rank)
-// order, scales and stores BF16. Thread t serves head t % 16 and granules
-// t / 16, t / 16 + 16, ...; kPeers >= the cluster size bounds the unrolled
-// loops (peers past it are skipped).
+// order, scales and stores BF16 (fold_groups).
 template <class Traits, int kPeers>
 __device__ __forceinline__ void fold_owned(const ClusterSmem<Traits>& s, uint16_t* out_head, float* lse_head,
                                            float bmm2, int rank, int ctas, int heads) {
-  constexpr int kHeads = Traits::kHeads;
-  constexpr int kGranuleStride = Traits::kThreads / kHeads;
+  const int head = threadIdx.x % Traits::kHeads;
   const int per_owner = Traits::granules_per_owner(ctas);
-  const int owned = (Traits::kGranules - rank + ctas - 1) / ctas;
-  const int head = threadIdx.x % kHeads;
-  if (head >= heads) return;  // a silent head of H = 8
-
-  FoldState state;
-  FoldWeights weights[kPeers];
-#pragma unroll
-  for (int c = 0; c < kPeers; ++c) {
-    if (c < ctas) {
-      const float2 stats = s.received_stats[c][head];
-      weights[c] = fold_group(state, stats.x, stats.y);
-    }
-  }
-  const float scale = output_scale(state, s.chunk.sink_log2[head], bmm2);
-  if (lse_head) *lse_head = output_lse(state);
-  for (int local = threadIdx.x / kHeads; local < owned; local += kGranuleStride) {
-    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-    for (int c = 0; c < kPeers; ++c) {
-      if (c < ctas) {
-        const uint2 part = s.received[(c * per_owner + local) * kHeads + head];
-        const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&part.x));
-        const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&part.y));
-        o.x = fold_value(o.x, weights[c], lo.x), o.y = fold_value(o.y, weights[c], lo.y);
-        o.z = fold_value(o.z, weights[c], hi.x), o.w = fold_value(o.w, weights[c], hi.y);
-      }
-    }
-    store_granule<Traits>(out_head, granule_dim<Traits>(local * ctas + rank, 0), o.x * scale, o.y * scale, o.z * scale, o.w * scale);
-  }
+  fold_groups<Traits, kPeers>(
+      ctas, rank, ctas, heads, s.chunk.sink_log2[head], bmm2, out_head, lse_head,
+      [&](int c) { return s.received_stats[c][head]; },
+      [&](int c, int local) { return s.received[(c * per_owner + local) * Traits::kHeads + head]; });
 }
 
 template <class Traits>
@@ -134,13 +89,7 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(Cluster
   const int first = rank * p.chunks_per_group;
   const int count = min(p.chunks_per_group, p.chunks - first);
   const bool has_swa_columns = first * Traits::kChunkColumns < kSwaColumns;
-  TokenScope scope;
-  scope.token = token;
-  scope.len = p.lens ? p.lens[token] : p.width;
-  scope.window = p.seq_lens && has_swa_columns ? swa_window<Traits>(s.chunk, p, token) : kSwaColumns;
-  scope.scale_log2 = (p.bmm1_scale_ptr ? *p.bmm1_scale_ptr : p.bmm1_scale) * kLog2e;
-  scope.sink = sink;
-  scope.count_out_of_range = p.out_of_range_count && heads.first == 0;
+  const TokenScope scope = token_scope<Traits>(s.chunk, p, token, heads, has_swa_columns, sink);
   const float bmm2 = p.bmm2_scale_ptr ? *p.bmm2_scale_ptr : p.bmm2_scale;
   // Output addresses of the fold, computed now: the parameters they read
   // would otherwise be fetched (and miss in the constant cache) at the end.
@@ -163,18 +112,9 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(Cluster
   }
   send_group<Traits>(s, acc, rank, ctas, own_stats);
   ptx::mbarrier_wait_parity(ptx::smem_address(&s.received_barrier), 0);
-  // Exact peer counts for DeepSeek-V4's widths (128: 2 CTAs, 640: 10), bounds otherwise.
-  if (ctas == 2) {
-    fold_owned<Traits, 2>(s, out_head, lse_head, bmm2, rank, ctas, heads.count);
-  } else if (ctas <= 4) {
-    fold_owned<Traits, 4>(s, out_head, lse_head, bmm2, rank, ctas, heads.count);
-  } else if (ctas <= 8) {
-    fold_owned<Traits, 8>(s, out_head, lse_head, bmm2, rank, ctas, heads.count);
-  } else if (ctas == 10) {
-    fold_owned<Traits, 10>(s, out_head, lse_head, bmm2, rank, ctas, heads.count);
-  } else {
-    fold_owned<Traits, Traits::kMaxGroups>(s, out_head, lse_head, bmm2, rank, ctas, heads.count);
-  }
+  with_group_bound<Traits::kMaxGroups>(ctas, [&](auto bound) {
+    fold_owned<Traits, decltype(bound)::value>(s, out_head, lse_head, bmm2, rank, ctas, heads.count);
+  });
 }
 
 }  // namespace sparse_decode::dsv4

@@ -2,6 +2,8 @@
 // kernels for device memory.
 #include "sparse_decode/dsv4_decode.h"
 
+#include <string>
+
 #include "dsv4/launch.h"
 #include "reference/dsv4_reference.h"
 
@@ -13,16 +15,27 @@ Status supports(const Dsv4DecodeArgs& args) {
   return dsv4::kernels_support(args);
 }
 
-size_t workspace_size(const Dsv4DecodeArgs&) { return 0; }
+size_t workspace_size(const Dsv4DecodeArgs& args) {
+  if (args.memory == MemorySpace::kHost || !validate(args).ok()) return 0;
+  return dsv4::choose_kernel(args) == Dsv4Kernel::kSplit ? dsv4::split_workspace_bytes(args) : 0;
+}
 
-Status dsv4_decode(const Dsv4DecodeArgs& args, void*, size_t, CUstream_st* stream) {
+Status dsv4_decode(const Dsv4DecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream_st* stream) {
+  if (Status status = validate(args); !status.ok()) return status;
+  if (args.memory == MemorySpace::kDevice && args.kernel == Dsv4Kernel::kSplit && args.num_tokens > 0 &&
+      !dsv4::split_workspace_fits(args, workspace, workspace_bytes)) {
+    return Status::InvalidArgument("workspace_bytes: the split kernel needs a 16-byte aligned workspace of " +
+                                   std::to_string(dsv4::split_workspace_bytes(args)) +
+                                   " bytes (workspace_size(args)), got " + std::to_string(workspace_bytes) +
+                                   (workspace ? "" : " at a null workspace"));
+  }
   if (Status status = supports(args); !status.ok()) return status;
   if (args.num_tokens == 0) return Status::Ok();
   if (args.memory == MemorySpace::kHost) {
     reference::dsv4_decode_host(args);
     return Status::Ok();
   }
-  return dsv4::launch_dsv4(args, stream);
+  return dsv4::launch_dsv4(args, workspace, workspace_bytes, stream);
 }
 
 int64_t dsv4_small_batch_max_tokens(const Dsv4DecodeArgs& args) {

@@ -150,6 +150,30 @@ struct StreamSmem {
   ChunkSmem<Traits> chunk;
 };
 
+// The split kernel: one CTA a group, like the cluster kernel's, without a
+// cluster; the group's result goes to the workspace (SplitWorkspace).
+template <class Traits>
+struct SplitSmem {
+  ChunkSmem<Traits> chunk;
+};
+
+// The split path's workspace (docs/kernels/split.md): for each (token, head
+// group) unit and group c, the group's mean output [granule][head] as 4 FP16
+// values in travel order (the cluster kernel's DSMEM slots), then all (max,
+// sum) pairs [unit][group][head]. The combine kernel deals a unit's granules
+// to kCombineSlices CTAs, one granule a thread.
+template <class Traits>
+struct SplitWorkspace {
+  static constexpr size_t kMeanBytes = size_t{Traits::kGranules} * Traits::kHeads * 8;  // 16 KiB a group
+  static constexpr size_t kStatsBytes = size_t{Traits::kHeads} * 8;
+  static constexpr size_t kAlignment = 16;
+  static constexpr int kCombineSlices = Traits::kGranules / (Traits::kThreads / Traits::kHeads);
+  static constexpr size_t bytes(int64_t units, int groups) {
+    return static_cast<size_t>(units) * groups * (kMeanBytes + kStatsBytes);
+  }
+  static_assert(Traits::kGranules % (Traits::kThreads / Traits::kHeads) == 0, "a combine CTA: 16 granules x 16 heads");
+};
+
 // The instantiations the launcher uses (cluster_*_h16.cu, stream_*_h16.cu).
 // BF16: the cluster kernel holds one 64 KiB tile (a CTA has one chunk up to
 // W = 1024) so that 2 CTAs fit an SM; the stream kernel keeps two tiles at 1
@@ -158,6 +182,9 @@ using ClusterTraitsFp8 = Dsv4Traits<16, DType::kFloat8E4M3, 2>;
 using StreamTraitsFp8 = Dsv4Traits<16, DType::kFloat8E4M3, 2>;
 using ClusterTraitsBf16 = Dsv4Traits<16, DType::kBFloat16, 1>;
 using StreamTraitsBf16 = Dsv4Traits<16, DType::kBFloat16, 2>;
+// The split kernel walks what a cluster kernel's CTA walks: the same tiles.
+using SplitTraitsFp8 = ClusterTraitsFp8;
+using SplitTraitsBf16 = ClusterTraitsBf16;
 
 static_assert(sizeof(ClusterSmem<ClusterTraitsFp8>) <= kMaxSmemPerCta &&
                   sizeof(StreamSmem<StreamTraitsFp8>) <= kMaxSmemPerCta &&

@@ -1,8 +1,9 @@
-// Host side of the dsv4 kernels: plan, support check, choice, launch.
+// Host side of the dsv4 kernels: plan, support check, choice, workspace, launch.
 #include "dsv4/launch.h"
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <iterator>
@@ -21,25 +22,40 @@ template <class Traits>
 constexpr bool kSameGeometry = Traits::kHeads == Traits16::kHeads && Traits::kThreads == Traits16::kThreads &&
                                Traits::kChunkColumns == Traits16::kChunkColumns &&
                                Traits::kMaxGroups == Traits16::kMaxGroups;
-static_assert(kSameGeometry<StreamTraitsFp8> && kSameGeometry<ClusterTraitsBf16> && kSameGeometry<StreamTraitsBf16>,
+static_assert(kSameGeometry<StreamTraitsFp8> && kSameGeometry<ClusterTraitsBf16> && kSameGeometry<StreamTraitsBf16> &&
+                  kSameGeometry<SplitTraitsFp8> && kSameGeometry<SplitTraitsBf16>,
               "chunk_plan, the grid and the block size are shared by every kernel instantiation");
 
-// The two kernels of one dtype and the dynamic shared memory each requests (its plan's size).
-struct KernelPair {
+// The kernels of one dtype and the dynamic shared memory each requests (its
+// plan's size; the combine kernel has none).
+struct KernelSet {
   const void* cluster;
   const void* stream;
+  const void* split;
+  const void* combine;
   size_t cluster_smem;
   size_t stream_smem;
+  size_t split_smem;
 };
 
-KernelPair kernels_for(DType dtype) {
-  if (dtype == DType::kBFloat16) {
-    return {cluster_kernel_bf16_h16(), stream_kernel_bf16_h16(), sizeof(ClusterSmem<ClusterTraitsBf16>),
-            sizeof(StreamSmem<StreamTraitsBf16>)};
-  }
-  return {cluster_kernel_fp8_h16(), stream_kernel_fp8_h16(), sizeof(ClusterSmem<ClusterTraitsFp8>),
-          sizeof(StreamSmem<StreamTraitsFp8>)};
+template <class ClusterT, class StreamT, class SplitT>
+KernelSet kernel_set(const void* cluster, const void* stream, const void* split, const void* combine) {
+  return {cluster, stream, split, combine, sizeof(ClusterSmem<ClusterT>), sizeof(StreamSmem<StreamT>),
+          sizeof(SplitSmem<SplitT>)};
 }
+
+KernelSet kernels_for(DType dtype) {
+  if (dtype == DType::kBFloat16) {
+    return kernel_set<ClusterTraitsBf16, StreamTraitsBf16, SplitTraitsBf16>(
+        cluster_kernel_bf16_h16(), stream_kernel_bf16_h16(), split_kernel_bf16_h16(), combine_kernel_bf16_h16());
+  }
+  return kernel_set<ClusterTraitsFp8, StreamTraitsFp8, SplitTraitsFp8>(
+      cluster_kernel_fp8_h16(), stream_kernel_fp8_h16(), split_kernel_fp8_h16(), combine_kernel_fp8_h16());
+}
+
+using Workspace = SplitWorkspace<Traits16>;
+static_assert(Workspace::kMeanBytes == SplitWorkspace<SplitTraitsBf16>::kMeanBytes,
+              "one workspace layout for every dtype");
 
 constexpr DType kServedDtypes[] = {DType::kFloat8E4M3, DType::kBFloat16};
 int dtype_slot(DType dtype) { return dtype == DType::kBFloat16 ? 1 : 0; }
@@ -50,13 +66,23 @@ int dtype_slot(DType dtype) { return dtype == DType::kBFloat16 ? 1 : 0; }
 // docs/kernels/dispatch.md.
 constexpr int64_t kClusterMaxUnits = 56;
 constexpr int64_t kClusterMaxUnitsWide = 80;  // widths above 1024 (groups of 2+ chunks)
+// The split path (split + combine kernels) serves widths of more than
+// kSplitMinGroups groups (at width 128 it loses to the stream kernel) while
+// the GPU holds at least kSplitMinCtas split CTAs a unit at once (with 2 it
+// ties or loses to the stream kernel); there the cluster kernel keeps only
+// the fewest units (measured: split faster from 8 tokens at width 640, from
+// 24 at width 2176). docs/kernels/dispatch.md.
+constexpr int64_t kSplitMinCtas = 3;
+constexpr int32_t kSplitMinGroups = 2;
+constexpr int64_t kClusterMaxUnitsBeforeSplit = 6;
+constexpr int64_t kClusterMaxUnitsBeforeSplitWide = 16;  // widths above 1024
 
 constexpr int kMaxDevices = 64;
 
 int set_kernel_attributes() {
   cudaError_t e = cudaSuccess;
   for (DType dtype : kServedDtypes) {
-    const KernelPair k = kernels_for(dtype);
+    const KernelSet k = kernels_for(dtype);
     if (e == cudaSuccess) {
       e = cudaFuncSetAttribute(k.cluster, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(k.cluster_smem));
@@ -64,6 +90,9 @@ int set_kernel_attributes() {
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k.cluster, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     if (e == cudaSuccess) {
       e = cudaFuncSetAttribute(k.stream, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k.stream_smem));
+    }
+    if (e == cudaSuccess) {
+      e = cudaFuncSetAttribute(k.split, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k.split_smem));
     }
   }
   return e;
@@ -75,6 +104,47 @@ Status configure_kernels() {
   return configured.run();
 }
 
+// Split CTAs the current device holds at once (0 without a device); cached.
+int64_t split_slots(DType dtype) {
+  static std::atomic<int64_t> cache[kMaxDevices][std::size(kServedDtypes)] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || !configure_kernels().ok()) {
+    cudaGetLastError();
+    return 0;
+  }
+  std::atomic<int64_t>* cached = device < kMaxDevices ? &cache[device][dtype_slot(dtype)] : nullptr;
+  if (cached && cached->load(std::memory_order_relaxed) > 0) return cached->load(std::memory_order_relaxed);
+  const KernelSet kernels = kernels_for(dtype);
+  int per_sm = 0, sms = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernels.split, Traits16::kThreads, kernels.split_smem) !=
+          cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  const int64_t slots = int64_t{per_sm} * sms;
+  if (cached) cached->store(slots, std::memory_order_relaxed);
+  return slots;
+}
+
+int32_t head_groups(int32_t heads) { return (heads + Traits16::kHeads - 1) / Traits16::kHeads; }
+
+// How the split kernel covers a unit's groups: as many CTAs a unit as the
+// GPU holds at once for all units (at most one a group), the groups dealt
+// in equal runs. The bits do not depend on it (each group restarts).
+struct SplitPlan {
+  int32_t ctas;    // CTAs a unit
+  int32_t groups;  // groups a CTA (the last one may walk fewer)
+};
+
+SplitPlan split_plan(const Dsv4DecodeArgs& args) {
+  const int32_t groups = chunk_plan(args.width).groups;
+  const int64_t units = std::max<int64_t>(args.num_tokens * head_groups(args.num_heads), 1);
+  const int64_t fit = std::clamp<int64_t>(split_slots(args.dtype) / units, 1, groups);
+  const int32_t per_cta = static_cast<int32_t>((groups + fit - 1) / fit);
+  return {(groups + per_cta - 1) / per_cta, per_cta};
+}
+
 PoolParams pool_params(const KvPool& pool, int64_t element_bytes) {
   PoolParams params{static_cast<const uint8_t*>(pool.data), pool.rows(), pool.page_size,
                     pool.page_stride * element_bytes, pool.row_stride * element_bytes};
@@ -83,8 +153,6 @@ PoolParams pool_params(const KvPool& pool, int64_t element_bytes) {
   if (pool.page_stride == pool.page_size * pool.row_stride) params.page_size = 1;
   return params;
 }
-
-int32_t head_groups(int32_t heads) { return (heads + Traits16::kHeads - 1) / Traits16::kHeads; }
 
 Dsv4Params kernel_params(const Dsv4DecodeArgs& args) {
   const ChunkPlan plan = chunk_plan(args.width);
@@ -119,6 +187,10 @@ Dsv4Params kernel_params(const Dsv4DecodeArgs& args) {
   p.head_groups = head_groups(args.num_heads);
   p.chunks = plan.chunks;
   p.chunks_per_group = plan.chunks_per_group;
+  p.groups = plan.groups;
+  const SplitPlan split = split_plan(args);
+  p.split_ctas = split.ctas;
+  p.split_groups = split.groups;
   static const int32_t skip_stages = [] {
     const char* value = std::getenv("SPARSE_DECODE_SKIP_STAGES");
     return value ? std::atoi(value) : 0;
@@ -139,8 +211,12 @@ ChunkPlan chunk_plan(int32_t width) {
 
 Status kernels_support(const Dsv4DecodeArgs& args) {
   if (Status status = hopper_device_status(""); !status.ok()) return status;
-  const int64_t ctas_a_token = head_groups(args.num_heads) *
-                                (choose_kernel(args) == Dsv4Kernel::kCluster ? chunk_plan(args.width).groups : 1);
+  const Dsv4Kernel kernel = choose_kernel(args);
+  const int64_t groups = chunk_plan(args.width).groups;
+  const int64_t ctas_a_token =
+      head_groups(args.num_heads) * (kernel == Dsv4Kernel::kCluster ? groups
+                                     : kernel == Dsv4Kernel::kSplit ? std::max<int64_t>(split_plan(args).ctas, Workspace::kCombineSlices)
+                                                                    : 1);
   if (args.num_tokens > int64_t{0x7fffffff} / ctas_a_token) {
     return Status::NotSupported("num_tokens: at most " + std::to_string(int64_t{0x7fffffff} / ctas_a_token) +
                                 " tokens a call with this kernel, heads and width (grid size), got " +
@@ -159,7 +235,7 @@ int64_t cluster_max_tokens(int32_t width, DType dtype) {
   }
   const ChunkPlan plan = chunk_plan(width);
   std::atomic<int64_t>* cached = device < kMaxDevices ? &cache[device][dtype_slot(dtype)][plan.groups] : nullptr;
-  const KernelPair kernels = kernels_for(dtype);
+  const KernelSet kernels = kernels_for(dtype);
   if (cached && cached->load(std::memory_order_relaxed) > 0) return cached->load(std::memory_order_relaxed);
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(plan.groups);
@@ -183,22 +259,42 @@ Dsv4Kernel choose_kernel(const Dsv4DecodeArgs& args) {
   if (args.kernel != Dsv4Kernel::kAuto) return args.kernel;
   // Head groups of one token are independent work, like more tokens.
   const int64_t units = args.num_tokens * head_groups(args.num_heads);
-  if (cluster_max_tokens(args.width, args.dtype) == 0) return Dsv4Kernel::kStream;  // no cluster fits (e.g. a partitioned GPU)
-  const int64_t most = chunk_plan(args.width).chunks_per_group > 1 ? kClusterMaxUnitsWide : kClusterMaxUnits;
-  return units <= most ? Dsv4Kernel::kCluster : Dsv4Kernel::kStream;
+  const bool split = chunk_plan(args.width).groups > kSplitMinGroups && split_slots(args.dtype) >= kSplitMinCtas * units;
+  const bool wide = chunk_plan(args.width).chunks_per_group > 1;
+  const int64_t most = split ? (wide ? kClusterMaxUnitsBeforeSplitWide : kClusterMaxUnitsBeforeSplit)
+                             : (wide ? kClusterMaxUnitsWide : kClusterMaxUnits);
+  // No cluster fits without a device or on a partitioned GPU: cluster_max_tokens() is 0.
+  if (units <= most && cluster_max_tokens(args.width, args.dtype) > 0) return Dsv4Kernel::kCluster;
+  return split ? Dsv4Kernel::kSplit : Dsv4Kernel::kStream;
 }
 
-Status launch_dsv4(const Dsv4DecodeArgs& args, CUstream_st* stream) {
+size_t split_workspace_bytes(const Dsv4DecodeArgs& args) {
+  if (args.num_tokens <= 0 || args.width < kSwaColumns) return 0;
+  return Workspace::bytes(args.num_tokens * head_groups(args.num_heads), chunk_plan(args.width).groups);
+}
+
+bool split_workspace_fits(const Dsv4DecodeArgs& args, const void* workspace, size_t workspace_bytes) {
+  return workspace && workspace_bytes >= split_workspace_bytes(args) &&
+         reinterpret_cast<uintptr_t>(workspace) % Workspace::kAlignment == 0;
+}
+
+Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream_st* stream) {
   if (Status status = configure_kernels(); !status.ok()) return status;
   Dsv4Params p = kernel_params(args);
-  const bool cluster = choose_kernel(args) == Dsv4Kernel::kCluster;
+  Dsv4Kernel kernel = choose_kernel(args);
+  if (kernel == Dsv4Kernel::kSplit && !split_workspace_fits(args, workspace, workspace_bytes)) {
+    kernel = Dsv4Kernel::kStream;  // only kAuto gets here: dsv4_decode refuses a forced kSplit
+  }
+  const bool cluster = kernel == Dsv4Kernel::kCluster, split = kernel == Dsv4Kernel::kSplit;
   const ChunkPlan plan = chunk_plan(args.width);
-  const KernelPair kernels = kernels_for(args.dtype);
+  const KernelSet kernels = kernels_for(args.dtype);
+  const int64_t units = args.num_tokens * p.head_groups;
+  if (split) p.workspace = static_cast<uint8_t*>(workspace);
 
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(args.num_tokens * p.head_groups * (cluster ? plan.groups : 1)));
+  config.gridDim = dim3(static_cast<unsigned>(units * (cluster ? plan.groups : split ? p.split_ctas : 1)));
   config.blockDim = dim3(Traits16::kThreads);
-  config.dynamicSmemBytes = cluster ? kernels.cluster_smem : kernels.stream_smem;
+  config.dynamicSmemBytes = cluster ? kernels.cluster_smem : split ? kernels.split_smem : kernels.stream_smem;
   config.stream = stream;
   cudaLaunchAttribute attributes[2];
   attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -208,8 +304,17 @@ Status launch_dsv4(const Dsv4DecodeArgs& args, CUstream_st* stream) {
   config.attrs = attributes;
   config.numAttrs = cluster ? 2 : 1;
   void* kernel_args[] = {&p};
-  const void* kernel = cluster ? kernels.cluster : kernels.stream;
-  return cuda_status(cudaLaunchKernelExC(&config, kernel, kernel_args), "launching a dsv4 kernel");
+  const void* first = cluster ? kernels.cluster : split ? kernels.split : kernels.stream;
+  if (Status status = cuda_status(cudaLaunchKernelExC(&config, first, kernel_args), "launching a dsv4 kernel");
+      !status.ok() || !split) {
+    return status;
+  }
+  // The combine kernel always overlaps the split kernel's tail (PDL): it
+  // waits for the split kernel's results before it reads them.
+  config.gridDim = dim3(static_cast<unsigned>(units * Workspace::kCombineSlices));
+  config.dynamicSmemBytes = 0;
+  attributes[0].val.programmaticStreamSerializationAllowed = 1;
+  return cuda_status(cudaLaunchKernelExC(&config, kernels.combine, kernel_args), "launching the dsv4 combine kernel");
 }
 
 }  // namespace sparse_decode::dsv4

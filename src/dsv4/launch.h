@@ -1,7 +1,9 @@
 // Host side of the dsv4 kernels: the chunk plan, the support check, the
-// choice between the cluster and the stream kernel, and the launch.
+// choice between the cluster, the split and the stream kernel, the split
+// path's workspace, and the launch.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "sparse_decode/dsv4_decode.h"
@@ -9,11 +11,15 @@
 namespace sparse_decode::dsv4 {
 
 // Defined with their instantiations (cluster_fp8_h16.cu, stream_fp8_h16.cu,
-// cluster_bf16_h16.cu, stream_bf16_h16.cu).
+// split_fp8_h16.cu and the bf16 ones).
 const void* cluster_kernel_fp8_h16();
 const void* stream_kernel_fp8_h16();
+const void* split_kernel_fp8_h16();
+const void* combine_kernel_fp8_h16();
 const void* cluster_kernel_bf16_h16();
 const void* stream_kernel_bf16_h16();
+const void* split_kernel_bf16_h16();
+const void* combine_kernel_bf16_h16();
 
 // How a token's columns form groups: the unit that both kernels fold in
 // order (the cluster kernel gives each group a CTA). Depends on W only.
@@ -30,10 +36,20 @@ Status kernels_support(const Dsv4DecodeArgs& args);
 // Tokens whose clusters are all resident at once on the current device.
 int64_t cluster_max_tokens(int32_t width, DType dtype);
 
-// kCluster or kStream: args.kernel unless kAuto, else by the measured crossover.
+// kCluster, kSplit or kStream: args.kernel unless kAuto, else by the
+// measured crossovers (kSplit assuming the workspace it needs is given).
 Dsv4Kernel choose_kernel(const Dsv4DecodeArgs& args);
 
-// Launches the chosen kernel on `stream`; arguments must have passed kernels_support().
-Status launch_dsv4(const Dsv4DecodeArgs& args, CUstream_st* stream);
+// Bytes of workspace the split path needs for these (validated) arguments,
+// whichever kernel is chosen.
+size_t split_workspace_bytes(const Dsv4DecodeArgs& args);
+
+// Whether `workspace` can serve the split path: large and aligned enough.
+bool split_workspace_fits(const Dsv4DecodeArgs& args, const void* workspace, size_t workspace_bytes);
+
+// Launches the chosen kernel on `stream` (kAuto's kSplit becomes kStream
+// where the workspace does not fit); arguments must have passed
+// kernels_support(), and a forced kSplit split_workspace_fits().
+Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream_st* stream);
 
 }  // namespace sparse_decode::dsv4

@@ -25,13 +25,7 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(StreamS
   const float sink = p.sinks && tid < heads.count ? p.sinks[heads.first + tid] : -INFINITY;
   ptx::grid_dependency_wait();
   load_query<Traits>(s, p, token, heads);
-  TokenScope scope;
-  scope.token = token;
-  scope.len = p.lens ? p.lens[token] : p.width;
-  scope.window = p.seq_lens ? swa_window<Traits>(s, p, token) : kSwaColumns;
-  scope.scale_log2 = (p.bmm1_scale_ptr ? *p.bmm1_scale_ptr : p.bmm1_scale) * kLog2e;
-  scope.sink = sink;
-  scope.count_out_of_range = p.out_of_range_count && heads.first == 0;
+  const TokenScope scope = token_scope<Traits>(s, p, token, heads, true, sink);
   const float bmm2 = p.bmm2_scale_ptr ? *p.bmm2_scale_ptr : p.bmm2_scale;
 
   // This thread's heads: lane / 4 (fragment elements 0, 1) and lane / 4 + 8 (2, 3).

@@ -25,8 +25,9 @@ Status validate(const Dsv4DecodeArgs& args) {
   if (args.dtype != DType::kFloat8E4M3 && args.dtype != DType::kBFloat16) {
     return invalid("dtype: expected kFloat8E4M3 or kBFloat16, got ", static_cast<int>(args.dtype));
   }
-  if (args.kernel != Dsv4Kernel::kAuto && args.kernel != Dsv4Kernel::kCluster && args.kernel != Dsv4Kernel::kStream) {
-    return invalid("kernel: expected kAuto, kCluster or kStream, got ", static_cast<int>(args.kernel));
+  if (args.kernel != Dsv4Kernel::kAuto && args.kernel != Dsv4Kernel::kCluster && args.kernel != Dsv4Kernel::kStream &&
+      args.kernel != Dsv4Kernel::kSplit) {
+    return invalid("kernel: expected kAuto, kCluster, kStream or kSplit, got ", static_cast<int>(args.kernel));
   }
   if (args.num_tokens < 0) return invalid("num_tokens: expected >= 0, got ", args.num_tokens);
   const int32_t H = args.num_heads;

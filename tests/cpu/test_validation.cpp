@@ -11,6 +11,7 @@
 #include <ostream>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "dsv4_checks.h"
@@ -71,7 +72,7 @@ std::vector<Refusal> refusals() {
   std::vector<Refusal> list = {
       {"memory", fp8, [](A& a) { a.memory = static_cast<MemorySpace>(5); }, "memory"},
       {"dtype", fp8, [](A& a) { a.dtype = static_cast<DType>(3); }, "dtype"},
-      {"kernel", fp8, [](A& a) { a.kernel = static_cast<Dsv4Kernel>(3); }, "kernel"},
+      {"kernel", fp8, [](A& a) { a.kernel = static_cast<Dsv4Kernel>(4); }, "kernel"},
       {"num_tokens_negative", fp8, [](A& a) { a.num_tokens = -1; }, "num_tokens"},
       {"num_heads_12", fp8, [](A& a) { a.num_heads = 12; }, "num_heads"},
       {"num_heads_0", fp8, [](A& a) { a.num_heads = 0; }, "num_heads"},
@@ -236,6 +237,66 @@ TEST(Dsv4Validation, ZeroTokens) {
   EXPECT_TRUE(call.outputs.untouched());
   a.num_heads = 12;
   EXPECT_EQ(validate(a).code(), StatusCode::kInvalidArgument);
+}
+
+// The split kernel's workspace: its size, asked only for device memory and
+// the split path, and a forced kSplit refused without enough of it (before
+// any device check: on every machine).
+TEST(Dsv4Validation, SplitWorkspace) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE(test::seed_message(seed));
+  ValidCall call(DType::kFloat8E4M3, seed);
+  Dsv4DecodeArgs a = call.args;
+  a.memory = MemorySpace::kDevice;
+  a.kernel = Dsv4Kernel::kSplit;
+  // T = 4, 16 heads, W = 256: 4 groups of one chunk, each 16 KiB of FP16
+  // means and 16 (max, sum) pairs.
+  EXPECT_EQ(workspace_size(a), size_t{4} * 4 * (16384 + 128));
+  a.num_heads = 64;  // 4 head groups (strides for 64 heads; nothing runs)
+  a.q_token_stride = a.out_token_stride = 64 * kHeadDim;
+  a.lse_token_stride = 64;
+  EXPECT_EQ(workspace_size(a), size_t{4} * 4 * 4 * (16384 + 128));
+  a.num_heads = 8;  // one head group of 16 rows
+  EXPECT_EQ(workspace_size(a), size_t{4} * 4 * (16384 + 128));
+  a = call.args;
+  a.memory = MemorySpace::kDevice;
+  a.kernel = Dsv4Kernel::kSplit;
+  a.width = 2176;  // 34 chunks: 12 groups of up to 3
+  a.indices_stride = a.width;
+  EXPECT_EQ(workspace_size(a), size_t{4} * 12 * (16384 + 128));
+  a = call.args;
+  a.memory = MemorySpace::kDevice;
+  for (Dsv4Kernel other : {Dsv4Kernel::kCluster, Dsv4Kernel::kStream}) {
+    a.kernel = other;
+    EXPECT_EQ(workspace_size(a), 0u);
+  }
+  a.kernel = Dsv4Kernel::kAuto;
+  a.num_tokens = 1 << 20;  // far past the split path's range: the stream kernel
+  EXPECT_EQ(workspace_size(a), 0u);
+  a = call.args;
+  a.kernel = Dsv4Kernel::kSplit;
+  EXPECT_EQ(workspace_size(a), 0u) << "host memory needs no workspace";
+  a.memory = MemorySpace::kDevice;
+  a.num_heads = 12;
+  EXPECT_EQ(workspace_size(a), 0u) << "invalid arguments need none";
+  a.num_heads = 16;
+  a.num_tokens = 0;
+  EXPECT_EQ(workspace_size(a), 0u);
+  EXPECT_TRUE(dsv4_decode(a, nullptr, 0, nullptr).ok()) << "T = 0 needs no workspace";
+
+  a.num_tokens = call.args.num_tokens;
+  const size_t bytes = workspace_size(a);
+  alignas(16) static char fake[16];  // never written: the call is refused first
+  const std::pair<void*, size_t> too_little[] = {{nullptr, 0}, {nullptr, bytes}, {fake, bytes - 1}, {fake + 8, bytes}};
+  for (const auto& [workspace, size] : too_little) {
+    const Status status = dsv4_decode(a, workspace, size, nullptr);
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.message();
+    EXPECT_NE(status.message().find("workspace_bytes"), std::string::npos) << status.message();
+    EXPECT_NE(status.message().find(std::to_string(bytes)), std::string::npos) << status.message();
+  }
+  EXPECT_TRUE(call.outputs.untouched());
+  a.memory = MemorySpace::kHost;  // the CPU backend ignores the kernel and the workspace
+  EXPECT_TRUE(dsv4_decode(a, nullptr, 0, nullptr).ok());
 }
 
 // Device memory on a machine without a GPU: a clean NotSupported, nothing written.

@@ -1,7 +1,7 @@
 // GPU tests of dsv4_decode against the fp64 reference (SPEC section 1): every
-// problem runs on both kernels (cluster and stream), each checked against the
-// reference and the two compared bit for bit; FP8 problems unless a test says
-// BF16. Without a CUDA device every test reports SKIPPED.
+// problem runs on every kernel (cluster, stream and split), each checked
+// against the reference and all compared bit for bit; FP8 problems unless a
+// test says BF16. Without a CUDA device every test reports SKIPPED.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -12,6 +12,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "reference/dsv4_reference.h"
@@ -55,13 +56,30 @@ std::vector<bool> empty_tokens(const Dsv4DecodeArgs& host) {
   return empty;
 }
 
+// A device workspace of at least `bytes` (16-byte aligned: cudaMalloc), kept
+// for the rest of the run so that calls need no allocation of their own.
+void* workspace_of(size_t bytes) {
+  static DeviceBuffer* workspace = nullptr;
+  if (!workspace || workspace->bytes() < bytes) {
+    delete workspace;
+    workspace = new DeviceBuffer(std::max<size_t>(bytes, 1));
+  }
+  return workspace->get();
+}
+
+// dsv4_decode with the workspace it asks for.
+Status decode(const Dsv4DecodeArgs& args, cudaStream_t stream) {
+  const size_t bytes = workspace_size(args);
+  return dsv4_decode(args, workspace_of(bytes), bytes, stream);
+}
+
 // Runs `args` (device) after poisoning out and lse, and compares with the
 // reference of `host` (same problem over host pointers).
 Comparison run_and_compare(const Dsv4DecodeArgs& args, const Dsv4DecodeArgs& host, DeviceBuffer& out,
                            DeviceBuffer& lse, int64_t* device_out_of_range = nullptr) {
   out.fill_bytes(kPoisonByte);
   lse.fill_bytes(kPoisonByte);
-  const Status status = dsv4_decode(args, nullptr, 0, nullptr);
+  const Status status = decode(args, nullptr);
   EXPECT_TRUE(status.ok()) << status.message();
   testing::check_cuda(static_cast<int>(cudaDeviceSynchronize()), "kernel");
 
@@ -105,9 +123,11 @@ void expect_matches(const Comparison& c) {
   EXPECT_LE(c.max_lse_error, 1e-3);
 }
 
-constexpr Dsv4Kernel kKernels[] = {Dsv4Kernel::kCluster, Dsv4Kernel::kStream};
+constexpr Dsv4Kernel kKernels[] = {Dsv4Kernel::kCluster, Dsv4Kernel::kStream, Dsv4Kernel::kSplit};
 
-const char* kernel_name(Dsv4Kernel kernel) { return kernel == Dsv4Kernel::kCluster ? "cluster" : "stream"; }
+const char* kernel_name(Dsv4Kernel kernel) {
+  return kernel == Dsv4Kernel::kCluster ? "cluster" : kernel == Dsv4Kernel::kSplit ? "split" : "stream";
+}
 
 // Builds a problem, lets `edit` change it, and checks each kernel against the
 // reference, its out-of-range count, and that both kernels give the same bits.
@@ -479,16 +499,18 @@ TEST_F(Dsv4Gpu, PdlWaitsForTheKernelThatWritesTheInputs) {
     DeviceBuffer fresh_q(problem.q), fresh_indices(problem.indices);
     cudaMemcpy(device.q.get(), stale.q.data(), stale.q.size(), cudaMemcpyHostToDevice);
     cudaMemcpy(device.indices.get(), stale.indices.data(), stale.indices.size() * 4, cudaMemcpyHostToDevice);
+    Dsv4DecodeArgs args = device.args;
+    args.kernel = kernel;
+    args.enable_pdl = true;
+    const size_t workspace_bytes = workspace_size(args);
+    void* workspace = workspace_of(workspace_bytes);  // allocated before the delayed copies start
     cudaStream_t stream = nullptr;
     ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
     device.out.fill_bytes(kPoisonByte);
     device.out_of_range_count.fill_bytes(0);
     testing::launch_delayed_copy(device.indices.get(), fresh_indices.get(), fresh_indices.bytes(), 0, stream);
     testing::launch_delayed_copy(device.q.get(), fresh_q.get(), fresh_q.bytes(), 200000, stream);
-    Dsv4DecodeArgs args = device.args;
-    args.kernel = kernel;
-    args.enable_pdl = true;
-    ASSERT_TRUE(dsv4_decode(args, nullptr, 0, stream).ok());
+    ASSERT_TRUE(dsv4_decode(args, workspace, workspace_bytes, stream).ok());
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     cudaStreamDestroy(stream);
     // The same call again, everything in place, is the expected output.
@@ -511,7 +533,7 @@ TEST_F(Dsv4Gpu, BitwiseIdenticalOverRepeatedRuns) {
       device.args.kernel = kernel;
       for (int run = 0; run < 100; ++run) {
         device.out.fill_bytes(static_cast<uint8_t>(run));
-        ASSERT_TRUE(dsv4_decode(device.args, nullptr, 0, nullptr).ok());
+        ASSERT_TRUE(decode(device.args, nullptr).ok());
         std::vector<uint16_t> got = device.out.download<uint16_t>();
         if (first.empty()) first = got;
         ASSERT_EQ(std::memcmp(first.data(), got.data(), got.size() * 2), 0)
@@ -525,7 +547,7 @@ TEST_F(Dsv4Gpu, ZeroTokensLaunchesNothing) {
   Dsv4ProblemConfig config = config_for(0, 640);
   Dsv4Problem problem = testing::make_dsv4_problem(config);
   Dsv4DeviceProblem device(problem);
-  EXPECT_TRUE(dsv4_decode(device.args, nullptr, 0, nullptr).ok());
+  EXPECT_TRUE(decode(device.args, nullptr).ok());
   testing::check_cuda(static_cast<int>(cudaDeviceSynchronize()), "sync");
 }
 
@@ -555,9 +577,9 @@ Dsv4Problem select_tokens(const Dsv4Problem& source, const std::vector<int64_t>&
   return batch;
 }
 
-// Tracks 6 tokens of a problem of 5000 through batches of 1, 7, 100 and 5000
-// (cluster kernel for 1 and 7, stream kernel for 100 and 5000) and expects
-// their bits to stay the same.
+// Tracks 6 tokens of a problem of 5000 through batches of 1, 7, 64, 100 and
+// 5000 (kAuto: cluster kernel for 1, for 7 at W 2176; split for 7 at W 640
+// and for 64; stream for 100 and 5000) and expects their bits to stay the same.
 void check_batch_invariance(DType dtype, int32_t width, int32_t heads = 16) {
   Dsv4ProblemConfig config = config_for(5000, width, dtype);
   config.heads = heads;
@@ -569,7 +591,7 @@ void check_batch_invariance(DType dtype, int32_t width, int32_t heads = 16) {
   const std::vector<int64_t> tracked = {0, 1, 2, 4999, 2500, 77};
   std::vector<std::vector<uint16_t>> expected(tracked.size());
   const size_t token_values = size_t(config.heads) * kHeadDim;
-  for (int64_t batch_size : {1, 7, 100, 5000}) {
+  for (int64_t batch_size : {1, 7, 64, 100, 5000}) {
     // Batch 1 runs each tracked token alone; larger batches hold them all at
     // random places among random other tokens.
     const int64_t runs = batch_size == 1 ? static_cast<int64_t>(tracked.size()) : 1;
@@ -589,7 +611,7 @@ void check_batch_invariance(DType dtype, int32_t width, int32_t heads = 16) {
       SCOPED_TRACE("batch " + std::to_string(batch_size) + " on the " +
                    kernel_name(dsv4_chosen_kernel(device.args)) + " kernel");
       device.out.fill_bytes(kPoisonByte);
-      ASSERT_TRUE(dsv4_decode(device.args, nullptr, 0, nullptr).ok());
+      ASSERT_TRUE(decode(device.args, nullptr).ok());
       const std::vector<uint16_t> out = device.out.download<uint16_t>();
       for (size_t k = 0; k < tracked.size(); ++k) {
         if (place[k] < 0) continue;
@@ -614,11 +636,43 @@ TEST_F(Dsv4Gpu, BatchInvariance) {
   }
 }
 
-TEST_F(Dsv4Gpu, AutoChoosesTheClusterKernelForFewTokensAndTheStreamKernelForMany) {
+// kAuto runs the stream kernel where the split kernel's workspace is missing,
+// too small or misaligned: the same bits as the split kernel.
+TEST_F(Dsv4Gpu, AutoWithoutTheSplitWorkspaceRunsTheStreamKernel) {
+  Dsv4ProblemConfig config = config_for(64, 640);
+  Dsv4Problem problem = testing::make_dsv4_problem(config);
+  Dsv4DeviceProblem device(problem);
+  ASSERT_EQ(dsv4_chosen_kernel(device.args), Dsv4Kernel::kSplit);
+  const size_t bytes = workspace_size(device.args);
+  ASSERT_GT(bytes, 0u);
+  ASSERT_TRUE(dsv4_decode(device.args, workspace_of(bytes), bytes, nullptr).ok());
+  const std::vector<uint16_t> split = device.out.download<uint16_t>();
+  char* workspace = static_cast<char*>(workspace_of(bytes + 16));
+  const std::pair<void*, size_t> short_workspaces[] = {{nullptr, 0}, {workspace, bytes - 16}, {workspace + 8, bytes}};
+  for (const auto& [pointer, size] : short_workspaces) {
+    device.out.fill_bytes(kPoisonByte);
+    ASSERT_TRUE(dsv4_decode(device.args, pointer, size, nullptr).ok());
+    EXPECT_EQ(device.out.download<uint16_t>(), split);
+    Dsv4DecodeArgs forced = device.args;
+    forced.kernel = Dsv4Kernel::kSplit;
+    const Status status = dsv4_decode(forced, pointer, size, nullptr);
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(status.message().find("workspace_bytes"), std::string::npos) << status.message();
+  }
+}
+
+TEST_F(Dsv4Gpu, AutoChoosesClusterSplitOrStreamByTokens) {
   Dsv4DecodeArgs args;
   args.width = 640;
   args.num_tokens = 1;
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kCluster);
+  args.num_tokens = 64;
+  EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kSplit);
+  args.width = 128;  // 2 groups: the stream kernel
+  EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
+  args.width = 640;
+  args.num_tokens = 128;
+  EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
   args.num_tokens = 5000;
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
   args.kernel = Dsv4Kernel::kCluster;

@@ -180,3 +180,15 @@ def test_library_errors_carry_the_library_message(rng):
     args["sparse_indices"] = to_torch(np.ascontiguousarray(p.indices[:, :130]))
     with pytest.raises(ValueError, match=r"^width: expected a multiple of 4 in \[128, 16512\], got 130$"):
         trtllm_batch_decode_sparse_mla_dsv4(**args)
+
+
+def test_split_scratch_is_the_aligned_upper_half_of_the_workspace_buffer():
+    from sparse_decode.flashinfer_compat import _split_scratch
+
+    buffer = torch.zeros(1000, dtype=torch.int32)  # 4000 bytes
+    scratch = _split_scratch(buffer)
+    assert scratch.dtype == torch.uint8 and scratch.numel() == 4000 - 1792  # from byte (2000 & ~255)
+    assert scratch.data_ptr() == buffer.data_ptr() + 1792
+    assert _split_scratch(None) is None
+    strided = torch.zeros(64, dtype=torch.uint8)[::2]
+    assert _split_scratch(strided) is strided  # the library names what is wrong with it

@@ -234,3 +234,21 @@ def test_flashinfer_drop_in_gives_the_same_bits_as_the_low_level_call(rng, seed,
     torch.cuda.synchronize()
     assert out.shape == p.q.shape and out.dtype == torch.bfloat16
     assert np.array_equal(bits(out), bits(low_level)), f"seed={seed}: the drop-in differs from the low-level call"
+
+
+def test_split_path_workspace_from_python(rng, seed):
+    """T = 64 at W = 640 runs the split kernel on the H200: with the workspace the call allocates, with
+    FlashInfer's workspace_buffer (its upper half), and without room for it (the stream kernel): same bits."""
+    p = make_problem(rng, tokens=64, width=640, layout="HND", page_size=64, pages=8)
+    allocated, _, _ = decode_on_gpu(p)
+    check_against_reference(p, seed, allocated)
+    too_small, _, _ = decode_on_gpu(p, workspace=torch.empty(16, dtype=torch.uint8, device="cuda"))
+    t = torch_kwargs(p, "cuda")
+    flashinfer = trtllm_batch_decode_sparse_mla_dsv4(
+        t["q"], t["swa_kv"], torch.zeros(64 << 20, dtype=torch.uint8, device="cuda"),
+        sparse_indices=t["indices"], compressed_kv_cache=t["compressed_kv"], sparse_topk_lens=t["lens"],
+        bmm1_scale=p.bmm1_scale, bmm2_scale=p.bmm2_scale, sinks=t["sinks"], kv_layout="HND",
+    )
+    torch.cuda.synchronize()
+    assert np.array_equal(bits(allocated), bits(too_small)), f"seed={seed}: split and stream differ"
+    assert np.array_equal(bits(allocated), bits(flashinfer)), f"seed={seed}: the drop-in differs"

@@ -137,3 +137,20 @@ def test_other_fp8_formats_are_refused(rng):
 def test_same_bits_run_after_run(rng):
     p = make_problem(rng)
     assert np.array_equal(run_numpy(p)[0], run_numpy(p)[0])
+
+
+def test_host_calls_ask_for_no_workspace(rng):
+    from sparse_decode import _decode, _ext
+
+    p = make_problem(rng, tokens=64, width=640)
+    kwargs = numpy_kwargs(p)
+    out = np.zeros(p.q.shape, np.uint16)
+    arguments = dict(
+        **_decode._plain(q=kwargs["q"], swa_kv=kwargs["swa_kv"], compressed_kv=kwargs["compressed_kv"],
+                         indices=kwargs["indices"], out=out, lens=kwargs["lens"], seq_lens=None,
+                         cum_seq_lens_q=None, sinks=None, lse=None, out_of_range_count=None, workspace=None),
+        q_len=None, max_q_len=None, bmm1_scale=1.0, bmm1_scale_array=None, bmm2_scale=1.0,
+        bmm2_scale_array=None, enable_pdl=False, hnd=False, stream=0,
+    )
+    assert _ext.dsv4_decode(**arguments, size_only=True) == 0
+    assert not out.any(), "the size query runs nothing"

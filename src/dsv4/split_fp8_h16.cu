@@ -1,0 +1,8 @@
+// Explicit instantiation: the split and combine kernels, FP8 E4M3, 16 heads.
+#include "dsv4/launch.h"
+#include "dsv4/split_kernel.cuh"
+
+namespace sparse_decode::dsv4 {
+const void* split_kernel_fp8_h16() { return reinterpret_cast<const void*>(&split_kernel<SplitTraitsFp8>); }
+const void* combine_kernel_fp8_h16() { return reinterpret_cast<const void*>(&combine_kernel<SplitTraitsFp8>); }
+}  // namespace sparse_decode::dsv4

@@ -1,0 +1,106 @@
+// The split path of dsv4_decode (issue #4, T around 128): the split kernel
+// gives each run of groups of a (token, head group) an ordinary CTA that
+// walks the run's chunks as the other kernels do and writes each group's
+// statistics and FP16 mean output to the workspace; the combine kernel, launched after it
+// with PDL, folds a unit's groups in group order with fold_groups, the
+// cluster kernel's fold, so the bits equal the other kernels'.
+// docs/kernels/split.md explains the design and its measurements.
+#pragma once
+
+#include "dsv4/chunk_steps.cuh"
+
+namespace sparse_decode::dsv4 {
+
+// Where unit u's group c keeps its mean output and its statistics.
+template <class Traits>
+__device__ __forceinline__ uint2* split_means(const Dsv4Params& p, int64_t unit, int group) {
+  using Workspace = SplitWorkspace<Traits>;
+  return reinterpret_cast<uint2*>(p.workspace + (unit * p.groups + group) * Workspace::kMeanBytes);
+}
+
+template <class Traits>
+__device__ __forceinline__ float2* split_stats(const Dsv4Params& p, int64_t unit, int group) {
+  using Workspace = SplitWorkspace<Traits>;
+  const int64_t units = p.num_tokens * p.head_groups;
+  return reinterpret_cast<float2*>(p.workspace + units * p.groups * Workspace::kMeanBytes +
+                                   (unit * p.groups + group) * Workspace::kStatsBytes);
+}
+
+// Writes group `group` of the unit to the workspace: its (max, sum) per head
+// (written before the walk's last barrier) and its FP16 mean output.
+template <class Traits>
+__device__ __forceinline__ void write_group(const ChunkSmem<Traits>& s, const Dsv4Params& p, int64_t unit, int group,
+                                            const OutputFragment<Traits>& acc) {
+  if (threadIdx.x < Traits::kHeads) {
+    split_stats<Traits>(p, unit, group)[threadIdx.x] =
+        make_float2(s.running_max[threadIdx.x], s.running_sum[threadIdx.x]);
+  }
+  uint2* means = split_means<Traits>(p, unit, group);
+  emit_group_means<Traits>(s, acc, [&](int granule, int head, uint2 bits) {
+    means[granule * Traits::kHeads + head] = bits;
+  });
+}
+
+// One CTA a run of split_groups groups of a unit: the walk of the cluster
+// kernel's CTA when the run is one group; longer runs (more tokens than the
+// GPU holds CTAs) walk with the next chunk's gather in flight, as the stream
+// kernel does, and write each group as it ends.
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(SplitSmem<Traits>)))
+    split_kernel(const __grid_constant__ Dsv4Params p) {
+  extern __shared__ __align__(16) uint8_t smem_bytes[];
+  ChunkSmem<Traits>& s = reinterpret_cast<SplitSmem<Traits>*>(smem_bytes)->chunk;
+  const int64_t unit = blockIdx.x / p.split_ctas;  // token * head_groups + head group
+  const int first_group = static_cast<int>(blockIdx.x % p.split_ctas) * p.split_groups;
+  const int64_t token = unit / p.head_groups;
+  const HeadGroup heads = head_group(p, static_cast<int>(unit % p.head_groups));
+  if (p.skip_stages & 8) return;
+
+  ptx::grid_dependency_wait();
+  load_query<Traits>(s, p, token, heads);
+  const int first = first_group * p.chunks_per_group;
+  const int count = min(p.split_groups * p.chunks_per_group, p.chunks - first);
+  const bool has_swa_columns = first * Traits::kChunkColumns < kSwaColumns;
+  // The sink enters in the combine kernel's fold only.
+  const TokenScope scope = token_scope<Traits>(s, p, token, heads, has_swa_columns, -INFINITY);
+  OutputFragment<Traits> acc = {};
+  int group = first_group;
+  walk_chunks<Traits>(s, p, scope, first, count, p.chunks_per_group, acc,
+                      [&](OutputFragment<Traits>& result) { write_group<Traits>(s, p, unit, group++, result); });
+}
+
+// One CTA a (unit, slice): thread t folds head t % 16 of granule
+// (t / 16) * kCombineSlices + slice over the unit's groups.
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kThreads) combine_kernel(const __grid_constant__ Dsv4Params p) {
+  constexpr int kHeads = Traits::kHeads, kSlices = SplitWorkspace<Traits>::kCombineSlices;
+  const int64_t unit = blockIdx.x / kSlices;
+  const int slice = static_cast<int>(blockIdx.x % kSlices);
+  const int64_t token = unit / p.head_groups;
+  const HeadGroup heads = head_group(p, static_cast<int>(unit % p.head_groups));
+  const int head = threadIdx.x % kHeads;
+  if (p.skip_stages & 8) return;
+
+  // As in the other kernels the sinks are read before the dependency wait;
+  // __fmul_rn: the product is rounded as the others round it into shared memory.
+  const float sink_log2 =
+      __fmul_rn(p.sinks && head < heads.count ? p.sinks[heads.first + head] : -INFINITY, kLog2e);
+  uint16_t* out_head = p.out + token * p.out_token_stride + (heads.first + head) * p.out_head_stride;
+  float* lse_head = p.lse && slice == 0 && threadIdx.x < heads.count
+                        ? p.lse + token * p.lse_token_stride + heads.first + threadIdx.x
+                        : nullptr;
+  ptx::grid_dependency_wait();  // the split kernel's results are complete and visible
+  ptx::launch_dependents();
+  const float bmm2 = p.bmm2_scale_ptr ? *p.bmm2_scale_ptr : p.bmm2_scale;
+  const float2* stats = split_stats<Traits>(p, unit, 0);
+  const uint2* means = split_means<Traits>(p, unit, 0);
+  constexpr int kGroupWords = static_cast<int>(SplitWorkspace<Traits>::kMeanBytes / 8);
+  with_group_bound<Traits::kMaxGroups>(p.groups, [&](auto bound) {
+    fold_groups<Traits, decltype(bound)::value>(
+        p.groups, slice, kSlices, heads.count, sink_log2, bmm2, out_head, lse_head,
+        [&](int c) { return stats[c * kHeads + head]; },
+        [&](int c, int local) { return means[c * kGroupWords + (local * kSlices + slice) * kHeads + head]; });
+  });
+}
+
+}  // namespace sparse_decode::dsv4
