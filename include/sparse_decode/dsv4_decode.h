@@ -122,8 +122,8 @@ size_t workspace_size(const Dsv4DecodeArgs& args);
 // capture in a CUDA graph. Nothing is launched or written when it fails.
 // The workspace (device memory, 16-byte aligned, contents ignored) serves
 // the split kernel: where kAuto would pick it but `workspace` is null,
-// smaller than workspace_size(args) or misaligned, the stream kernel runs
-// instead (same bits, more time); a forced kSplit then fails with
+// smaller than workspace_size(args) or misaligned, the better of the cluster
+// and stream kernels runs instead (same bits, more time); a forced kSplit then fails with
 // InvalidArgument naming workspace_bytes.
 Status dsv4_decode(const Dsv4DecodeArgs& args, void* workspace, size_t workspace_bytes,
                    CUstream_st* stream);

@@ -70,12 +70,13 @@ constexpr int64_t kClusterMaxUnitsWide = 80;  // widths above 1024 (groups of 2+
 // kSplitMinGroups groups (at width 128 it loses to the stream kernel) while
 // the GPU holds at least kSplitMinCtas split CTAs a unit at once (with 2 it
 // ties or loses to the stream kernel); there the cluster kernel keeps only
-// the fewest units (measured: split faster from 8 tokens at width 640, from
-// 24 at width 2176). docs/kernels/dispatch.md.
+// the fewest units above width 1024 (measured at width 2176: cluster up to
+// 6 tokens, split from 8) and none at or below it (width 640: split faster
+// from 1 token). docs/kernels/dispatch.md.
 constexpr int64_t kSplitMinCtas = 3;
 constexpr int32_t kSplitMinGroups = 2;
-constexpr int64_t kClusterMaxUnitsBeforeSplit = 6;
-constexpr int64_t kClusterMaxUnitsBeforeSplitWide = 16;  // widths above 1024
+constexpr int64_t kClusterMaxUnitsBeforeSplit = 0;
+constexpr int64_t kClusterMaxUnitsBeforeSplitWide = 6;  // widths above 1024
 
 constexpr int kMaxDevices = 64;
 
@@ -255,11 +256,12 @@ int64_t cluster_max_tokens(int32_t width, DType dtype) {
   return clusters;
 }
 
-Dsv4Kernel choose_kernel(const Dsv4DecodeArgs& args) {
+Dsv4Kernel choose_kernel(const Dsv4DecodeArgs& args, bool split_workspace) {
   if (args.kernel != Dsv4Kernel::kAuto) return args.kernel;
   // Head groups of one token are independent work, like more tokens.
   const int64_t units = args.num_tokens * head_groups(args.num_heads);
-  const bool split = chunk_plan(args.width).groups > kSplitMinGroups && split_slots(args.dtype) >= kSplitMinCtas * units;
+  const bool split = split_workspace && chunk_plan(args.width).groups > kSplitMinGroups &&
+                     split_slots(args.dtype) >= kSplitMinCtas * units;
   const bool wide = chunk_plan(args.width).chunks_per_group > 1;
   const int64_t most = split ? (wide ? kClusterMaxUnitsBeforeSplitWide : kClusterMaxUnitsBeforeSplit)
                              : (wide ? kClusterMaxUnitsWide : kClusterMaxUnits);
@@ -283,7 +285,7 @@ Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace
   Dsv4Params p = kernel_params(args);
   Dsv4Kernel kernel = choose_kernel(args);
   if (kernel == Dsv4Kernel::kSplit && !split_workspace_fits(args, workspace, workspace_bytes)) {
-    kernel = Dsv4Kernel::kStream;  // only kAuto gets here: dsv4_decode refuses a forced kSplit
+    kernel = choose_kernel(args, false);  // only kAuto gets here: dsv4_decode refuses a forced kSplit
   }
   const bool cluster = kernel == Dsv4Kernel::kCluster, split = kernel == Dsv4Kernel::kSplit;
   const ChunkPlan plan = chunk_plan(args.width);

@@ -37,8 +37,9 @@ Status kernels_support(const Dsv4DecodeArgs& args);
 int64_t cluster_max_tokens(int32_t width, DType dtype);
 
 // kCluster, kSplit or kStream: args.kernel unless kAuto, else by the
-// measured crossovers (kSplit assuming the workspace it needs is given).
-Dsv4Kernel choose_kernel(const Dsv4DecodeArgs& args);
+// measured crossovers; kSplit only when `split_workspace` (the caller gives
+// the workspace it needs), else the better of the other two.
+Dsv4Kernel choose_kernel(const Dsv4DecodeArgs& args, bool split_workspace = true);
 
 // Bytes of workspace the split path needs for these (validated) arguments,
 // whichever kernel is chosen.

@@ -636,28 +636,31 @@ TEST_F(Dsv4Gpu, BatchInvariance) {
   }
 }
 
-// kAuto runs the stream kernel where the split kernel's workspace is missing,
-// too small or misaligned: the same bits as the split kernel.
-TEST_F(Dsv4Gpu, AutoWithoutTheSplitWorkspaceRunsTheStreamKernel) {
-  Dsv4ProblemConfig config = config_for(64, 640);
-  Dsv4Problem problem = testing::make_dsv4_problem(config);
-  Dsv4DeviceProblem device(problem);
-  ASSERT_EQ(dsv4_chosen_kernel(device.args), Dsv4Kernel::kSplit);
-  const size_t bytes = workspace_size(device.args);
-  ASSERT_GT(bytes, 0u);
-  ASSERT_TRUE(dsv4_decode(device.args, workspace_of(bytes), bytes, nullptr).ok());
-  const std::vector<uint16_t> split = device.out.download<uint16_t>();
-  char* workspace = static_cast<char*>(workspace_of(bytes + 16));
-  const std::pair<void*, size_t> short_workspaces[] = {{nullptr, 0}, {workspace, bytes - 16}, {workspace + 8, bytes}};
-  for (const auto& [pointer, size] : short_workspaces) {
-    device.out.fill_bytes(kPoisonByte);
-    ASSERT_TRUE(dsv4_decode(device.args, pointer, size, nullptr).ok());
-    EXPECT_EQ(device.out.download<uint16_t>(), split);
-    Dsv4DecodeArgs forced = device.args;
-    forced.kernel = Dsv4Kernel::kSplit;
-    const Status status = dsv4_decode(forced, pointer, size, nullptr);
-    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(status.message().find("workspace_bytes"), std::string::npos) << status.message();
+// kAuto runs the cluster or the stream kernel where the split kernel's
+// workspace is missing, too small or misaligned: the same bits as the split kernel.
+TEST_F(Dsv4Gpu, AutoWithoutTheSplitWorkspaceRunsAnotherKernel) {
+  for (int64_t tokens : {6, 64}) {
+    Dsv4ProblemConfig config = config_for(tokens, 640);
+    Dsv4Problem problem = testing::make_dsv4_problem(config);
+    Dsv4DeviceProblem device(problem);
+    SCOPED_TRACE("T " + std::to_string(tokens));
+    ASSERT_EQ(dsv4_chosen_kernel(device.args), Dsv4Kernel::kSplit);
+    const size_t bytes = workspace_size(device.args);
+    ASSERT_GT(bytes, 0u);
+    ASSERT_TRUE(dsv4_decode(device.args, workspace_of(bytes), bytes, nullptr).ok());
+    const std::vector<uint16_t> split = device.out.download<uint16_t>();
+    char* workspace = static_cast<char*>(workspace_of(bytes + 16));
+    const std::pair<void*, size_t> short_workspaces[] = {{nullptr, 0}, {workspace, bytes - 16}, {workspace + 8, bytes}};
+    for (const auto& [pointer, size] : short_workspaces) {
+      device.out.fill_bytes(kPoisonByte);
+      ASSERT_TRUE(dsv4_decode(device.args, pointer, size, nullptr).ok());
+      EXPECT_EQ(device.out.download<uint16_t>(), split);
+      Dsv4DecodeArgs forced = device.args;
+      forced.kernel = Dsv4Kernel::kSplit;
+      const Status status = dsv4_decode(forced, pointer, size, nullptr);
+      EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+      EXPECT_NE(status.message().find("workspace_bytes"), std::string::npos) << status.message();
+    }
   }
 }
 
@@ -665,11 +668,17 @@ TEST_F(Dsv4Gpu, AutoChoosesClusterSplitOrStreamByTokens) {
   Dsv4DecodeArgs args;
   args.width = 640;
   args.num_tokens = 1;
-  EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kCluster);
+  EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kSplit);
   args.num_tokens = 64;
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kSplit);
-  args.width = 128;  // 2 groups: the stream kernel
+  args.width = 128;  // 2 groups: no split
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
+  args.num_tokens = 6;
+  EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kCluster);
+  args.width = 2176;  // above 1024: the cluster kernel for the fewest tokens
+  EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kCluster);
+  args.num_tokens = 8;
+  EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kSplit);
   args.width = 640;
   args.num_tokens = 128;
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
