@@ -6,7 +6,8 @@
 #
 #   scripts/gpu_check.sh [--quick]      --quick: tests + sanitizers only
 # Environment: BUILD_DIR, OUT, SANITIZER_FILTER, BENCH_ARGS, SKIP_PYTHON=1,
-# PYTHON_TESTS (pytest paths, default tests/python), SANITIZERS (default
+# PYTHON_TESTS (pytest paths, default tests/python), SHARDS (GPU test
+# processes at once, default 8), SANITIZERS (default
 # "memcheck racecheck synccheck"), SANITIZER_TIMEOUT (seconds a tool, 0: none).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -30,8 +31,17 @@ fi
 export LD_LIBRARY_PATH="$PWD/$BUILD_DIR:${LD_LIBRARY_PATH:-}"
 tests="$BUILD_DIR/tests/sparse_decode_gpu_tests"
 
-"$tests" 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|error" | head -40
-note "gpu tests: rc=${PIPESTATUS[0]} ($(grep -c '^\[       OK' "$OUT/gpu_tests.log") ok)"
+# The tests in SHARDS processes at once (default 8): the fp64 reference on the
+# CPU dominates their time, and the machine has 16 cores.
+shards=${SHARDS:-8}
+rc=0
+for ((i = 0; i < shards; ++i)); do
+  GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i "$tests" > "$OUT/gpu_tests_$i.log" 2>&1 &
+done
+for job in $(jobs -p); do wait "$job" || rc=1; done
+cat "$OUT"/gpu_tests_*.log > "$OUT/gpu_tests.log" && rm -f "$OUT"/gpu_tests_*.log
+grep -E "^\[  FAILED  \] [A-Z]|Failure" "$OUT/gpu_tests.log" | head -40
+note "gpu tests: rc=$rc ($(grep -c '^\[       OK' "$OUT/gpu_tests.log") ok, $(grep -c '^\[  FAILED  \] [A-Z]' "$OUT/gpu_tests.log") failed)"
 
 for tool in ${SANITIZERS:-memcheck racecheck synccheck}; do
   timeout "${SANITIZER_TIMEOUT:-0}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$tests" --gtest_filter="$SANITIZER_FILTER" \
