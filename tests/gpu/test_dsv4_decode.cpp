@@ -178,6 +178,24 @@ Dsv4ProblemConfig config_for(int64_t tokens, int32_t width, DType dtype = DType:
 
 const char* dtype_name(DType dtype) { return dtype == DType::kBFloat16 ? "BF16" : "FP8"; }
 
+// 12 tokens in 4 varlen requests of 1, 3, 5 and 3 tokens, seq_lens 2, 3, 130
+// and 70: the first two cut every token's SWA window short.
+void check_four_varlen_requests(DType dtype, bool enable_pdl) {
+  Dsv4ProblemConfig config = config_for(12, 640, dtype);
+  config.q_len = 12;  // one SWA window for all tokens; the requests below split them
+  const std::vector<int32_t> cum_seq_lens_q = {0, 1, 4, 9, 12};
+  const std::vector<int32_t> seq_lens = {2, 3, 130, 70};
+  DeviceBuffer cum_device(cum_seq_lens_q), seq_lens_device(seq_lens);
+  check_problem(config, {}, [&](Dsv4DecodeArgs& args) {
+    const bool device = args.memory == MemorySpace::kDevice;
+    args.seq_lens = device ? seq_lens_device.as<int32_t>() : seq_lens.data();
+    args.cum_seq_lens_q = device ? cum_device.as<int32_t>() : cum_seq_lens_q.data();
+    args.num_requests = 4;
+    args.max_q_len = 5;
+    args.enable_pdl = enable_pdl;
+  });
+}
+
 // Shorter lens for every token and SWA holes in every 5th (columns past the
 // generated lens name NaN rows, so lens only shrink).
 void shorten_lens_and_punch_holes(Dsv4Problem& p) {
@@ -289,19 +307,7 @@ TEST_F(Dsv4Gpu, Bf16MaskedColumnsSinksAndPages) {
     config.page_gap = 48;
     check_problem(config);
   }
-  Dsv4ProblemConfig varlen = config_for(12, 640, DType::kBFloat16);
-  varlen.q_len = 12;
-  const std::vector<int32_t> cum_seq_lens_q = {0, 1, 4, 9, 12};
-  const std::vector<int32_t> seq_lens = {2, 3, 130, 70};
-  DeviceBuffer cum_device(cum_seq_lens_q), seq_lens_device(seq_lens);
-  check_problem(varlen, {}, [&](Dsv4DecodeArgs& args) {
-    const bool device = args.memory == MemorySpace::kDevice;
-    args.seq_lens = device ? seq_lens_device.as<int32_t>() : seq_lens.data();
-    args.cum_seq_lens_q = device ? cum_device.as<int32_t>() : cum_seq_lens_q.data();
-    args.num_requests = 4;
-    args.max_q_len = 5;
-    args.enable_pdl = true;
-  });
+  check_four_varlen_requests(DType::kBFloat16, true);
 }
 
 TEST_F(Dsv4Gpu, NoSinksNoLens) {
@@ -374,20 +380,7 @@ TEST_F(Dsv4Gpu, SeqLensWindowUniformQueryLength) {
   }
 }
 
-TEST_F(Dsv4Gpu, SeqLensWindowVarlen) {
-  Dsv4ProblemConfig config = config_for(12, 640);
-  config.q_len = 12;  // one SWA window for all tokens; the requests below split them
-  const std::vector<int32_t> cum_seq_lens_q = {0, 1, 4, 9, 12};
-  const std::vector<int32_t> seq_lens = {2, 3, 130, 70};
-  DeviceBuffer cum_device(cum_seq_lens_q), seq_lens_device(seq_lens);
-  check_problem(config, {}, [&](Dsv4DecodeArgs& args) {
-    const bool device = args.memory == MemorySpace::kDevice;
-    args.seq_lens = device ? seq_lens_device.as<int32_t>() : seq_lens.data();
-    args.cum_seq_lens_q = device ? cum_device.as<int32_t>() : cum_seq_lens_q.data();
-    args.num_requests = 4;
-    args.max_q_len = 5;
-  });
-}
+TEST_F(Dsv4Gpu, SeqLensWindowVarlen) { check_four_varlen_requests(DType::kFloat8E4M3, false); }
 
 // 700 requests of 0 to 3 tokens (empty ones included): the request search
 // of the kernels goes through its pivots (700 > 256 threads).
