@@ -178,22 +178,27 @@ Dsv4ProblemConfig config_for(int64_t tokens, int32_t width, DType dtype = DType:
 
 const char* dtype_name(DType dtype) { return dtype == DType::kBFloat16 ? "BF16" : "FP8"; }
 
-// 12 tokens in 4 varlen requests of 1, 3, 5 and 3 tokens, seq_lens 2, 3, 130
-// and 70: the first two cut every token's SWA window short.
-void check_four_varlen_requests(DType dtype, bool enable_pdl) {
-  Dsv4ProblemConfig config = config_for(12, 640, dtype);
-  config.q_len = 12;  // one SWA window for all tokens; the requests below split them
-  const std::vector<int32_t> cum_seq_lens_q = {0, 1, 4, 9, 12};
-  const std::vector<int32_t> seq_lens = {2, 3, 130, 70};
+// Checks a problem whose tokens are split into varlen requests
+// (cum_seq_lens_q) with their own seq_lens.
+void check_varlen_requests(const Dsv4ProblemConfig& config, const std::vector<int32_t>& cum_seq_lens_q,
+                           const std::vector<int32_t>& seq_lens, int32_t max_q_len, bool enable_pdl = false) {
   DeviceBuffer cum_device(cum_seq_lens_q), seq_lens_device(seq_lens);
   check_problem(config, {}, [&](Dsv4DecodeArgs& args) {
     const bool device = args.memory == MemorySpace::kDevice;
     args.seq_lens = device ? seq_lens_device.as<int32_t>() : seq_lens.data();
     args.cum_seq_lens_q = device ? cum_device.as<int32_t>() : cum_seq_lens_q.data();
-    args.num_requests = 4;
-    args.max_q_len = 5;
+    args.num_requests = static_cast<int32_t>(seq_lens.size());
+    args.max_q_len = max_q_len;
     args.enable_pdl = enable_pdl;
   });
+}
+
+// 12 tokens in 4 varlen requests of 1, 3, 5 and 3 tokens, seq_lens 2, 3, 130
+// and 70: the first two cut every token's SWA window short.
+void check_four_varlen_requests(DType dtype, bool enable_pdl) {
+  Dsv4ProblemConfig config = config_for(12, 640, dtype);
+  config.q_len = 12;  // one SWA window for all tokens; the requests below split them
+  check_varlen_requests(config, {0, 1, 4, 9, 12}, {2, 3, 130, 70}, 5, enable_pdl);
 }
 
 // Shorter lens for every token and SWA holes in every 5th (columns past the
@@ -395,14 +400,7 @@ TEST_F(Dsv4Gpu, SeqLensWindowVarlenManyRequests) {
   }
   config.tokens = cum_seq_lens_q.back();
   config.q_len = 16;
-  DeviceBuffer cum_device(cum_seq_lens_q), seq_lens_device(seq_lens);
-  check_problem(config, {}, [&](Dsv4DecodeArgs& args) {
-    const bool device = args.memory == MemorySpace::kDevice;
-    args.seq_lens = device ? seq_lens_device.as<int32_t>() : seq_lens.data();
-    args.cum_seq_lens_q = device ? cum_device.as<int32_t>() : cum_seq_lens_q.data();
-    args.num_requests = 700;
-    args.max_q_len = 3;
-  });
+  check_varlen_requests(config, cum_seq_lens_q, seq_lens, 3);
 }
 
 TEST_F(Dsv4Gpu, PagedPoolsWithGapsAndWideRows) {
