@@ -178,6 +178,18 @@ Dsv4ProblemConfig config_for(int64_t tokens, int32_t width, DType dtype = DType:
 
 const char* dtype_name(DType dtype) { return dtype == DType::kBFloat16 ? "BF16" : "FP8"; }
 
+// Pools of `page_size`-row pages, 48 unused elements after each page, rows
+// 32 elements wider than their 512 values.
+void check_paged_pools_with_gaps(int64_t page_size, DType dtype) {
+  Dsv4ProblemConfig config = config_for(6, 640, dtype);
+  config.page_size = page_size;
+  config.swa_rows = 61 * 64;
+  config.compressed_rows = 61 * 128;
+  config.row_stride = 512 + 32;
+  config.page_gap = 48;
+  check_problem(config);
+}
+
 // Checks a problem whose tokens are split into varlen requests
 // (cum_seq_lens_q) with their own seq_lens.
 void check_varlen_requests(const Dsv4ProblemConfig& config, const std::vector<int32_t>& cum_seq_lens_q,
@@ -303,15 +315,7 @@ TEST_F(Dsv4Gpu, Bf16MaskedColumnsSinksAndPages) {
                                 : 30.0f;
     }
   });
-  for (int64_t page_size : {1, 61}) {
-    Dsv4ProblemConfig config = config_for(6, 640, DType::kBFloat16);
-    config.page_size = page_size;
-    config.swa_rows = 61 * 64;
-    config.compressed_rows = 61 * 128;
-    config.row_stride = 512 + 32;
-    config.page_gap = 48;
-    check_problem(config);
-  }
+  for (int64_t page_size : {1, 61}) check_paged_pools_with_gaps(page_size, DType::kBFloat16);
   check_four_varlen_requests(DType::kBFloat16, true);
 }
 
@@ -404,15 +408,7 @@ TEST_F(Dsv4Gpu, SeqLensWindowVarlenManyRequests) {
 }
 
 TEST_F(Dsv4Gpu, PagedPoolsWithGapsAndWideRows) {
-  for (int64_t page_size : {1, 2, 61, 64}) {
-    Dsv4ProblemConfig config = config_for(6, 640);
-    config.page_size = page_size;
-    config.swa_rows = 61 * 64;
-    config.compressed_rows = 61 * 128;
-    config.row_stride = 512 + 32;
-    config.page_gap = 48;
-    check_problem(config);
-  }
+  for (int64_t page_size : {1, 2, 61, 64}) check_paged_pools_with_gaps(page_size, DType::kFloat8E4M3);
 }
 
 TEST_F(Dsv4Gpu, StridedQueryAndOutput) {
