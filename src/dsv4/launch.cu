@@ -70,13 +70,13 @@ constexpr int64_t kClusterMaxUnitsWide = 80;  // widths above 1024 (groups of 2+
 // kSplitMinGroups groups (at width 128 it loses to the stream kernel) while
 // the GPU holds at least kSplitMinCtas split CTAs a unit at once (with 2 it
 // ties or loses to the stream kernel); there the cluster kernel keeps only
-// the fewest units above width 1024 (measured at width 2176: cluster up to
-// 6 tokens, split from 8) and none at or below it (width 640: split faster
-// from 1 token). docs/kernels/dispatch.md.
+// the fewest units above width 1024 (measured at width 2176: cluster faster
+// up to 6 tokens and at 12 and 16, split at 8 and from 24) and none at or
+// below it (width 640: split faster from 1 token). docs/kernels/dispatch.md.
 constexpr int64_t kSplitMinCtas = 3;
 constexpr int32_t kSplitMinGroups = 2;
 constexpr int64_t kClusterMaxUnitsBeforeSplit = 0;
-constexpr int64_t kClusterMaxUnitsBeforeSplitWide = 6;  // widths above 1024
+constexpr int64_t kClusterMaxUnitsBeforeSplitWide = 16;  // widths above 1024
 
 constexpr int kMaxDevices = 64;
 

@@ -662,9 +662,9 @@ TEST_F(Dsv4Gpu, AutoChoosesClusterSplitOrStreamByTokens) {
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
   args.num_tokens = 6;
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kCluster);
-  args.width = 2176;  // above 1024: the cluster kernel for the fewest tokens
+  args.width = 2176;  // above 1024: the cluster kernel up to 16 tokens
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kCluster);
-  args.num_tokens = 8;
+  args.num_tokens = 24;
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kSplit);
   args.width = 640;
   args.num_tokens = 128;
