@@ -75,7 +75,7 @@ def dsv4_decode(
         kernel would run, one of the bytes it needs is taken from torch's (or
         CuPy's) caching allocator; pass one to keep the call free of
         allocation. A workspace that is too small, or None on other arrays,
-        runs the stream kernel instead: the same bits, more time.
+        runs the cluster or the stream kernel instead: the same bits, more time.
     stream: CUDA stream as an int; default: torch's (or CuPy's) current stream
         of q's device, else the legacy default stream.
 

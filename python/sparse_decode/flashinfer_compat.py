@@ -147,7 +147,7 @@ def convert_compressed_page_aligned_sparse_indices_to_hca_metadata(
 def _split_scratch(workspace_buffer: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
     """The upper half of FlashInfer's workspace_buffer as uint8, for the split kernel's group results:
     FlashInfer's trtllm-gen kernels keep their zero-initialized counters at the start of the same buffer,
-    which callers share between calls. Too small a half runs the stream kernel (the same bits)."""
+    which callers share between calls. Too small a half runs the cluster or the stream kernel (the same bits)."""
     if workspace_buffer is None or not workspace_buffer.is_contiguous():
         return workspace_buffer  # the library names what is wrong with it
     flat = workspace_buffer.reshape(-1).view(torch.uint8)
