@@ -144,8 +144,9 @@ __device__ __forceinline__ void issue_score_set(float (&d)[Traits::kHeads / 2], 
   constexpr int kPerSet = Traits::kStepsPerAccumulator;
 #pragma unroll
   for (int k = set * kPerSet; k < (set + 1) * kPerSet; ++k) {  // one k-step = two 16-byte pieces
-    const uint64_t a = ptx::wgmma_descriptor(kv + k * 2 * Traits::kCoreBytes, Traits::kCoreBytes, Traits::kRowGroupBytes);
-    const uint64_t b = ptx::wgmma_descriptor(q + k * 2 * Traits::kCoreBytes, Traits::kCoreBytes, Traits::kRowGroupBytes);
+    const uint32_t offset = k * 2 * Traits::kCoreBytes;
+    const uint64_t a = ptx::wgmma_descriptor(kv + offset, Traits::kCoreBytes, Traits::kRowGroupBytes);
+    const uint64_t b = ptx::wgmma_descriptor(q + offset, Traits::kCoreBytes, Traits::kRowGroupBytes);
     if constexpr (Traits::kBf16) {
       ptx::wgmma_bf16_64x16x16(d, a, b, k % kPerSet != 0);
     } else if constexpr (Traits::kHeads == 16) {

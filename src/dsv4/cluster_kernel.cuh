@@ -61,7 +61,8 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(Cluster
     cluster_kernel(const __grid_constant__ Dsv4Params p) {
   using Smem = ClusterSmem<Traits>;
   constexpr int kHeads = Traits::kHeads;
-  static_assert(kHeads == 16, "the cluster kernel serves 16-head groups only (send_group: ctas x kHeads <= 256 threads)");
+  static_assert(kHeads == 16,
+                "the cluster kernel serves 16-head groups only (send_group: ctas x kHeads <= 256 threads)");
   extern __shared__ __align__(16) uint8_t smem_bytes[];
   Smem& s = *reinterpret_cast<Smem*>(smem_bytes);
   const int rank = static_cast<int>(ptx::cluster_ctarank());

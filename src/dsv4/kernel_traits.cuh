@@ -207,7 +207,8 @@ struct SplitSmem {
 // to kCombineSlices CTAs, one granule a thread.
 template <class Traits>
 struct SplitWorkspace {
-  static constexpr size_t kMeanBytes = size_t{Traits::kGranules} * Traits::kHeads * 8;  // 16 KiB a group (64 at 64 heads)
+  // 16 KiB a group at 16 heads, 64 KiB at 64
+  static constexpr size_t kMeanBytes = size_t{Traits::kGranules} * Traits::kHeads * 8;
   static constexpr size_t kStatsBytes = size_t{Traits::kHeads} * 8;
   static constexpr size_t kAlignment = 16;
   static constexpr int kCombineSlices = Traits::kGranules / (Traits::kThreads / Traits::kHeads);

@@ -124,7 +124,9 @@ __device__ __forceinline__ void walk_and_fold(StreamSmem<Traits>& smem, const Ds
 #pragma unroll
                           for (int t = 0; t < Traits::kHeadTiles; ++t)
 #pragma unroll
-                            for (int b = 0; b < 2; ++b) folds[t][b] = fold_head<Traits>(s, state[t][b], 16 * t + lane / 4 + 8 * b);
+                            for (int b = 0; b < 2; ++b) {
+                              folds[t][b] = fold_head<Traits>(s, state[t][b], 16 * t + lane / 4 + 8 * b);
+                            }
                           fold_dim_groups<Traits, Traits::kDimGroups>(out, 0, group,
                                                                       [&](int t, int b) { return folds[t][b]; });
                         }));
