@@ -25,7 +25,10 @@ enum class DType : int32_t {
 
 // Which GPU kernel serves a call. All give the same bits for a token
 // whatever the batch (docs/kernels/dispatch.md); kAuto picks the fastest by
-// the number of tokens and the width. Host memory ignores it.
+// the number of tokens and the width. Host memory ignores it. FP8 calls with
+// H = 64 or 128 and W <= 1024 run the stream and split kernels on 64-head
+// tiles (docs/kernels/heads64.md): kAuto picks only between those two, and a
+// forced kCluster (16-head groups) gives other bits, as accurate.
 enum class Dsv4Kernel : int32_t {
   kAuto = 0,
   kCluster = 1,  // a thread-block cluster a token: small batches

@@ -100,40 +100,64 @@ __device__ __forceinline__ void gather_chunk(ChunkSmem<Traits>& s, const Dsv4Par
   }
 }
 
-// The query heads a CTA serves: 16 from `first`, of which `count` exist
-// (8 with H = 8: the other 8 rows of the MMAs see a zero query and are
-// never stored).
+// The query heads a CTA serves: kHeads (16 or 64) from `first`, of which
+// `count` exist (8 with H = 8: the other 8 rows of the MMAs see a zero query
+// and are never stored).
 struct HeadGroup {
   int first;
   int count;
 };
 
+template <int kHeads>
 __device__ __forceinline__ HeadGroup head_group(const Dsv4Params& p, int group) {
-  const int first = group * 16;
-  return {first, p.num_heads - first < 16 ? p.num_heads - first : 16};
+  const int first = group * kHeads;
+  return {first, p.num_heads - first < kHeads ? p.num_heads - first : kHeads};
 }
 
 // Copies the token's query heads into the Q tile: in each pass thread t
-// copies piece t/8 (+32 per pass) of heads t%8 and t%8 + 8, so a warp fills
-// whole core matrices. FP8: one pass, BF16: two.
+// copies piece t/8 (+32 per pass) of heads t%8 + 8j (j < kHeads / 8), so a
+// warp fills whole core matrices; heads past the count are zero-filled
+// (there are always 8). FP8: one pass, BF16: two.
 template <class Traits>
 __device__ __forceinline__ void load_query(ChunkSmem<Traits>& s, const Dsv4Params& p, int64_t token,
                                            HeadGroup heads) {
   constexpr int kPiecesPerPass = Traits::kThreads / 8;
   const int head = threadIdx.x % 8;
-  const bool upper = head + 8 < heads.count;
   const uint8_t* row = p.q + token * p.q_token_stride + (heads.first + head) * p.q_head_stride;
 #pragma unroll
   for (int pass = 0; pass < Traits::kPieces / kPiecesPerPass; ++pass) {
     const int piece = threadIdx.x / 8 + pass * kPiecesPerPass;
     const uint8_t* src = row + piece * 16;
-    ptx::cp_async_16(ptx::smem_address(&s.q[0][piece][head][0]), src, 16);
-    ptx::cp_async_16(ptx::smem_address(&s.q[1][piece][head][0]), upper ? src + 8 * p.q_head_stride : src,
-                     upper ? 16u : 0u);
+#pragma unroll
+    for (int j = 0; j < Traits::kHeads / 8; ++j) {
+      const bool exists = j == 0 || head + 8 * j < heads.count;
+      ptx::cp_async_16(ptx::smem_address(&s.q[j][piece][head][0]), exists ? src + 8 * j * p.q_head_stride : src,
+                       exists ? 16u : 0u);
+    }
   }
 }
 
-// Partial S^T = K Q^T (64 columns x 16 heads) of this warpgroup's half of
+// k-steps [set * kStepsPerAccumulator, +kStepsPerAccumulator) of S^T = K Q^T
+// into accumulator set d (wgmma N = kHeads), the first one overwriting it.
+template <class Traits>
+__device__ __forceinline__ void issue_score_set(float (&d)[Traits::kHeads / 2], uint32_t kv, uint32_t q, int set) {
+  constexpr int kPerSet = Traits::kStepsPerAccumulator;
+#pragma unroll
+  for (int k = set * kPerSet; k < (set + 1) * kPerSet; ++k) {  // one k-step = two 16-byte pieces
+    const uint32_t offset = k * 2 * Traits::kCoreBytes;
+    const uint64_t a = ptx::wgmma_descriptor(kv + offset, Traits::kCoreBytes, Traits::kRowGroupBytes);
+    const uint64_t b = ptx::wgmma_descriptor(q + offset, Traits::kCoreBytes, Traits::kRowGroupBytes);
+    if constexpr (Traits::kBf16) {
+      ptx::wgmma_bf16_64x16x16(d, a, b, k % kPerSet != 0);
+    } else if constexpr (Traits::kHeads == 16) {
+      ptx::wgmma_e4m3_64x16x32(d, a, b, k % kPerSet != 0);
+    } else {
+      ptx::wgmma_e4m3_64x64x32(d, a, b, k % kPerSet != 0);
+    }
+  }
+}
+
+// Partial S^T = K Q^T (64 columns x kHeads heads) of this warpgroup's half of
 // the dims, with wgmma on the FP8 or BF16 tiles: no conversion, each operand
 // byte read once. Stored as scores[warpgroup][head][column].
 template <class Traits>
@@ -142,35 +166,41 @@ __device__ __forceinline__ void score_chunk(ChunkSmem<Traits>& s, int buffer) {
   const int piece0 = warpgroup * Traits::kPiecesPerWarpgroup;
   const uint32_t kv = ptx::smem_address(&s.kv[buffer][0][piece0][0][0]);
   const uint32_t q = ptx::smem_address(&s.q[0][piece0][0][0]);
-  // Each run of kStepsPerAccumulator k-steps gets its own accumulator, summed
-  // in FP32 afterwards (all issued before one wait).
-  constexpr int kSteps = Traits::kScoreSteps, kPerSet = Traits::kStepsPerAccumulator, kSets = kSteps / kPerSet;
-  float partial[kSets][8];
+  // Each run of kStepsPerAccumulator k-steps gets its own accumulator set,
+  // summed in FP32 in set order: ((s0 + s1) + s2) + s3. The first batch
+  // fills all kLiveScoreSets sets (at 16 heads: every set, one wait); each
+  // later batch refills sets 1.. and adds them to set 0 after its wait.
+  constexpr int kSets = Traits::kScoreSets, kLive = Traits::kLiveScoreSets, kRegs = Traits::kHeads / 2;
+  float partial[kLive][kRegs];
   ptx::wgmma_fence();
 #pragma unroll
-  for (int k = 0; k < kSteps; ++k) {  // one k-step = two 16-byte pieces
-    const uint64_t a = ptx::wgmma_descriptor(kv + k * 2 * Traits::kCoreBytes, Traits::kCoreBytes, Traits::kRowGroupBytes);
-    const uint64_t b = ptx::wgmma_descriptor(q + k * 2 * Traits::kCoreBytes, Traits::kCoreBytes, Traits::kRowGroupBytes);
-    if constexpr (Traits::kBf16) {
-      ptx::wgmma_bf16_64x16x16(partial[k / kPerSet], a, b, k % kPerSet != 0);
-    } else {
-      ptx::wgmma_e4m3_64x16x32(partial[k / kPerSet], a, b, k % kPerSet != 0);
-    }
-  }
+  for (int set = 0; set < kLive; ++set) issue_score_set<Traits>(partial[set], kv, q, set);
   ptx::wgmma_commit();
   ptx::wgmma_wait_all();
-  float d[8];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    d[i] = partial[0][i];
+  for (int set = 1; set < kLive; ++set)
 #pragma unroll
-    for (int set = 1; set < kSets; ++set) d[i] += partial[set][i];
+    for (int i = 0; i < kRegs; ++i) partial[0][i] += partial[set][i];
+#pragma unroll
+  for (int first = kLive; first < kSets; first += kLive - 1) {
+    ptx::wgmma_fence();  // the sets' registers were read since their last wgmma
+#pragma unroll
+    for (int set = 1; set < kLive && first + set - 1 < kSets; ++set) {
+      issue_score_set<Traits>(partial[set], kv, q, first + set - 1);
+    }
+    ptx::wgmma_commit();
+    ptx::wgmma_wait_all();
+#pragma unroll
+    for (int set = 1; set < kLive && first + set - 1 < kSets; ++set)
+#pragma unroll
+      for (int i = 0; i < kRegs; ++i) partial[0][i] += partial[set][i];
   }
+  const float(&d)[kRegs] = partial[0];
   // Fragment: rows (columns of the chunk) 16 warp + lane/4 (+8), heads 8j + 2(lane%4) (+1).
   const int column = 16 * warp + lane / 4, head = 2 * (lane % 4);
   float(&scores)[Traits::kHeads][Traits::kScoreRowFloats] = s.scores[warpgroup];
 #pragma unroll
-  for (int j = 0; j < 2; ++j) {
+  for (int j = 0; j < Traits::kHeads / 8; ++j) {
     scores[8 * j + head][column] = d[4 * j + 0];
     scores[8 * j + head + 1][column] = d[4 * j + 1];
     scores[8 * j + head][column + 8] = d[4 * j + 2];
@@ -205,39 +235,54 @@ __device__ __forceinline__ float store_probabilities(ChunkSmem<Traits>& s, int h
   }
 }
 
-// Online softmax over the chunk: 16 threads a head, 4 columns each. Writes
-// the rounded probabilities and the group's running statistics (restarted at
-// the first chunk of a group).
+// Online softmax over the chunk: kSoftmaxThreads threads a head (16 at 16
+// heads, 4 at 64), kSoftmaxColumns columns each (4, 16). Writes the rounded
+// probabilities and the group's running statistics (restarted at the first
+// chunk of a group).
 template <class Traits>
 __device__ __forceinline__ void softmax_chunk(ChunkSmem<Traits>& s, int buffer, float scale_log2, bool group_start) {
   static_assert(Traits::kWarpgroups == 2, "the score is the sum of the two warpgroups' halves");
-  const int head = threadIdx.x / 16, part = threadIdx.x % 16;
-  const uint64_t mask = *reinterpret_cast<const uint64_t*>(s.column_mask[buffer]) >> (part * 4);
-  const float4 lo = *reinterpret_cast<const float4*>(&s.scores[0][head][part * 4]);
-  const float4 hi = *reinterpret_cast<const float4*>(&s.scores[1][head][part * 4]);
-  // Explicit roundings (no contraction): both kernels must do the same float operations.
-  float v[4] = {__fmul_rn(__fadd_rn(lo.x, hi.x), scale_log2), __fmul_rn(__fadd_rn(lo.y, hi.y), scale_log2),
-                __fmul_rn(__fadd_rn(lo.z, hi.z), scale_log2), __fmul_rn(__fadd_rn(lo.w, hi.w), scale_log2)};
+  constexpr int kThreadsPerHead = Traits::kSoftmaxThreads, kColumns = Traits::kSoftmaxColumns;
+  const int head = threadIdx.x / kThreadsPerHead, part = threadIdx.x % kThreadsPerHead;
+  const uint64_t mask = *reinterpret_cast<const uint64_t*>(s.column_mask[buffer]) >> (part * kColumns);
+  float v[kColumns];
+#pragma unroll
+  for (int quad = 0; quad < kColumns / 4; ++quad) {
+    const float4 lo = *reinterpret_cast<const float4*>(&s.scores[0][head][part * kColumns + 4 * quad]);
+    const float4 hi = *reinterpret_cast<const float4*>(&s.scores[1][head][part * kColumns + 4 * quad]);
+    // Explicit roundings (no contraction): all kernels must do the same float operations.
+    v[4 * quad + 0] = __fmul_rn(__fadd_rn(lo.x, hi.x), scale_log2);
+    v[4 * quad + 1] = __fmul_rn(__fadd_rn(lo.y, hi.y), scale_log2);
+    v[4 * quad + 2] = __fmul_rn(__fadd_rn(lo.z, hi.z), scale_log2);
+    v[4 * quad + 3] = __fmul_rn(__fadd_rn(lo.w, hi.w), scale_log2);
+  }
   float chunk_max = -INFINITY;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < kColumns; ++i) {
     if (!((mask >> i) & 1u)) v[i] = -INFINITY;
     chunk_max = fmaxf(chunk_max, v[i]);
   }
 #pragma unroll
-  for (int offset = 1; offset < 16; offset *= 2) {
+  for (int offset = 1; offset < kThreadsPerHead; offset *= 2) {
     chunk_max = fmaxf(chunk_max, __shfl_xor_sync(0xffffffffu, chunk_max, offset));
   }
   const float old_max = group_start ? -INFINITY : s.running_max[head];
   const float old_sum = group_start ? 0.0f : s.running_sum[head];
   const float new_max = fmaxf(old_max, chunk_max);
   const float base = new_max == -INFINITY ? 0.0f : new_max;  // no active column yet: all p = 0
-  const float probabilities[4] = {
-      ptx::exp2_approx(__fsub_rn(v[0], base)), ptx::exp2_approx(__fsub_rn(v[1], base)),
-      ptx::exp2_approx(__fsub_rn(v[2], base)), ptx::exp2_approx(__fsub_rn(v[3], base))};
-  float sum = store_probabilities<Traits>(s, head, part * 4, probabilities);  // the denominator sums what P V multiplies
+  // The denominator sums what P V multiplies: ((quad 0 + quad 1) + quad 2) + ...
+  float sum = 0.0f;
 #pragma unroll
-  for (int offset = 1; offset < 16; offset *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  for (int quad = 0; quad < kColumns / 4; ++quad) {
+    const float probabilities[4] = {ptx::exp2_approx(__fsub_rn(v[4 * quad + 0], base)),
+                                    ptx::exp2_approx(__fsub_rn(v[4 * quad + 1], base)),
+                                    ptx::exp2_approx(__fsub_rn(v[4 * quad + 2], base)),
+                                    ptx::exp2_approx(__fsub_rn(v[4 * quad + 3], base))};
+    const float quad_sum = store_probabilities<Traits>(s, head, part * kColumns + 4 * quad, probabilities);
+    sum = quad == 0 ? quad_sum : __fadd_rn(sum, quad_sum);
+  }
+#pragma unroll
+  for (int offset = 1; offset < kThreadsPerHead; offset *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
   __syncwarp();
   if (part == 0) {
     const float factor = ptx::exp2_approx(__fsub_rn(old_max, base));  // 0 while old_max is -inf
@@ -247,69 +292,118 @@ __device__ __forceinline__ void softmax_chunk(ChunkSmem<Traits>& s, int buffer, 
   }
 }
 
-// O += P V from the BF16 tile: ldmatrix.trans of a core matrix (8 rows x 8
-// dims) is a B fragment as it is, so an ldmatrix.x4.trans gives the two
-// n-tiles of 8 dims of a 16-dim half (granule_dim() says which dims a thread
-// holds). P is BF16 hi + lo: two MMAs a step, the small part first.
+// Shared-memory address of this lane's ldmatrix.x4 rows of P for head tile 0
+// (rows = heads, 16 columns from column 0); tile t is 16 rows further.
 template <class Traits>
-__device__ __forceinline__ void accumulate_chunk_bf16(ChunkSmem<Traits>& s, int buffer, OutputFragment<Traits>& acc) {
+__device__ __forceinline__ uint32_t prob_fragment_base(const ChunkSmem<Traits>& s, int part) {
+  const int lane = threadIdx.x % 32;
+  return ptx::smem_address(&s.probs[part][(lane & 7) + ((lane >> 3) & 1) * 8][(lane >> 4) * 8]);
+}
+template <class Traits>
+inline constexpr uint32_t kProbTileBytes = 16 * Traits::kProbRowHalves * 2;
+
+// O += P V from the BF16 tile, dim groups [first_group, first_group + kGroups)
+// of the warp: ldmatrix.trans of a core matrix (8 rows x 8 dims) is a B
+// fragment as it is, so an ldmatrix.x4.trans gives the two n-tiles of 8 dims
+// of a 16-dim half (granule_dim() says which dims a thread holds), used by
+// every head tile. P is BF16 hi + lo: two MMAs a step, the small part first.
+template <class Traits, int kGroups>
+__device__ __forceinline__ void accumulate_dims_bf16(ChunkSmem<Traits>& s, int buffer,
+                                                     DimGroupFragment<Traits, kGroups>& acc, int first_group) {
+  constexpr int kTiles = Traits::kHeadTiles;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  constexpr uint32_t kLoOffset = sizeof(s.probs[0]);
-  const uint32_t p_base = ptx::smem_address(&s.probs[0][(lane & 7) + ((lane >> 3) & 1) * 8][(lane >> 4) * 8]);
+  const uint32_t hi_base = prob_fragment_base<Traits>(s, 0), lo_base = prob_fragment_base<Traits>(s, 1);
   // Matrices of an ldmatrix.x4.trans: rows k..k+7 / k+8..k+15 (row groups) x dims d..d+7 / d+8..d+15 (pieces).
-  const int piece0 = warp * Traits::kDimsPerWarp / 8 + (lane >> 4);
+  const int piece0 = (warp * Traits::kDimsPerWarp + first_group * 32) / 8 + (lane >> 4);
   const uint32_t v_base = ptx::smem_address(&s.kv[buffer][(lane >> 3) & 1][piece0][lane & 7][0]);
 #pragma unroll
   for (int kk = 0; kk < Traits::kChunkColumns / 16; ++kk) {
-    uint32_t hi[4], lo[4];
-    ptx::ldmatrix_x4(hi, p_base + kk * 16 * 2);
-    ptx::ldmatrix_x4(lo, p_base + kLoOffset + kk * 16 * 2);
+    uint32_t hi[kTiles][4], lo[kTiles][4];
 #pragma unroll
-    for (int g = 0; g < Traits::kDimGroups; ++g)
+    for (int t = 0; t < kTiles; ++t) {
+      ptx::ldmatrix_x4(hi[t], hi_base + t * kProbTileBytes<Traits> + kk * 16 * 2);
+      ptx::ldmatrix_x4(lo[t], lo_base + t * kProbTileBytes<Traits> + kk * 16 * 2);
+    }
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         uint32_t r[4];
         ptx::ldmatrix_x4_trans(r, v_base + kk * 2 * Traits::kRowGroupBytes + (4 * g + 2 * half) * Traits::kCoreBytes);
-        ptx::mma_bf16_16x8x16(acc[g][half][0], lo, r[0], r[1]);
-        ptx::mma_bf16_16x8x16(acc[g][half][1], lo, r[2], r[3]);
-        ptx::mma_bf16_16x8x16(acc[g][half][0], hi, r[0], r[1]);
-        ptx::mma_bf16_16x8x16(acc[g][half][1], hi, r[2], r[3]);
+#pragma unroll
+        for (int t = 0; t < kTiles; ++t) {
+          ptx::mma_bf16_16x8x16(acc[t][g][half][0], lo[t], r[0], r[1]);
+          ptx::mma_bf16_16x8x16(acc[t][g][half][1], lo[t], r[2], r[3]);
+          ptx::mma_bf16_16x8x16(acc[t][g][half][0], hi[t], r[0], r[1]);
+          ptx::mma_bf16_16x8x16(acc[t][g][half][1], hi[t], r[2], r[3]);
+        }
       }
   }
 }
 
-// O += P V from the FP8 tile: ldmatrix.trans on byte pairs, then a byte
-// permute splits each pair into the even-dim and odd-dim B fragments,
-// converted exactly to FP16. So n-tile (half, parity) column n is dim
+// O += P V from the FP8 tile, dim groups [first_group, first_group + kGroups)
+// of the warp: ldmatrix.trans on byte pairs, then a byte permute splits each
+// pair into the even-dim and odd-dim B fragments, converted exactly to FP16
+// once and used by every head tile. So n-tile (half, parity) column n is dim
 // 16*half + 2n + parity, and a thread ends up holding 4 consecutive dims of
-// its two heads.
-template <class Traits>
-__device__ __forceinline__ void accumulate_chunk_fp8(ChunkSmem<Traits>& s, int buffer, OutputFragment<Traits>& acc) {
-  constexpr int kGroups = Traits::kDimGroups;
+// its heads. With one dim group (the 64-head stream kernel, short of
+// registers) each head tile's P fragment is loaded just before its MMAs;
+// with more, all tiles' fragments are loaded once a k-step.
+template <class Traits, int kGroups>
+__device__ __forceinline__ void accumulate_dims_fp8(ChunkSmem<Traits>& s, int buffer,
+                                                    DimGroupFragment<Traits, kGroups>& acc, int first_group) {
+  constexpr int kTiles = Traits::kHeadTiles;
+  constexpr bool kLoadPerTile = kGroups == 1 && kTiles > 1;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int d0 = warp * Traits::kDimsPerWarp;
-  const uint32_t p_base = ptx::smem_address(&s.probs[0][(lane & 7) + ((lane >> 3) & 1) * 8][(lane >> 4) * 8]);
+  const int d0 = warp * Traits::kDimsPerWarp + first_group * 32;
+  const uint32_t p_base = prob_fragment_base<Traits>(s, 0);
   // Matrices of an ldmatrix.x4: rows k..k+7 / k+8..k+15 (row groups) x dims d..d+15 / d+16..d+31 (pieces).
   const uint32_t v_base = ptx::smem_address(&s.kv[buffer][(lane >> 3) & 1][d0 / 16 + (lane >> 4)][lane & 7][0]);
 #pragma unroll
   for (int kk = 0; kk < Traits::kChunkColumns / 16; ++kk) {
-    uint32_t a[4];
-    ptx::ldmatrix_x4(a, p_base + kk * 16 * 2);
+    uint32_t a[kLoadPerTile ? 1 : kTiles][4];
+    if constexpr (!kLoadPerTile) {
+#pragma unroll
+      for (int t = 0; t < kTiles; ++t) {
+        ptx::ldmatrix_x4(a[t], p_base + t * kProbTileBytes<Traits> + kk * 16 * 2);
+      }
+    }
 #pragma unroll
     for (int g = 0; g < kGroups; ++g) {
       uint32_t r[4];
       ptx::ldmatrix_x4_trans(r, v_base + kk * 2 * Traits::kRowGroupBytes + g * 2 * Traits::kCoreBytes);
+      uint32_t b[2][2][2];  // [half][even / odd dims][rows k.. / k+8..]
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         // bytes (k, 2j), (k, 2j+1), (k+1, 2j), (k+1, 2j+1) -> (k, 2j), (k+1, 2j) | (k, 2j+1), (k+1, 2j+1)
         const uint32_t rows_lo = __byte_perm(r[2 * half], 0, 0x3120);
         const uint32_t rows_hi = __byte_perm(r[2 * half + 1], 0, 0x3120);
-        ptx::mma_f16_16x8x16(acc[g][half][0], a, ptx::e4m3x2_to_f16x2(rows_lo & 0xffff),
-                             ptx::e4m3x2_to_f16x2(rows_hi & 0xffff));
-        ptx::mma_f16_16x8x16(acc[g][half][1], a, ptx::e4m3x2_to_f16x2(rows_lo >> 16),
-                             ptx::e4m3x2_to_f16x2(rows_hi >> 16));
+        b[half][0][0] = ptx::e4m3x2_to_f16x2(rows_lo & 0xffff), b[half][0][1] = ptx::e4m3x2_to_f16x2(rows_hi & 0xffff);
+        b[half][1][0] = ptx::e4m3x2_to_f16x2(rows_lo >> 16), b[half][1][1] = ptx::e4m3x2_to_f16x2(rows_hi >> 16);
+      }
+#pragma unroll
+      for (int t = 0; t < kTiles; ++t) {
+        if constexpr (kLoadPerTile) ptx::ldmatrix_x4(a[0], p_base + t * kProbTileBytes<Traits> + kk * 16 * 2);
+        const uint32_t(&tile_a)[4] = a[kLoadPerTile ? 0 : t];
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          ptx::mma_f16_16x8x16(acc[t][g][half][0], tile_a, b[half][0][0], b[half][0][1]);
+          ptx::mma_f16_16x8x16(acc[t][g][half][1], tile_a, b[half][1][0], b[half][1][1]);
+        }
       }
     }
+  }
+}
+
+// O += P V for kGroups of the warp's 32-dim groups from first_group (the
+// fragment's values as they stand: the caller zeroes or rescales them).
+template <class Traits, int kGroups>
+__device__ __forceinline__ void accumulate_dims(ChunkSmem<Traits>& s, int buffer,
+                                                DimGroupFragment<Traits, kGroups>& acc, int first_group) {
+  if constexpr (Traits::kBf16) {
+    accumulate_dims_bf16<Traits, kGroups>(s, buffer, acc, first_group);
+  } else {
+    accumulate_dims_fp8<Traits, kGroups>(s, buffer, acc, first_group);
   }
 }
 
@@ -318,23 +412,22 @@ template <class Traits>
 __device__ __forceinline__ void accumulate_chunk(ChunkSmem<Traits>& s, int buffer, OutputFragment<Traits>& acc,
                                                  bool group_start) {
   const int lane = threadIdx.x % 32;
-  // A group starts from +0 (not from 0 * the previous group: -0 and NaN would survive).
-  const float top = s.rescale[lane / 4], bottom = s.rescale[lane / 4 + 8];
 #pragma unroll
-  for (int g = 0; g < Traits::kDimGroups; ++g)
+  for (int t = 0; t < Traits::kHeadTiles; ++t) {
+    // A group starts from +0 (not from 0 * the previous group: -0 and NaN would survive).
+    const float top = s.rescale[16 * t + lane / 4], bottom = s.rescale[16 * t + lane / 4 + 8];
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
+    for (int g = 0; g < Traits::kDimGroups; ++g)
 #pragma unroll
-      for (int par = 0; par < 2; ++par) {
-        float(&a)[4] = acc[g][h][par];
-        a[0] = group_start ? 0.0f : __fmul_rn(a[0], top), a[1] = group_start ? 0.0f : __fmul_rn(a[1], top);
-        a[2] = group_start ? 0.0f : __fmul_rn(a[2], bottom), a[3] = group_start ? 0.0f : __fmul_rn(a[3], bottom);
-      }
-  if constexpr (Traits::kBf16) {
-    accumulate_chunk_bf16<Traits>(s, buffer, acc);
-  } else {
-    accumulate_chunk_fp8<Traits>(s, buffer, acc);
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int par = 0; par < 2; ++par) {
+          float(&a)[4] = acc[t][g][h][par];
+          a[0] = group_start ? 0.0f : __fmul_rn(a[0], top), a[1] = group_start ? 0.0f : __fmul_rn(a[1], top);
+          a[2] = group_start ? 0.0f : __fmul_rn(a[2], bottom), a[3] = group_start ? 0.0f : __fmul_rn(a[3], bottom);
+        }
   }
+  accumulate_dims<Traits, Traits::kDimGroups>(s, buffer, acc, 0);
 }
 
 // SWA columns valid for the token under seq_lens: min(128, position + 1),
@@ -378,7 +471,7 @@ struct TokenScope {
   int len;          // active columns by lens (width without lens)
   int window;       // active SWA columns by seq_lens (128 without)
   float scale_log2; // bmm1_scale * log2(e)
-  float sink;       // this thread's head's sink (threads < 16), -inf without sinks
+  float sink;       // this thread's head's sink (threads < kHeads), -inf without sinks
   bool count_out_of_range;  // the counter is given and this is the token's first head group
 };
 
@@ -398,21 +491,40 @@ __device__ __forceinline__ TokenScope token_scope(ChunkSmem<Traits>& s, const Ds
   return scope;
 }
 
-// The math of chunk i of a walk (its rows in tile `buffer`): Q K^T, softmax,
-// P V, and `group_end(acc)` after a group's last chunk (the group's
-// statistics are then in running_max / running_sum). Groups are runs of
-// `per_group` chunks from the walk's first.
+// The P V step of the walks that keep a group's P V fragment over its
+// chunks: accumulate_chunk, then group_end(acc) after the group's last chunk
+// (its statistics are then in running_max / running_sum).
 template <class Traits, class GroupEnd>
+struct GroupAccumulator {
+  ChunkSmem<Traits>& s;
+  OutputFragment<Traits>& acc;
+  GroupEnd group_end;
+  __device__ __forceinline__ void operator()(int buffer, bool group_start, bool group_last) {
+    accumulate_chunk<Traits>(s, buffer, acc, group_start);
+    if (group_last) group_end(acc);
+  }
+};
+
+template <class Traits, class GroupEnd>
+__device__ __forceinline__ GroupAccumulator<Traits, GroupEnd> accumulate_groups(ChunkSmem<Traits>& s,
+                                                                                OutputFragment<Traits>& acc,
+                                                                                GroupEnd group_end) {
+  return {s, acc, group_end};
+}
+
+// The math of chunk i of a walk (its rows in tile `buffer`): Q K^T, softmax,
+// then pv(buffer, group_start, group_last), the P V step (GroupAccumulator,
+// or the 64-head stream kernel's fold by dim group). Groups are runs of
+// `per_group` chunks from the walk's first.
+template <class Traits, class ChunkPv>
 __device__ __forceinline__ void chunk_math(ChunkSmem<Traits>& s, const TokenScope& scope, int i, int count,
-                                           int per_group, int buffer, OutputFragment<Traits>& acc,
-                                           GroupEnd& group_end) {
+                                           int per_group, int buffer, ChunkPv& pv) {
   score_chunk<Traits>(s, buffer);
   __syncthreads();
   const bool group_start = i % per_group == 0;
   softmax_chunk<Traits>(s, buffer, scope.scale_log2, group_start);
   __syncthreads();
-  accumulate_chunk<Traits>(s, buffer, acc, group_start);
-  if (i % per_group == per_group - 1 || i == count - 1) group_end(acc);
+  pv(buffer, group_start, i % per_group == per_group - 1 || i == count - 1);
 }
 
 // Two KV tiles: the rows of chunk i + 1 (and the indices of chunk i + 2) are
@@ -420,10 +532,10 @@ __device__ __forceinline__ void chunk_math(ChunkSmem<Traits>& s, const TokenScop
 // for chunk i's rows, so that the fence never waits on them. The first
 // gather releases dependent grids (PDL); the sinks reach shared memory after
 // it, so that their load never delays it.
-template <class Traits, class GroupEnd>
+template <class Traits, class ChunkPv>
 __device__ __forceinline__ void walk_chunks_two_tiles(ChunkSmem<Traits>& s, const Dsv4Params& p,
                                                       const TokenScope& scope, int first, int count, int per_group,
-                                                      OutputFragment<Traits>& acc, GroupEnd& group_end) {
+                                                      ChunkPv& pv) {
   constexpr int kColumns = Traits::kChunkColumns;
   gather_chunk<Traits>(s, p, first * kColumns, chunk_index<Traits>(p, scope.token, first * kColumns), scope.len,
                        scope.window, scope.count_out_of_range, 0);
@@ -445,7 +557,7 @@ __device__ __forceinline__ void walk_chunks_two_tiles(ChunkSmem<Traits>& s, cons
       ptx::cp_async_commit();
     }
     if (p.skip_stages & 4) continue;
-    chunk_math<Traits>(s, scope, i, count, per_group, buffer, acc, group_end);
+    chunk_math<Traits>(s, scope, i, count, per_group, buffer, pv);
   }
 }
 
@@ -453,10 +565,10 @@ __device__ __forceinline__ void walk_chunks_two_tiles(ChunkSmem<Traits>& s, cons
 // with the tile, their indices loaded from global memory then. Meant for
 // walks of one chunk (the BF16 cluster kernel up to W = 1024); longer walks
 // run the same float operations, only slower.
-template <class Traits, class GroupEnd>
+template <class Traits, class ChunkPv>
 __device__ __forceinline__ void walk_chunks_one_tile(ChunkSmem<Traits>& s, const Dsv4Params& p,
                                                      const TokenScope& scope, int first, int count, int per_group,
-                                                     OutputFragment<Traits>& acc, GroupEnd& group_end) {
+                                                     ChunkPv& pv) {
   constexpr int kColumns = Traits::kChunkColumns;
   for (int i = 0; i < count; ++i) {
     const int column0 = (first + i) * kColumns;
@@ -472,19 +584,19 @@ __device__ __forceinline__ void walk_chunks_one_tile(ChunkSmem<Traits>& s, const
     ptx::fence_proxy_async_shared();  // the copies are read by wgmma (async proxy)
     __syncthreads();
     if (p.skip_stages & 4) continue;
-    chunk_math<Traits>(s, scope, i, count, per_group, 0, acc, group_end);
+    chunk_math<Traits>(s, scope, i, count, per_group, 0, pv);
   }
 }
 
-// Walks chunks [first, first + count) of a token with the traits' KV tiles.
-template <class Traits, class GroupEnd>
+// Walks chunks [first, first + count) of a token with the traits' KV tiles;
+// pv is the P V step (chunk_math).
+template <class Traits, class ChunkPv>
 __device__ __forceinline__ void walk_chunks(ChunkSmem<Traits>& s, const Dsv4Params& p, const TokenScope& scope,
-                                            int first, int count, int per_group, OutputFragment<Traits>& acc,
-                                            GroupEnd&& group_end) {
+                                            int first, int count, int per_group, ChunkPv&& pv) {
   if constexpr (Traits::kBuffers == 2) {
-    walk_chunks_two_tiles<Traits>(s, p, scope, first, count, per_group, acc, group_end);
+    walk_chunks_two_tiles<Traits>(s, p, scope, first, count, per_group, pv);
   } else {
-    walk_chunks_one_tile<Traits>(s, p, scope, first, count, per_group, acc, group_end);
+    walk_chunks_one_tile<Traits>(s, p, scope, first, count, per_group, pv);
   }
 }
 
@@ -542,34 +654,38 @@ __device__ __forceinline__ void store_granule(uint16_t* out_head, int first_dim,
 
 // A group's mean output as it leaves a CTA (the cluster kernel's DSMEM
 // sends, the split kernel's workspace): calls emit(granule, head, bits) for
-// each granule of this thread's P V fragment and each of its two heads
-// (lane / 4 and lane / 4 + 8); bits are the 4 values in travel order
-// (granule_dim), each acc * mean_factor(sum) rounded to FP16.
+// each granule of this thread's P V fragment and each of its heads (16t +
+// lane / 4 and 16t + lane / 4 + 8 of head tile t); bits are the 4 values in
+// travel order (granule_dim), each acc * mean_factor(sum) rounded to FP16.
 template <class Traits, class Emit>
 __device__ __forceinline__ void emit_group_means(const ChunkSmem<Traits>& s, const OutputFragment<Traits>& acc,
                                                  Emit&& emit) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int head = lane / 4;
-  const float top = mean_factor(s.running_sum[head]), bottom = mean_factor(s.running_sum[head + 8]);
 #pragma unroll
-  for (int g = 0; g < Traits::kDimGroups; ++g)
+  for (int t = 0; t < Traits::kHeadTiles; ++t) {
+    const int head = 16 * t + lane / 4;
+    const float top = mean_factor(s.running_sum[head]), bottom = mean_factor(s.running_sum[head + 8]);
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int granule = (warp * Traits::kDimsPerWarp + g * 32 + half * 16) / Traits::kGranuleDims + lane % 4;
-      const float(&even)[4] = acc[g][half][0];
-      const float(&odd)[4] = acc[g][half][1];
-      emit(granule, head,
-           make_uint2(pack_f16x2(even[0] * top, odd[0] * top), pack_f16x2(even[1] * top, odd[1] * top)));
-      emit(granule, head + 8,
-           make_uint2(pack_f16x2(even[2] * bottom, odd[2] * bottom), pack_f16x2(even[3] * bottom, odd[3] * bottom)));
-    }
+    for (int g = 0; g < Traits::kDimGroups; ++g)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int granule = (warp * Traits::kDimsPerWarp + g * 32 + half * 16) / Traits::kGranuleDims + lane % 4;
+        const float(&even)[4] = acc[t][g][half][0];
+        const float(&odd)[4] = acc[t][g][half][1];
+        emit(granule, head,
+             make_uint2(pack_f16x2(even[0] * top, odd[0] * top), pack_f16x2(even[1] * top, odd[1] * top)));
+        emit(granule, head + 8,
+             make_uint2(pack_f16x2(even[2] * bottom, odd[2] * bottom),
+                        pack_f16x2(even[3] * bottom, odd[3] * bottom)));
+      }
+  }
 }
 
 __device__ __forceinline__ float output_lse(const FoldState& state) {
   return state.max == -INFINITY ? -INFINITY : (state.max + __log2f(state.sum)) * kLn2;
 }
 
-// Folds the `groups` group results of head threadIdx.x % 16 in group order,
+// Folds the `groups` group results of head threadIdx.x % kHeads in group order,
 // scales and stores BF16 (and lse, when lse_head is given). The output's 128
 // granules are dealt to `owners` CTAs as in the cluster kernel (granule g to
 // CTA g % owners); this one is `rank` and serves local granules

@@ -61,13 +61,15 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(Cluster
     cluster_kernel(const __grid_constant__ Dsv4Params p) {
   using Smem = ClusterSmem<Traits>;
   constexpr int kHeads = Traits::kHeads;
+  static_assert(kHeads == 16,
+                "the cluster kernel serves 16-head groups only (send_group: ctas x kHeads <= 256 threads)");
   extern __shared__ __align__(16) uint8_t smem_bytes[];
   Smem& s = *reinterpret_cast<Smem*>(smem_bytes);
   const int rank = static_cast<int>(ptx::cluster_ctarank());
   const int ctas = static_cast<int>(ptx::cluster_nctarank());
   const int64_t cluster = blockIdx.x / ctas;
   const int64_t token = cluster / p.head_groups;
-  const HeadGroup heads = head_group(p, static_cast<int>(cluster % p.head_groups));
+  const HeadGroup heads = head_group<kHeads>(p, static_cast<int>(cluster % p.head_groups));
   const int tid = threadIdx.x;
 
   if (p.skip_stages & 8) return;
@@ -99,7 +101,8 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(Cluster
   asm volatile("" : "+l"(out_head), "+l"(lse_head));
 
   OutputFragment<Traits> acc = {};
-  walk_chunks<Traits>(s.chunk, p, scope, first, count, count, acc, [](OutputFragment<Traits>&) {});
+  walk_chunks<Traits>(s.chunk, p, scope, first, count, count,
+                      accumulate_groups<Traits>(s.chunk, acc, [](OutputFragment<Traits>&) {}));
   if (p.skip_stages & 4) return;
 
   const float2 own_stats = make_float2(s.chunk.running_max[tid % kHeads], s.chunk.running_sum[tid % kHeads]);

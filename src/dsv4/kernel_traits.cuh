@@ -1,7 +1,9 @@
 // Compile-time configuration and shared-memory plans of the dsv4 kernels:
-// the cluster kernel (small batches) and the stream kernel (large batches),
-// for FP8 E4M3 and BF16 q and rows. The designs and their measurements:
-// docs/kernels/small_batch.md, docs/kernels/large_batch.md, docs/kernels/bf16.md.
+// the cluster kernel (small batches), the stream kernel (large batches) and
+// the split path, for FP8 E4M3 and BF16 q and rows, 16 heads a CTA (and 64
+// for the stream kernel and the split path with FP8 rows). The designs and
+// their measurements: docs/kernels/small_batch.md, docs/kernels/large_batch.md,
+// docs/kernels/bf16.md, docs/kernels/heads64.md.
 #pragma once
 
 #include <cstddef>
@@ -27,7 +29,8 @@ constexpr int resident_ctas(size_t smem_bytes) {
 // waits for the tile (a CTA of one chunk loses nothing, and a BF16 tile is 64 KiB).
 template <int kHeads_, DType kDType_, int kBuffers_>
 struct Dsv4Traits {
-  static constexpr int kHeads = kHeads_;
+  static constexpr int kHeads = kHeads_;  // query heads a CTA: 16 or 64 (one gathered tile serves them all)
+  static constexpr int kHeadTiles = kHeads / 16;  // P V: mma.sync tiles of 16 heads (M = 16)
   static constexpr DType kDType = kDType_;
   static constexpr bool kBf16 = kDType == DType::kBFloat16;
   static constexpr int kElementBytes = kBf16 ? 2 : 1;
@@ -49,6 +52,18 @@ struct Dsv4Traits {
   // FP8 wgmma accumulates with reduced precision: each pair of k-steps gets its
   // own accumulator, summed in FP32. BF16 wgmma accumulates in FP32: one accumulator.
   static constexpr int kStepsPerAccumulator = kBf16 ? kScoreSteps : 2;
+  static constexpr int kScoreSets = kScoreSteps / kStepsPerAccumulator;
+  // Accumulator sets live at once (kHeads / 2 floats each): all at 16 heads;
+  // 2 at 64 heads (32 floats a set), next to the 128-float P V fragment.
+  static constexpr int kLiveScoreSets = kHeads == 16 ? kScoreSets : 2;
+  // Softmax: kSoftmaxThreads threads a head, kSoftmaxColumns columns each
+  // (16 x 4 at 16 heads, 4 x 16 at 64).
+  static constexpr int kSoftmaxThreads = kWarps * 32 / kHeads;
+  static constexpr int kSoftmaxColumns = kChunkColumns / kSoftmaxThreads;
+  // The 64-head stream kernel cannot hold a group's P V fragment next to the
+  // folded output (2 x 128 floats a thread): it folds each chunk's P V a dim
+  // group at a time, which needs groups of one chunk (docs/kernels/heads64.md).
+  static constexpr bool kStreamFoldsByDimGroup = kHeads > 16;
   // P for P V: FP16 with FP8 rows (the E4M3 V converts exactly to FP16); with
   // BF16 rows, BF16 hi + lo parts (16 significant bits: BF16 P alone loses
   // the accuracy bound, docs/kernels/packed.md).
@@ -74,7 +89,12 @@ struct Dsv4Traits {
   }
   static constexpr int kReceiveSlots = max_receive_slots();
 
-  static_assert(kHeads == 16, "mma.sync has M = 16: one query head a row");
+  static_assert(kHeads == 16 || kHeads == 64,
+                "P V: mma.sync has M = 16 (one head a row, kHeads / 16 tiles); Q K^T: wgmma N = kHeads (16 or 64)");
+  static_assert(kHeads == 16 || !kBf16,
+                "BF16 at 64 heads is not served: two BF16 tiles + Q exceed 227 KiB (docs/kernels/heads64.md)");
+  static_assert(kLiveScoreSets == kScoreSets || (kLiveScoreSets >= 2 && kLiveScoreSets < kScoreSets),
+                "score_chunk: the first batch fills every live set, later batches refill sets 1..");
   static_assert(kDType == DType::kFloat8E4M3 || kDType == DType::kBFloat16, "the kernels read FP8 E4M3 or BF16 rows");
   static_assert(kBuffers == 1 || kBuffers == 2, "walk_chunks double-buffers or waits for its one tile");
   static_assert(kRowBytes % 16 == 0 && kPieces % 4 == 0, "a gather lane copies every 4th 16-byte piece of its row");
@@ -84,7 +104,9 @@ struct Dsv4Traits {
   static_assert(kWarps % 4 == 0 && kPiecesPerWarpgroup % 2 == 0, "a warpgroup's dims are whole 32-byte k-steps");
   static_assert(kDimsPerWarp % 32 == 0, "P V walks 32-dim groups (one ldmatrix.x4.trans each)");
   static_assert(kChunkColumns % 16 == 0, "P V steps over 16 columns (k of m16n8k16)");
-  static_assert(kThreads == kHeads * 16 && kChunkColumns == 64, "softmax: 16 threads a head, 4 columns each");
+  static_assert(kThreads % kHeads == 0 && kSoftmaxColumns % 4 == 0 && kSoftmaxColumns <= 32,
+                "softmax: whole quads of columns a thread (store_probabilities), its mask bits within 32");
+  static_assert(kSoftmaxThreads <= 32 && 32 % kSoftmaxThreads == 0, "softmax: a head's threads are lanes of one warp");
   static_assert(kThreads % kHeads == 0, "reduction: a thread serves one head");
   static_assert(kDimsPerWarp % (4 * kGranuleDims) == 0, "a thread's P V fragment is 4 dims of its two heads");
   static_assert(kPieces % (kThreads / 8) == 0, "load_query: each pass of the CTA copies 32 pieces of 8 heads");
@@ -104,9 +126,15 @@ __host__ __device__ constexpr int granule_dim(int granule, int value) {
   }
 }
 
-// A thread's share of a group's P V: [dim group][16-dim half][even/odd n-tile][top head x2, bottom head x2].
+// A thread's share of a group's P V over kGroups of its warp's 32-dim groups:
+// [16-head tile][dim group][16-dim half][even/odd n-tile][top head x2, bottom head x2];
+// tile t's heads are 16t + lane / 4 (top) and 16t + lane / 4 + 8 (bottom).
+template <class Traits, int kGroups>
+using DimGroupFragment = float[Traits::kHeadTiles][kGroups][2][2][4];
+
+// All the warp's dims: 32 floats a thread at 16 heads, 128 at 64.
 template <class Traits>
-using OutputFragment = float[Traits::kDimGroups][2][2][4];
+using OutputFragment = DimGroupFragment<Traits, Traits::kDimGroups>;
 
 // The next chunk's indices, copied with this chunk's rows (two KV tiles); a
 // walk with one tile reads each chunk's indices when it gathers the chunk.
@@ -144,10 +172,25 @@ struct ClusterSmem {
   uint64_t received_barrier;                                  // completes when every peer's bytes have landed
 };
 
-// The stream kernel: one CTA a token, groups folded in registers.
+// The 64-head stream kernel's fold state and a group's fold weights, per
+// head (written by thread `head`): in registers they would spill next to
+// the 128-float output (docs/kernels/heads64.md). None at 16 heads.
+template <int kHeads, bool kInSmem>
+struct HeadFolds {
+  float max[kHeads];     // FoldState
+  float sum[kHeads];
+  float keep[kHeads];    // FoldWeights of the group being folded
+  float take[kHeads];
+  float factor[kHeads];  // its mean_factor
+};
+template <int kHeads>
+struct HeadFolds<kHeads, false> {};
+
+// The stream kernel: one CTA a (token, head group), groups folded in registers.
 template <class Traits>
 struct StreamSmem {
   ChunkSmem<Traits> chunk;
+  HeadFolds<Traits::kHeads, Traits::kStreamFoldsByDimGroup> folds;
 };
 
 // The split kernel: one CTA a group, like the cluster kernel's, without a
@@ -164,14 +207,16 @@ struct SplitSmem {
 // to kCombineSlices CTAs, one granule a thread.
 template <class Traits>
 struct SplitWorkspace {
-  static constexpr size_t kMeanBytes = size_t{Traits::kGranules} * Traits::kHeads * 8;  // 16 KiB a group
+  // 16 KiB a group at 16 heads, 64 KiB at 64
+  static constexpr size_t kMeanBytes = size_t{Traits::kGranules} * Traits::kHeads * 8;
   static constexpr size_t kStatsBytes = size_t{Traits::kHeads} * 8;
   static constexpr size_t kAlignment = 16;
   static constexpr int kCombineSlices = Traits::kGranules / (Traits::kThreads / Traits::kHeads);
   static constexpr size_t bytes(int64_t units, int groups) {
     return static_cast<size_t>(units) * groups * (kMeanBytes + kStatsBytes);
   }
-  static_assert(Traits::kGranules % (Traits::kThreads / Traits::kHeads) == 0, "a combine CTA: 16 granules x 16 heads");
+  static_assert(Traits::kGranules % (Traits::kThreads / Traits::kHeads) == 0,
+                "a combine CTA: kThreads / kHeads granules x kHeads heads (16 x 16, or 4 x 64)");
 };
 
 // The instantiations the launcher uses (cluster_*_h16.cu, stream_*_h16.cu).
@@ -185,6 +230,10 @@ using StreamTraitsBf16 = Dsv4Traits<16, DType::kBFloat16, 2>;
 // The split kernel walks what a cluster kernel's CTA walks: the same tiles.
 using SplitTraitsFp8 = ClusterTraitsFp8;
 using SplitTraitsBf16 = ClusterTraitsBf16;
+// 64 heads a CTA (stream_fp8_h64.cu, split_fp8_h64.cu): FP8 only, two KV
+// tiles, one CTA an SM (docs/kernels/heads64.md).
+using StreamTraitsFp8H64 = Dsv4Traits<64, DType::kFloat8E4M3, 2>;
+using SplitTraitsFp8H64 = StreamTraitsFp8H64;
 
 static_assert(sizeof(ClusterSmem<ClusterTraitsFp8>) <= kMaxSmemPerCta &&
                   sizeof(StreamSmem<StreamTraitsFp8>) <= kMaxSmemPerCta &&
@@ -196,5 +245,7 @@ static_assert(resident_ctas(sizeof(ClusterSmem<ClusterTraitsFp8>)) == 2 &&
               "the FP8 kernels were measured at 2 CTAs an SM");
 static_assert(resident_ctas(sizeof(ClusterSmem<ClusterTraitsBf16>)) == 2,
               "the BF16 cluster kernel is planned at 2 CTAs an SM (one KV tile): keep its plan under 113 KiB");
+static_assert(sizeof(StreamSmem<StreamTraitsFp8H64>) <= kMaxSmemPerCta,
+              "64 heads: two 32 KiB KV tiles, the 32 KiB Q tile and 34 KiB of scores fit one CTA an SM");
 
 }  // namespace sparse_decode::dsv4

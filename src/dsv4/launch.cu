@@ -16,18 +16,26 @@
 namespace sparse_decode::dsv4 {
 namespace {
 
-// The geometry that the chunk plan and the grid depend on; the same for every instantiation.
+// The geometry that the chunk plan and the grid depend on; the same for
+// every instantiation but for the heads a CTA (16, or 64: Traits64).
 using Traits16 = ClusterTraitsFp8;
+using Traits64 = StreamTraitsFp8H64;
 template <class Traits>
-constexpr bool kSameGeometry = Traits::kHeads == Traits16::kHeads && Traits::kThreads == Traits16::kThreads &&
+constexpr bool kSameGeometry = Traits::kThreads == Traits16::kThreads &&
                                Traits::kChunkColumns == Traits16::kChunkColumns &&
                                Traits::kMaxGroups == Traits16::kMaxGroups;
 static_assert(kSameGeometry<StreamTraitsFp8> && kSameGeometry<ClusterTraitsBf16> && kSameGeometry<StreamTraitsBf16> &&
-                  kSameGeometry<SplitTraitsFp8> && kSameGeometry<SplitTraitsBf16>,
+                  kSameGeometry<SplitTraitsFp8> && kSameGeometry<SplitTraitsBf16> &&
+                  kSameGeometry<StreamTraitsFp8H64> && kSameGeometry<SplitTraitsFp8H64>,
               "chunk_plan, the grid and the block size are shared by every kernel instantiation");
+static_assert(ClusterTraitsFp8::kHeads == 16 && ClusterTraitsBf16::kHeads == 16 && StreamTraitsBf16::kHeads == 16 &&
+                  SplitTraitsBf16::kHeads == 16 && StreamTraitsFp8::kHeads == 16 && SplitTraitsFp8::kHeads == 16 &&
+                  Traits64::kHeads == 64 && SplitTraitsFp8H64::kHeads == 64,
+              "head groups: 16 heads, or 64 for the FP8 stream kernel and split path of 64-head calls");
 
-// The kernels of one dtype and the dynamic shared memory each requests (its
-// plan's size; the combine kernel has none).
+// The kernels of one dtype and head group size, the dynamic shared memory
+// each requests (its plan's size; the combine kernel has none), and the
+// split path's combine slices. The cluster kernel is always the 16-head one.
 struct KernelSet {
   const void* cluster;
   const void* stream;
@@ -36,29 +44,62 @@ struct KernelSet {
   size_t cluster_smem;
   size_t stream_smem;
   size_t split_smem;
+  int combine_slices;
 };
 
 template <class ClusterT, class StreamT, class SplitT>
 KernelSet kernel_set(const void* cluster, const void* stream, const void* split, const void* combine) {
-  return {cluster, stream, split, combine, sizeof(ClusterSmem<ClusterT>), sizeof(StreamSmem<StreamT>),
-          sizeof(SplitSmem<SplitT>)};
+  return {cluster,
+          stream,
+          split,
+          combine,
+          sizeof(ClusterSmem<ClusterT>),
+          sizeof(StreamSmem<StreamT>),
+          sizeof(SplitSmem<SplitT>),
+          SplitWorkspace<SplitT>::kCombineSlices};
 }
 
-KernelSet kernels_for(DType dtype) {
+KernelSet kernels_for(DType dtype, int group_heads) {
   if (dtype == DType::kBFloat16) {
     return kernel_set<ClusterTraitsBf16, StreamTraitsBf16, SplitTraitsBf16>(
         cluster_kernel_bf16_h16(), stream_kernel_bf16_h16(), split_kernel_bf16_h16(), combine_kernel_bf16_h16());
+  }
+  if (group_heads == Traits64::kHeads) {
+    return kernel_set<ClusterTraitsFp8, StreamTraitsFp8H64, SplitTraitsFp8H64>(
+        cluster_kernel_fp8_h16(), stream_kernel_fp8_h64(), split_kernel_fp8_h64(), combine_kernel_fp8_h64());
   }
   return kernel_set<ClusterTraitsFp8, StreamTraitsFp8, SplitTraitsFp8>(
       cluster_kernel_fp8_h16(), stream_kernel_fp8_h16(), split_kernel_fp8_h16(), combine_kernel_fp8_h16());
 }
 
-using Workspace = SplitWorkspace<Traits16>;
-static_assert(Workspace::kMeanBytes == SplitWorkspace<SplitTraitsBf16>::kMeanBytes,
-              "one workspace layout for every dtype");
+static_assert(SplitWorkspace<Traits16>::kMeanBytes == SplitWorkspace<SplitTraitsBf16>::kMeanBytes &&
+                  SplitWorkspace<Traits16>::kAlignment == SplitWorkspace<Traits64>::kAlignment,
+              "one workspace layout for every dtype, and one alignment for every head group size");
+static_assert(4 * SplitWorkspace<Traits16>::kMeanBytes == SplitWorkspace<Traits64>::kMeanBytes &&
+                  4 * SplitWorkspace<Traits16>::kStatsBytes == SplitWorkspace<Traits64>::kStatsBytes,
+              "a 64-head unit's group record is four 16-head records: workspace_size(args) is the same at H = 64, 128");
+
+// Whether a call runs its stream kernel and split path with 64-head groups
+// (docs/kernels/heads64.md): FP8 rows, H = 64 or 128, and groups of one
+// chunk (W <= 1024: the 64-head stream kernel folds a group's P V by dim
+// group as it is computed). Depends on H, W and the dtype only, never on T:
+// kAuto picks among the kernels of one head group size, so the bits of a
+// token do not depend on its batch.
+bool heads64(const Dsv4DecodeArgs& args) {
+  return args.dtype == DType::kFloat8E4M3 && args.num_heads % Traits64::kHeads == 0 &&
+         chunk_plan(args.width).chunks_per_group == 1;
+}
+
+// Heads a work unit of `kernel` serves: 64 for the stream kernel and the
+// split path of heads64() calls, else 16 (the cluster kernel always).
+int group_heads(const Dsv4DecodeArgs& args, Dsv4Kernel kernel) {
+  return kernel != Dsv4Kernel::kCluster && heads64(args) ? Traits64::kHeads : Traits16::kHeads;
+}
 
 constexpr DType kServedDtypes[] = {DType::kFloat8E4M3, DType::kBFloat16};
 int dtype_slot(DType dtype) { return dtype == DType::kBFloat16 ? 1 : 0; }
+constexpr int kGroupSizes[] = {Traits16::kHeads, Traits64::kHeads};
+int group_slot(int group_heads) { return group_heads == Traits64::kHeads ? 1 : 0; }
 
 // The cluster kernel serves up to this many (token, 16-head group) pairs,
 // the stream kernel more: the crossovers measured on the H200 at widths 128
@@ -83,17 +124,20 @@ constexpr int kMaxDevices = 64;
 int set_kernel_attributes() {
   cudaError_t e = cudaSuccess;
   for (DType dtype : kServedDtypes) {
-    const KernelSet k = kernels_for(dtype);
-    if (e == cudaSuccess) {
-      e = cudaFuncSetAttribute(k.cluster, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(k.cluster_smem));
-    }
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k.cluster, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    if (e == cudaSuccess) {
-      e = cudaFuncSetAttribute(k.stream, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k.stream_smem));
-    }
-    if (e == cudaSuccess) {
-      e = cudaFuncSetAttribute(k.split, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k.split_smem));
+    for (int heads : kGroupSizes) {  // BF16 has 16-head kernels only: set twice
+      const KernelSet k = kernels_for(dtype, heads);
+      if (e == cudaSuccess) {
+        e = cudaFuncSetAttribute(k.cluster, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(k.cluster_smem));
+      }
+      if (e == cudaSuccess) e = cudaFuncSetAttribute(k.cluster, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+      if (e == cudaSuccess) {
+        e = cudaFuncSetAttribute(k.stream, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(k.stream_smem));
+      }
+      if (e == cudaSuccess) {
+        e = cudaFuncSetAttribute(k.split, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k.split_smem));
+      }
     }
   }
   return e;
@@ -105,17 +149,19 @@ Status configure_kernels() {
   return configured.run();
 }
 
-// Split CTAs the current device holds at once (0 without a device); cached.
-int64_t split_slots(DType dtype) {
-  static std::atomic<int64_t> cache[kMaxDevices][std::size(kServedDtypes)] = {};
+// Split CTAs of `group_heads` heads the current device holds at once (0
+// without a device); cached.
+int64_t split_slots(DType dtype, int group_heads) {
+  static std::atomic<int64_t> cache[kMaxDevices][std::size(kServedDtypes)][std::size(kGroupSizes)] = {};
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess || !configure_kernels().ok()) {
     cudaGetLastError();
     return 0;
   }
-  std::atomic<int64_t>* cached = device < kMaxDevices ? &cache[device][dtype_slot(dtype)] : nullptr;
+  std::atomic<int64_t>* cached =
+      device < kMaxDevices ? &cache[device][dtype_slot(dtype)][group_slot(group_heads)] : nullptr;
   if (cached && cached->load(std::memory_order_relaxed) > 0) return cached->load(std::memory_order_relaxed);
-  const KernelSet kernels = kernels_for(dtype);
+  const KernelSet kernels = kernels_for(dtype, group_heads);
   int per_sm = 0, sms = 0;
   if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernels.split, Traits16::kThreads, kernels.split_smem) !=
           cudaSuccess ||
@@ -128,7 +174,7 @@ int64_t split_slots(DType dtype) {
   return slots;
 }
 
-int32_t head_groups(int32_t heads) { return (heads + Traits16::kHeads - 1) / Traits16::kHeads; }
+int32_t head_groups(int32_t heads, int group_heads) { return (heads + group_heads - 1) / group_heads; }
 
 // How the split kernel covers a unit's groups: as many CTAs a unit as the
 // GPU holds at once for all units (at most one a group), the groups dealt
@@ -140,8 +186,9 @@ struct SplitPlan {
 
 SplitPlan split_plan(const Dsv4DecodeArgs& args) {
   const int32_t groups = chunk_plan(args.width).groups;
-  const int64_t units = std::max<int64_t>(args.num_tokens * head_groups(args.num_heads), 1);
-  const int64_t fit = std::clamp<int64_t>(split_slots(args.dtype) / units, 1, groups);
+  const int heads = group_heads(args, Dsv4Kernel::kSplit);
+  const int64_t units = std::max<int64_t>(args.num_tokens * head_groups(args.num_heads, heads), 1);
+  const int64_t fit = std::clamp<int64_t>(split_slots(args.dtype, heads) / units, 1, groups);
   const int32_t per_cta = static_cast<int32_t>((groups + fit - 1) / fit);
   return {(groups + per_cta - 1) / per_cta, per_cta};
 }
@@ -155,7 +202,7 @@ PoolParams pool_params(const KvPool& pool, int64_t element_bytes) {
   return params;
 }
 
-Dsv4Params kernel_params(const Dsv4DecodeArgs& args) {
+Dsv4Params kernel_params(const Dsv4DecodeArgs& args, Dsv4Kernel kernel) {
   const ChunkPlan plan = chunk_plan(args.width);
   const int64_t q_bytes = args.dtype == DType::kFloat8E4M3 ? 1 : 2;
   Dsv4Params p{};
@@ -185,7 +232,7 @@ Dsv4Params kernel_params(const Dsv4DecodeArgs& args) {
   p.out_of_range_count = args.out_of_range_count;
   p.num_tokens = args.num_tokens;
   p.num_heads = args.num_heads;
-  p.head_groups = head_groups(args.num_heads);
+  p.head_groups = head_groups(args.num_heads, group_heads(args, kernel));
   p.chunks = plan.chunks;
   p.chunks_per_group = plan.chunks_per_group;
   p.groups = plan.groups;
@@ -214,10 +261,13 @@ Status kernels_support(const Dsv4DecodeArgs& args) {
   if (Status status = hopper_device_status(""); !status.ok()) return status;
   const Dsv4Kernel kernel = choose_kernel(args);
   const int64_t groups = chunk_plan(args.width).groups;
-  const int64_t ctas_a_token =
-      head_groups(args.num_heads) * (kernel == Dsv4Kernel::kCluster ? groups
-                                     : kernel == Dsv4Kernel::kSplit ? std::max<int64_t>(split_plan(args).ctas, Workspace::kCombineSlices)
-                                                                    : 1);
+  const int heads = group_heads(args, kernel);
+  const int64_t ctas_a_unit =
+      kernel == Dsv4Kernel::kCluster ? groups
+      : kernel == Dsv4Kernel::kSplit
+          ? std::max<int64_t>(split_plan(args).ctas, kernels_for(args.dtype, heads).combine_slices)
+          : 1;
+  const int64_t ctas_a_token = head_groups(args.num_heads, heads) * ctas_a_unit;
   if (args.num_tokens > int64_t{0x7fffffff} / ctas_a_token) {
     return Status::NotSupported("num_tokens: at most " + std::to_string(int64_t{0x7fffffff} / ctas_a_token) +
                                 " tokens a call with this kernel, heads and width (grid size), got " +
@@ -236,7 +286,7 @@ int64_t cluster_max_tokens(int32_t width, DType dtype) {
   }
   const ChunkPlan plan = chunk_plan(width);
   std::atomic<int64_t>* cached = device < kMaxDevices ? &cache[device][dtype_slot(dtype)][plan.groups] : nullptr;
-  const KernelSet kernels = kernels_for(dtype);
+  const KernelSet kernels = kernels_for(dtype, Traits16::kHeads);
   if (cached && cached->load(std::memory_order_relaxed) > 0) return cached->load(std::memory_order_relaxed);
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(plan.groups);
@@ -259,9 +309,14 @@ int64_t cluster_max_tokens(int32_t width, DType dtype) {
 Dsv4Kernel choose_kernel(const Dsv4DecodeArgs& args, bool split_workspace) {
   if (args.kernel != Dsv4Kernel::kAuto) return args.kernel;
   // Head groups of one token are independent work, like more tokens.
-  const int64_t units = args.num_tokens * head_groups(args.num_heads);
+  const int heads = group_heads(args, Dsv4Kernel::kAuto);
+  const int64_t units = args.num_tokens * head_groups(args.num_heads, heads);
   const bool split = split_workspace && chunk_plan(args.width).groups > kSplitMinGroups &&
-                     split_slots(args.dtype) >= kSplitMinCtas * units;
+                     split_slots(args.dtype, heads) >= kSplitMinCtas * units;
+  // 64-head calls: only the 64-head kernels (the cluster kernel's 16-head
+  // groups would give other bits). The crossover is the 16-head rule's,
+  // unmeasured at 64 heads (docs/kernels/heads64.md).
+  if (heads == Traits64::kHeads) return split ? Dsv4Kernel::kSplit : Dsv4Kernel::kStream;
   const bool wide = chunk_plan(args.width).chunks_per_group > 1;
   const int64_t most = split ? (wide ? kClusterMaxUnitsBeforeSplitWide : kClusterMaxUnitsBeforeSplit)
                              : (wide ? kClusterMaxUnitsWide : kClusterMaxUnits);
@@ -272,24 +327,28 @@ Dsv4Kernel choose_kernel(const Dsv4DecodeArgs& args, bool split_workspace) {
 
 size_t split_workspace_bytes(const Dsv4DecodeArgs& args) {
   if (args.num_tokens <= 0 || args.width < kSwaColumns) return 0;
-  return Workspace::bytes(args.num_tokens * head_groups(args.num_heads), chunk_plan(args.width).groups);
+  const int heads = group_heads(args, Dsv4Kernel::kSplit);
+  const int64_t units = args.num_tokens * head_groups(args.num_heads, heads);
+  const int32_t groups = chunk_plan(args.width).groups;
+  return heads == Traits64::kHeads ? SplitWorkspace<Traits64>::bytes(units, groups)
+                                   : SplitWorkspace<Traits16>::bytes(units, groups);
 }
 
 bool split_workspace_fits(const Dsv4DecodeArgs& args, const void* workspace, size_t workspace_bytes) {
   return workspace && workspace_bytes >= split_workspace_bytes(args) &&
-         reinterpret_cast<uintptr_t>(workspace) % Workspace::kAlignment == 0;
+         reinterpret_cast<uintptr_t>(workspace) % SplitWorkspace<Traits16>::kAlignment == 0;
 }
 
 Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream_st* stream) {
   if (Status status = configure_kernels(); !status.ok()) return status;
-  Dsv4Params p = kernel_params(args);
   Dsv4Kernel kernel = choose_kernel(args);
   if (kernel == Dsv4Kernel::kSplit && !split_workspace_fits(args, workspace, workspace_bytes)) {
     kernel = choose_kernel(args, false);  // only kAuto gets here: dsv4_decode refuses a forced kSplit
   }
+  Dsv4Params p = kernel_params(args, kernel);
   const bool cluster = kernel == Dsv4Kernel::kCluster, split = kernel == Dsv4Kernel::kSplit;
   const ChunkPlan plan = chunk_plan(args.width);
-  const KernelSet kernels = kernels_for(args.dtype);
+  const KernelSet kernels = kernels_for(args.dtype, group_heads(args, kernel));
   const int64_t units = args.num_tokens * p.head_groups;
   if (split) p.workspace = static_cast<uint8_t*>(workspace);
 
@@ -313,7 +372,7 @@ Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace
   }
   // The combine kernel always overlaps the split kernel's tail (PDL): it
   // waits for the split kernel's results before it reads them.
-  config.gridDim = dim3(static_cast<unsigned>(units * Workspace::kCombineSlices));
+  config.gridDim = dim3(static_cast<unsigned>(units * kernels.combine_slices));
   config.dynamicSmemBytes = 0;
   attributes[0].val.programmaticStreamSerializationAllowed = 1;
   return cuda_status(cudaLaunchKernelExC(&config, kernels.combine, kernel_args), "launching the dsv4 combine kernel");

@@ -20,6 +20,9 @@ const void* cluster_kernel_bf16_h16();
 const void* stream_kernel_bf16_h16();
 const void* split_kernel_bf16_h16();
 const void* combine_kernel_bf16_h16();
+const void* stream_kernel_fp8_h64();  // 64 heads a CTA (stream_fp8_h64.cu, split_fp8_h64.cu)
+const void* split_kernel_fp8_h64();
+const void* combine_kernel_fp8_h64();
 
 // How a token's columns form groups: the unit that both kernels fold in
 // order (the cluster kernel gives each group a CTA). Depends on W only.

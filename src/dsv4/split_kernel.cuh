@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(SplitSm
   const int64_t unit = blockIdx.x / p.split_ctas;  // token * head_groups + head group
   const int first_group = static_cast<int>(blockIdx.x % p.split_ctas) * p.split_groups;
   const int64_t token = unit / p.head_groups;
-  const HeadGroup heads = head_group(p, static_cast<int>(unit % p.head_groups));
+  const HeadGroup heads = head_group<Traits::kHeads>(p, static_cast<int>(unit % p.head_groups));
   if (p.skip_stages & 8) return;
 
   ptx::grid_dependency_wait();
@@ -65,19 +65,22 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(SplitSm
   const TokenScope scope = token_scope<Traits>(s, p, token, heads, has_swa_columns, -INFINITY);
   OutputFragment<Traits> acc = {};
   int group = first_group;
-  walk_chunks<Traits>(s, p, scope, first, count, p.chunks_per_group, acc,
-                      [&](OutputFragment<Traits>& result) { write_group<Traits>(s, p, unit, group++, result); });
+  walk_chunks<Traits>(s, p, scope, first, count, p.chunks_per_group,
+                      accumulate_groups<Traits>(s, acc, [&](OutputFragment<Traits>& result) {
+                        write_group<Traits>(s, p, unit, group++, result);
+                      }));
 }
 
-// One CTA a (unit, slice): thread t folds head t % 16 of granule
-// (t / 16) * kCombineSlices + slice over the unit's groups.
+// One CTA a (unit, slice): thread t folds head t % kHeads of granule
+// (t / kHeads) * kCombineSlices + slice over the unit's groups (16 heads: 8
+// slices of 16 granules; 64 heads: 32 slices of 4).
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads) combine_kernel(const __grid_constant__ Dsv4Params p) {
   constexpr int kHeads = Traits::kHeads, kSlices = SplitWorkspace<Traits>::kCombineSlices;
   const int64_t unit = blockIdx.x / kSlices;
   const int slice = static_cast<int>(blockIdx.x % kSlices);
   const int64_t token = unit / p.head_groups;
-  const HeadGroup heads = head_group(p, static_cast<int>(unit % p.head_groups));
+  const HeadGroup heads = head_group<kHeads>(p, static_cast<int>(unit % p.head_groups));
   const int head = threadIdx.x % kHeads;
   if (p.skip_stages & 8) return;
 

@@ -1,8 +1,9 @@
-// The stream kernel of dsv4_decode (large batches): one CTA a token walks
-// all of its chunks, the next chunk's gather in flight during this one's
-// math, and folds each group's mean output into registers in group order:
-// the same groups and the same fold as the cluster kernel, so the bits agree.
-// docs/kernels/large_batch.md explains the design and its measurements.
+// The stream kernel of dsv4_decode (large batches): one CTA a (token, head
+// group) walks all of the token's chunks, the next chunk's gather in flight
+// during this one's math, and folds each group's mean output into registers
+// in group order: the same groups and the same fold as the cluster kernel
+// and the split path, so the bits agree. docs/kernels/large_batch.md explains
+// the design and its measurements; docs/kernels/heads64.md the 64-head form.
 #pragma once
 
 #include "dsv4/chunk_steps.cuh"
@@ -11,14 +12,135 @@ namespace sparse_decode::dsv4 {
 
 __device__ __forceinline__ float round_to_f16(float value) { return __half2float(__float2half_rn(value)); }
 
+// A group's fold weights on one head and its 1 / sum.
+struct HeadFold {
+  FoldWeights weights;
+  float factor;
+};
+
+// Folds the group that just ended (its statistics in running_max /
+// running_sum) into a head's fold state, in group order.
+template <class Traits>
+__device__ __forceinline__ HeadFold fold_head(const ChunkSmem<Traits>& s, FoldState& state, int head) {
+  return {fold_group(state, s.running_max[head], s.running_sum[head]), mean_factor(s.running_sum[head])};
+}
+
+// out (dim groups from first_group) <- fold of the group's FP16 means: the
+// values the split path and the cluster kernel send, folded as they fold
+// them. fold(t, b): the HeadFold of head 16t + lane / 4 + 8b.
+template <class Traits, int kGroups, class Fold>
+__device__ __forceinline__ void fold_dim_groups(OutputFragment<Traits>& out, int first_group,
+                                                const DimGroupFragment<Traits, kGroups>& group, Fold&& fold) {
+#pragma unroll
+  for (int t = 0; t < Traits::kHeadTiles; ++t)
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {  // fragment values [0], [1]: top head; [2], [3]: bottom head
+      const HeadFold f = fold(t, b);
+#pragma unroll
+      for (int g = 0; g < kGroups; ++g)
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+#pragma unroll
+          for (int par = 0; par < 2; ++par)
+#pragma unroll
+            for (int i = 2 * b; i < 2 * b + 2; ++i) {
+              float& o = out[t][first_group + g][half][par][i];
+              o = fold_value(o, f.weights, round_to_f16(group[t][g][half][par][i] * f.factor));
+            }
+    }
+}
+
+// out[..][g] <- out[..][g + 1], the first dim group last (register moves).
+template <class Traits>
+__device__ __forceinline__ void rotate_dim_groups(OutputFragment<Traits>& out) {
+#pragma unroll
+  for (int t = 0; t < Traits::kHeadTiles; ++t)
+#pragma unroll
+    for (int half = 0; half < 2; ++half)
+#pragma unroll
+      for (int par = 0; par < 2; ++par)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float first = out[t][0][half][par][i];
+#pragma unroll
+          for (int g = 0; g + 1 < Traits::kDimGroups; ++g) out[t][g][half][par][i] = out[t][g + 1][half][par][i];
+          out[t][Traits::kDimGroups - 1][half][par][i] = first;
+        }
+}
+
+// Walks the token's chunks and folds every group into out; state[t][b] is
+// then the fold state of head 16t + lane / 4 + 8b.
+// At 16 heads the group's P V fragment accumulates over its chunks and is
+// folded at its end, the fold state in registers. At 64 heads (groups of one
+// chunk: the launcher's rule) the group's statistics are final before its
+// P V, so each 32-dim group of its P V is folded as soon as it is computed
+// (64 of its 128 floats live next to out), the fold state and weights in
+// shared memory (thread h folds head h).
+template <class Traits>
+__device__ __forceinline__ void walk_and_fold(StreamSmem<Traits>& smem, const Dsv4Params& p, const TokenScope& scope,
+                                              FoldState (&state)[Traits::kHeadTiles][2],
+                                              OutputFragment<Traits>& out) {
+  ChunkSmem<Traits>& s = smem.chunk;
+  const int lane = threadIdx.x % 32;
+  if constexpr (Traits::kStreamFoldsByDimGroup) {
+    auto& folds = smem.folds;
+    const int tid = threadIdx.x;
+    if (tid < Traits::kHeads) folds.max[tid] = -INFINITY, folds.sum[tid] = 0.0f;  // seen after the walk's barriers
+    walk_chunks<Traits>(s, p, scope, 0, p.chunks, 1, [&](int buffer, bool, bool) {
+      if (tid < Traits::kHeads) {
+        FoldState head_state{folds.max[tid], folds.sum[tid]};
+        const HeadFold f = fold_head<Traits>(s, head_state, tid);
+        folds.max[tid] = head_state.max, folds.sum[tid] = head_state.sum;
+        folds.keep[tid] = f.weights.keep, folds.take[tid] = f.weights.take, folds.factor[tid] = f.factor;
+      }
+      __syncthreads();
+      // A rolled loop over the dim groups (else the scheduler overlaps them
+      // and spills): dim group g is folded into out[..][0], then the dim
+      // groups rotate, so after the loop each is back in place.
+#pragma unroll 1
+      for (int g = 0; g < Traits::kDimGroups; ++g) {
+        DimGroupFragment<Traits, 1> group = {};  // a group starts from +0
+        accumulate_dims<Traits, 1>(s, buffer, group, g);
+        fold_dim_groups<Traits, 1>(out, 0, group, [&](int t, int b) {
+          const int head = 16 * t + lane / 4 + 8 * b;
+          return HeadFold{{folds.keep[head], folds.take[head]}, folds.factor[head]};
+        });
+        rotate_dim_groups<Traits>(out);
+      }
+    });
+    __syncthreads();
+#pragma unroll
+    for (int t = 0; t < Traits::kHeadTiles; ++t)
+#pragma unroll
+      for (int b = 0; b < 2; ++b) {
+        const int head = 16 * t + lane / 4 + 8 * b;
+        state[t][b] = FoldState{folds.max[head], folds.sum[head]};
+      }
+  } else {
+    OutputFragment<Traits> acc = {};
+    walk_chunks<Traits>(s, p, scope, 0, p.chunks, p.chunks_per_group,
+                        accumulate_groups<Traits>(s, acc, [&](OutputFragment<Traits>& group) {
+                          HeadFold folds[Traits::kHeadTiles][2];
+#pragma unroll
+                          for (int t = 0; t < Traits::kHeadTiles; ++t)
+#pragma unroll
+                            for (int b = 0; b < 2; ++b) {
+                              folds[t][b] = fold_head<Traits>(s, state[t][b], 16 * t + lane / 4 + 8 * b);
+                            }
+                          fold_dim_groups<Traits, Traits::kDimGroups>(out, 0, group,
+                                                                      [&](int t, int b) { return folds[t][b]; });
+                        }));
+  }
+}
+
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(StreamSmem<Traits>)))
     stream_kernel(const __grid_constant__ Dsv4Params p) {
-  using Smem = StreamSmem<Traits>;
   extern __shared__ __align__(16) uint8_t smem_bytes[];
-  ChunkSmem<Traits>& s = reinterpret_cast<Smem*>(smem_bytes)->chunk;
+  StreamSmem<Traits>& smem = *reinterpret_cast<StreamSmem<Traits>*>(smem_bytes);
+  ChunkSmem<Traits>& s = smem.chunk;
   const int64_t token = blockIdx.x / p.head_groups;
-  const HeadGroup heads = head_group(p, static_cast<int>(blockIdx.x % p.head_groups));
+  const HeadGroup heads = head_group<Traits::kHeads>(p, static_cast<int>(blockIdx.x % p.head_groups));
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   if (p.skip_stages & 8) return;
 
@@ -28,55 +150,40 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(StreamS
   const TokenScope scope = token_scope<Traits>(s, p, token, heads, true, sink);
   const float bmm2 = p.bmm2_scale_ptr ? *p.bmm2_scale_ptr : p.bmm2_scale;
 
-  // This thread's heads: lane / 4 (fragment elements 0, 1) and lane / 4 + 8 (2, 3).
-  const int top_head = lane / 4, bottom_head = top_head + 8;
-  FoldState top_state, bottom_state;
+  // This thread's heads in tile t: 16t + lane / 4 (fragment elements 0, 1) and 16t + lane / 4 + 8 (2, 3).
+  FoldState state[Traits::kHeadTiles][2];
   OutputFragment<Traits> out = {};
-  OutputFragment<Traits> acc = {};
-  walk_chunks<Traits>(s, p, scope, 0, p.chunks, p.chunks_per_group, acc, [&](OutputFragment<Traits>& group) {
-    const FoldWeights top_w = fold_group(top_state, s.running_max[top_head], s.running_sum[top_head]);
-    const FoldWeights bottom_w = fold_group(bottom_state, s.running_max[bottom_head], s.running_sum[bottom_head]);
-    const float top = mean_factor(s.running_sum[top_head]), bottom = mean_factor(s.running_sum[bottom_head]);
+  walk_and_fold<Traits>(smem, p, scope, state, out);
+  if (p.skip_stages & 4) return;
+
+  uint16_t* out_token = p.out + token * p.out_token_stride + heads.first * p.out_head_stride;
+#pragma unroll
+  for (int t = 0; t < Traits::kHeadTiles; ++t) {
+    const int top_head = 16 * t + lane / 4, bottom_head = top_head + 8;
+    const float top_scale = output_scale(state[t][0], s.sink_log2[top_head], bmm2);
+    const float bottom_scale = output_scale(state[t][1], s.sink_log2[bottom_head], bmm2);
+    const bool bottom_exists = bottom_head < heads.count;  // not with H = 8
+    if (p.lse && warp == 0 && lane % 4 == 0) {
+      float* lse = p.lse + token * p.lse_token_stride + heads.first;
+      lse[top_head] = output_lse(state[t][0]);
+      if (bottom_exists) lse[bottom_head] = output_lse(state[t][1]);
+    }
 #pragma unroll
     for (int g = 0; g < Traits::kDimGroups; ++g)
 #pragma unroll
-      for (int half = 0; half < 2; ++half)
-#pragma unroll
-        for (int par = 0; par < 2; ++par) {
-          float(&o)[4] = out[g][half][par];
-          const float(&a)[4] = group[g][half][par];
-          o[0] = fold_value(o[0], top_w, round_to_f16(a[0] * top));
-          o[1] = fold_value(o[1], top_w, round_to_f16(a[1] * top));
-          o[2] = fold_value(o[2], bottom_w, round_to_f16(a[2] * bottom));
-          o[3] = fold_value(o[3], bottom_w, round_to_f16(a[3] * bottom));
-        }
-  });
-  if (p.skip_stages & 4) return;
-
-  const float top_scale = output_scale(top_state, s.sink_log2[top_head], bmm2);
-  const float bottom_scale = output_scale(bottom_state, s.sink_log2[bottom_head], bmm2);
-  uint16_t* out_token = p.out + token * p.out_token_stride + heads.first * p.out_head_stride;
-  const bool bottom_exists = bottom_head < heads.count;  // not with H = 8
-  if (p.lse && warp == 0 && lane % 4 == 0) {
-    float* lse = p.lse + token * p.lse_token_stride + heads.first;
-    lse[top_head] = output_lse(top_state);
-    if (bottom_exists) lse[bottom_head] = output_lse(bottom_state);
+      for (int half = 0; half < 2; ++half) {
+        // Granule lane % 4 of this 16-dim half: its values are (n-tile 0, n-tile 1) x
+        // [0], [1] of the top head, [2], [3] of the bottom one.
+        const int first_dim = warp * Traits::kDimsPerWarp + g * 32 + half * 16 + granule_dim<Traits>(lane % 4, 0);
+        const float(&tile0)[4] = out[t][g][half][0];
+        const float(&tile1)[4] = out[t][g][half][1];
+        store_granule<Traits>(out_token + top_head * p.out_head_stride, first_dim, tile0[0] * top_scale,
+                              tile1[0] * top_scale, tile0[1] * top_scale, tile1[1] * top_scale);
+        if (!bottom_exists) continue;
+        store_granule<Traits>(out_token + bottom_head * p.out_head_stride, first_dim, tile0[2] * bottom_scale,
+                              tile1[2] * bottom_scale, tile0[3] * bottom_scale, tile1[3] * bottom_scale);
+      }
   }
-#pragma unroll
-  for (int g = 0; g < Traits::kDimGroups; ++g)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      // Granule lane % 4 of this 16-dim half: its values are (n-tile 0, n-tile 1) x
-      // [0], [1] of the top head, [2], [3] of the bottom one.
-      const int first_dim = warp * Traits::kDimsPerWarp + g * 32 + half * 16 + granule_dim<Traits>(lane % 4, 0);
-      const float(&tile0)[4] = out[g][half][0];
-      const float(&tile1)[4] = out[g][half][1];
-      store_granule<Traits>(out_token + top_head * p.out_head_stride, first_dim, tile0[0] * top_scale,
-                            tile1[0] * top_scale, tile0[1] * top_scale, tile1[1] * top_scale);
-      if (!bottom_exists) continue;
-      store_granule<Traits>(out_token + bottom_head * p.out_head_stride, first_dim, tile0[2] * bottom_scale,
-                            tile1[2] * bottom_scale, tile0[3] * bottom_scale, tile1[3] * bottom_scale);
-    }
 }
 
 }  // namespace sparse_decode::dsv4

@@ -299,6 +299,41 @@ TEST(Dsv4Validation, SplitWorkspace) {
   EXPECT_TRUE(dsv4_decode(a, nullptr, 0, nullptr).ok());
 }
 
+// H = 64, 128: the split path of FP8 calls up to W = 1024 runs 64-head units
+// (docs/kernels/heads64.md) whose group record is four 16-head records, so
+// workspace_size(args) is the bytes of 16-head groups at every dtype and
+// width; a forced kCluster (16-head groups) needs none, and kAuto never
+// picks the cluster kernel for a call of 64-head tiles.
+TEST(Dsv4Validation, SplitWorkspaceAt64Heads) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE(test::seed_message(seed));
+  for (DType dtype : {DType::kFloat8E4M3, DType::kBFloat16}) {
+    ValidCall call(dtype, seed);
+    for (int32_t heads : {64, 128})
+      for (int32_t width : {256, 640, 1024, 1088, 2176}) {
+        SCOPED_TRACE(std::string(dtype == DType::kBFloat16 ? "BF16" : "FP8") + ", H " + std::to_string(heads) +
+                     ", W " + std::to_string(width));
+        Dsv4DecodeArgs a = call.args;
+        a.memory = MemorySpace::kDevice;
+        a.kernel = Dsv4Kernel::kSplit;
+        a.num_heads = heads;  // strides for H heads; nothing runs
+        a.q_token_stride = a.out_token_stride = int64_t{heads} * kHeadDim;
+        a.lse_token_stride = heads;
+        a.width = width;
+        a.indices_stride = width;
+        const int64_t chunks = (width + 63) / 64, per_group = (chunks + 15) / 16;
+        const int64_t groups = (chunks + per_group - 1) / per_group;
+        EXPECT_EQ(workspace_size(a), static_cast<size_t>(a.num_tokens * (heads / 16) * groups * (16384 + 128)));
+        a.kernel = Dsv4Kernel::kCluster;
+        EXPECT_EQ(workspace_size(a), 0u);
+        a.kernel = Dsv4Kernel::kAuto;
+        if (dtype == DType::kFloat8E4M3 && width <= 1024) {
+          EXPECT_NE(dsv4_chosen_kernel(a), Dsv4Kernel::kCluster);
+        }
+      }
+  }
+}
+
 // Device memory on a machine without a GPU: a clean NotSupported, nothing written.
 TEST(Dsv4Validation, DeviceMemoryWithoutGpuIsNotSupported) {
   std::string why;

@@ -1,7 +1,8 @@
 // GPU tests of dsv4_decode against the fp64 reference (SPEC section 1): every
 // problem runs on every kernel (cluster, stream and split), each checked
-// against the reference and all compared bit for bit; FP8 problems unless a
-// test says BF16. Without a CUDA device every test reports SKIPPED.
+// against the reference and all compared bit for bit (but the forced cluster
+// kernel of calls that run 64-head tiles: runs_64_head_tiles); FP8 problems
+// unless a test says BF16. Without a CUDA device every test reports SKIPPED.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -129,8 +130,17 @@ const char* kernel_name(Dsv4Kernel kernel) {
   return kernel == Dsv4Kernel::kCluster ? "cluster" : kernel == Dsv4Kernel::kSplit ? "split" : "stream";
 }
 
+// Whether the stream kernel and the split path of a call run 64-head tiles
+// (docs/kernels/heads64.md: FP8, H = 64 or 128, W <= 1024). The cluster
+// kernel keeps 16-head groups: forced on such a call it gives other bits
+// (kAuto never picks it there).
+bool runs_64_head_tiles(const Dsv4DecodeArgs& args) {
+  return args.dtype == DType::kFloat8E4M3 && args.num_heads % 64 == 0 && args.width <= 1024;
+}
+
 // Builds a problem, lets `edit` change it, and checks each kernel against the
-// reference, its out-of-range count, and that both kernels give the same bits.
+// reference, its out-of-range count, and that the kernels give the same bits
+// (the forced cluster kernel of a 64-head-tile call: the reference only).
 void check_problem(Dsv4ProblemConfig config, const std::function<void(Dsv4Problem&)>& edit = {},
                    const std::function<void(Dsv4DecodeArgs&)>& edit_args = {}) {
   SCOPED_TRACE("seed " + std::to_string(config.seed) + ", T " + std::to_string(config.tokens) + ", W " +
@@ -151,6 +161,7 @@ void check_problem(Dsv4ProblemConfig config, const std::function<void(Dsv4Proble
     int32_t counted = 0;
     device.out_of_range_count.download(&counted, sizeof(counted));
     EXPECT_EQ(counted, expected_out_of_range);
+    if (kernel == Dsv4Kernel::kCluster && runs_64_head_tiles(device.args)) continue;
     std::vector<uint16_t> out = device.out.download<uint16_t>();
     std::vector<uint32_t> lse = device.lse.download<uint32_t>();
     if (first_out.empty()) {
@@ -207,8 +218,9 @@ void check_varlen_requests(const Dsv4ProblemConfig& config, const std::vector<in
 
 // 12 tokens in 4 varlen requests of 1, 3, 5 and 3 tokens, seq_lens 2, 3, 130
 // and 70: the first two cut every token's SWA window short.
-void check_four_varlen_requests(DType dtype, bool enable_pdl) {
+void check_four_varlen_requests(DType dtype, bool enable_pdl, int32_t heads = 16) {
   Dsv4ProblemConfig config = config_for(12, 640, dtype);
+  config.heads = heads;
   config.q_len = 12;  // one SWA window for all tokens; the requests below split them
   check_varlen_requests(config, {0, 1, 4, 9, 12}, {2, 3, 130, 70}, 5, enable_pdl);
 }
@@ -249,7 +261,8 @@ TEST_F(Dsv4Gpu, WidthsAndTokenCounts) {
     for (int64_t tokens : {1, 6, 12, 48}) check_problem(config_for(tokens, width));
 }
 
-// H = 8 runs as 16 heads with 8 silent ones; 32..128 as groups of 16.
+// H = 8 runs as 16 heads with 8 silent ones; 32..128 as groups of 16, and
+// FP8 H = 64, 128 at W <= 1024 as groups of 64 (but the cluster kernel).
 TEST_F(Dsv4Gpu, HeadCounts) {
   for (int32_t heads : {8, 32, 64, 128})
     for (int64_t tokens : {1, 7, 40}) {
@@ -412,7 +425,7 @@ TEST_F(Dsv4Gpu, PagedPoolsWithGapsAndWideRows) {
 }
 
 TEST_F(Dsv4Gpu, StridedQueryAndOutput) {
-  for (int32_t heads : {16, 8, 32})
+  for (int32_t heads : {16, 8, 32, 64, 128})
     for (Dsv4Kernel kernel : kKernels) {
       Dsv4ProblemConfig config = config_for(6, 640);
       config.heads = heads;
@@ -623,6 +636,53 @@ TEST_F(Dsv4Gpu, BatchInvariance) {
   }
 }
 
+// H = 64 (issue #5): at W = 640 kAuto picks the 64-head split path (batches
+// of 1, 7) or the 64-head stream kernel (64, 100, 5000), never the 16-head
+// cluster kernel; at W = 2176 the 16-head kernels, the cluster kernel included.
+TEST_F(Dsv4Gpu, BatchInvarianceHeads64) {
+  for (int32_t width : {640, 2176}) check_batch_invariance(DType::kFloat8E4M3, width, 64);
+}
+
+// 64-head tiles (docs/kernels/heads64.md) with every masking path: holes and
+// short lens, tokens with no active column, sinks of +-inf, varlen seq_lens
+// windows, out-of-range indices (counted once a column), a last chunk of 4
+// columns, W = 128 (the stream kernel alone under kAuto) and W = 1024 (16
+// groups, the widest 64-head call); each kernel against the reference, the
+// stream and split kernels bit for bit.
+TEST_F(Dsv4Gpu, Heads64MaskedColumnsSinksAndWindows) {
+  for (int32_t heads : {64, 128}) {
+    SCOPED_TRACE("H " + std::to_string(heads));
+    Dsv4ProblemConfig holes = config_for(12, 640);
+    holes.heads = heads;
+    holes.hole_fraction = 0.3;
+    check_problem(holes, shorten_lens_and_punch_holes);
+    Dsv4ProblemConfig empty = config_for(12, 640);
+    empty.heads = heads;
+    check_problem(empty, empty_three_tokens);
+    Dsv4ProblemConfig sinks = config_for(6, 644);
+    sinks.heads = heads;
+    check_problem(sinks, [](Dsv4Problem& p) {
+      for (size_t h = 0; h < p.sinks.size(); ++h) {
+        p.sinks[h] = h % 3 == 0 ? std::numeric_limits<float>::infinity()
+                     : h % 3 == 1 ? -std::numeric_limits<float>::infinity()
+                                  : 30.0f;
+      }
+    });
+    Dsv4ProblemConfig out_of_range = config_for(12, 640);
+    out_of_range.heads = heads;
+    out_of_range.lens = false;
+    check_problem(out_of_range, add_out_of_range_indices);
+    check_four_varlen_requests(DType::kFloat8E4M3, heads == 64, heads);
+    for (int32_t width : {128, 132, 1024}) {
+      Dsv4ProblemConfig config = config_for(7, width);
+      config.heads = heads;
+      config.hole_fraction = 0.05;
+      SCOPED_TRACE("W " + std::to_string(width));
+      check_problem(config);
+    }
+  }
+}
+
 // kAuto runs the cluster or the stream kernel where the split kernel's
 // workspace is missing, too small or misaligned: the same bits as the split kernel.
 TEST_F(Dsv4Gpu, AutoWithoutTheSplitWorkspaceRunsAnotherKernel) {
@@ -673,6 +733,31 @@ TEST_F(Dsv4Gpu, AutoChoosesClusterSplitOrStreamByTokens) {
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
   args.kernel = Dsv4Kernel::kCluster;
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kCluster);
+}
+
+// 64-head tiles (FP8, H = 64, 128, W <= 1024): the split path or the stream
+// kernel, never the cluster kernel; wider calls keep the 16-head rule.
+TEST_F(Dsv4Gpu, AutoAt64HeadsChoosesSplitOrStream) {
+  Dsv4DecodeArgs args;
+  args.width = 640;
+  for (int32_t heads : {64, 128}) {
+    args.num_heads = heads;
+    SCOPED_TRACE("H " + std::to_string(heads));
+    for (int64_t tokens : {1, 6, 12, 48, 512, 5000}) {
+      args.num_tokens = tokens;
+      EXPECT_NE(dsv4_chosen_kernel(args), Dsv4Kernel::kCluster) << "T " << tokens;
+    }
+    args.num_tokens = 1;
+    EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kSplit);
+    args.num_tokens = 5000;
+    EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
+    args.width = 128;  // 2 groups: no split
+    args.num_tokens = 1;
+    EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
+    args.width = 2176;  // 16-head groups: the cluster kernel for the smallest batch
+    EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kCluster);
+    args.width = 640;
+  }
 }
 
 }  // namespace

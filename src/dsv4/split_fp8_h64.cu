@@ -1,0 +1,8 @@
+// Explicit instantiation: the split and combine kernels, FP8 E4M3, 64 heads a CTA (docs/kernels/heads64.md).
+#include "dsv4/launch.h"
+#include "dsv4/split_kernel.cuh"
+
+namespace sparse_decode::dsv4 {
+const void* split_kernel_fp8_h64() { return reinterpret_cast<const void*>(&split_kernel<SplitTraitsFp8H64>); }
+const void* combine_kernel_fp8_h64() { return reinterpret_cast<const void*>(&combine_kernel<SplitTraitsFp8H64>); }
+}  // namespace sparse_decode::dsv4
