@@ -77,19 +77,29 @@ def launch_context(q: Any, stream: Optional[int]):
     return contextlib.nullcontext(), 0 if stream is None else stream
 
 
-def cuda_scratch(like: Any, nbytes: int) -> Optional[Any]:
-    """An uninitialized uint8 [nbytes] array on like's CUDA device from torch's (or CuPy's) allocator, or
-    None for other arrays. Both allocators serve CUDA-graph captures from their pools without a sync."""
+def cuda_scratch(like: Any, nbytes: int, stream: int) -> Optional[Any]:
+    """An uninitialized uint8 [nbytes] array on like's CUDA device, or None (other arrays, or a CuPy stream
+    being captured into a graph). It is allocated on `stream`, the stream the kernels run on, so that the
+    caching allocator reuses it only after them. torch under torch.cuda.graph takes it from the graph's
+    private pool; CuPy's pool is not graph-aware, so nothing is allocated while a CuPy stream is captured."""
     framework = _framework(like)
     if framework == "torch" and like.is_cuda:
         import torch
 
-        return torch.empty(nbytes, dtype=torch.uint8, device=like.device)
+        current = torch.cuda.current_stream(like.device)
+        if stream == current.cuda_stream:
+            return torch.empty(nbytes, dtype=torch.uint8, device=like.device)
+        with torch.cuda.stream(torch.cuda.ExternalStream(stream, device=like.device)):
+            return torch.empty(nbytes, dtype=torch.uint8, device=like.device)
     if framework == "cupy":
         import cupy
 
         with like.device:
-            return cupy.empty(nbytes, dtype=cupy.uint8)
+            external = cupy.cuda.ExternalStream(stream)
+            if external.is_capturing():
+                return None
+            with external:
+                return cupy.empty(nbytes, dtype=cupy.uint8)
     return None
 
 

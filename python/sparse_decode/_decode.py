@@ -73,9 +73,10 @@ def dsv4_decode(
     workspace: scratch for the split kernel (CUDA, contiguous, 16-byte aligned,
         contents ignored). None on a torch or CuPy CUDA array: when the split
         kernel would run, one of the bytes it needs is taken from torch's (or
-        CuPy's) caching allocator; pass one to keep the call free of
-        allocation. A workspace that is too small, or None on other arrays,
-        runs the cluster or the stream kernel instead: the same bits, more time.
+        CuPy's) caching allocator on the stream the kernels run on (not while
+        a CuPy stream is captured); pass one to keep the call free of
+        allocation. A workspace that is too small, or None otherwise, runs the
+        cluster or the stream kernel instead: the same bits, more time.
     stream: CUDA stream as an int; default: torch's (or CuPy's) current stream
         of q's device, else the legacy default stream.
 
@@ -110,7 +111,7 @@ def dsv4_decode(
         )
         if workspace is None:
             nbytes = _ext.dsv4_decode(**arguments, workspace=None, size_only=True)
-            workspace = _arrays.cuda_scratch(q, nbytes) if nbytes else None
+            workspace = _arrays.cuda_scratch(q, nbytes, int(stream_handle)) if nbytes else None
         _ext.dsv4_decode(**arguments, **_plain(workspace=workspace))
 
 

@@ -3,8 +3,10 @@
 `sparse_decode::dsa_decode`.
 
 Each is a mutating op that returns nothing: it writes `out` (and `lse`,
-`out_of_range_count`, the scratch `workspace`) in place and never allocates,
-so a call can sit inside CUDA graph capture, and torch.compile sees it as one
+`out_of_range_count`, the scratch `workspace`) in place and allocates
+nothing when given a workspace (without one, dsv4_decode takes the split
+kernel's scratch from torch's caching allocator, which a torch.cuda.graph
+capture serves from its pool), so a call can sit inside CUDA graph capture, and torch.compile sees it as one
 opaque node (its fake implementation below has nothing to compute: no
 outputs). Callers allocate `out` once, outside the captured region, as
 sparse_decode.flashinfer_compat does when given no `out`.

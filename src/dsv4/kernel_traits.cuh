@@ -211,10 +211,8 @@ struct SplitWorkspace {
   static constexpr size_t kMeanBytes = size_t{Traits::kGranules} * Traits::kHeads * 8;
   static constexpr size_t kStatsBytes = size_t{Traits::kHeads} * 8;
   static constexpr size_t kAlignment = 16;
+  static constexpr int64_t kRecordBytes = kMeanBytes + kStatsBytes;  // one group of one unit
   static constexpr int kCombineSlices = Traits::kGranules / (Traits::kThreads / Traits::kHeads);
-  static constexpr size_t bytes(int64_t units, int groups) {
-    return static_cast<size_t>(units) * groups * (kMeanBytes + kStatsBytes);
-  }
   static_assert(Traits::kGranules % (Traits::kThreads / Traits::kHeads) == 0,
                 "a combine CTA: kThreads / kHeads granules x kHeads heads (16 x 16, or 4 x 64)");
 };

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/device_support.h"
+#include "common/validation.h"
 #include "dsv4/kernel_params.h"
 #include "dsv4/kernel_traits.cuh"
 
@@ -187,7 +188,7 @@ struct SplitPlan {
 SplitPlan split_plan(const Dsv4DecodeArgs& args) {
   const int32_t groups = chunk_plan(args.width).groups;
   const int heads = group_heads(args, Dsv4Kernel::kSplit);
-  const int64_t units = std::max<int64_t>(args.num_tokens * head_groups(args.num_heads, heads), 1);
+  const int64_t units = std::max<int64_t>(validation::saturating_mul(args.num_tokens, head_groups(args.num_heads, heads)), 1);
   const int64_t fit = std::clamp<int64_t>(split_slots(args.dtype, heads) / units, 1, groups);
   const int32_t per_cta = static_cast<int32_t>((groups + fit - 1) / fit);
   return {(groups + per_cta - 1) / per_cta, per_cta};
@@ -310,7 +311,7 @@ Dsv4Kernel choose_kernel(const Dsv4DecodeArgs& args, bool split_workspace) {
   if (args.kernel != Dsv4Kernel::kAuto) return args.kernel;
   // Head groups of one token are independent work, like more tokens.
   const int heads = group_heads(args, Dsv4Kernel::kAuto);
-  const int64_t units = args.num_tokens * head_groups(args.num_heads, heads);
+  const int64_t units = validation::saturating_mul(args.num_tokens, head_groups(args.num_heads, heads));
   const bool split = split_workspace && chunk_plan(args.width).groups > kSplitMinGroups &&
                      split_slots(args.dtype, heads) >= kSplitMinCtas * units;
   // 64-head calls: only the 64-head kernels (the cluster kernel's 16-head
@@ -328,10 +329,12 @@ Dsv4Kernel choose_kernel(const Dsv4DecodeArgs& args, bool split_workspace) {
 size_t split_workspace_bytes(const Dsv4DecodeArgs& args) {
   if (args.num_tokens <= 0 || args.width < kSwaColumns) return 0;
   const int heads = group_heads(args, Dsv4Kernel::kSplit);
-  const int64_t units = args.num_tokens * head_groups(args.num_heads, heads);
+  // Saturates: a T beyond any buffer asks for more bytes than exist instead of wrapping.
+  const int64_t units = validation::saturating_mul(args.num_tokens, head_groups(args.num_heads, heads));
   const int32_t groups = chunk_plan(args.width).groups;
-  return heads == Traits64::kHeads ? SplitWorkspace<Traits64>::bytes(units, groups)
-                                   : SplitWorkspace<Traits16>::bytes(units, groups);
+  const int64_t record = heads == Traits64::kHeads ? SplitWorkspace<Traits64>::kRecordBytes
+                                                   : SplitWorkspace<Traits16>::kRecordBytes;
+  return static_cast<size_t>(validation::saturating_mul(validation::saturating_mul(units, groups), record));
 }
 
 bool split_workspace_fits(const Dsv4DecodeArgs& args, const void* workspace, size_t workspace_bytes) {

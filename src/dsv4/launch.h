@@ -51,8 +51,8 @@ size_t split_workspace_bytes(const Dsv4DecodeArgs& args);
 // Whether `workspace` can serve the split path: large and aligned enough.
 bool split_workspace_fits(const Dsv4DecodeArgs& args, const void* workspace, size_t workspace_bytes);
 
-// Launches the chosen kernel on `stream` (kAuto's kSplit becomes kStream
-// where the workspace does not fit); arguments must have passed
+// Launches the chosen kernel on `stream` (where kAuto's kSplit has no
+// workspace that fits, the choice without the split path); arguments must have passed
 // kernels_support(), and a forced kSplit split_workspace_fits().
 Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream_st* stream);
 

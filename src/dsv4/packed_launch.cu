@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/device_support.h"
+#include "common/validation.h"
 #include "dsv4/packed_params.h"
 #include "dsv4/packed_traits.cuh"
 
@@ -36,7 +37,9 @@ Status configure_kernel() {
 int head_groups_of(int32_t heads) { return (heads + PackedTraits::kHeads - 1) / PackedTraits::kHeads; }
 
 // Clusters of the grid: one a (token, 16-head group).
-int64_t clusters_of(const Dsv4PackedDecodeArgs& args) { return args.num_tokens * head_groups_of(args.num_heads); }
+int64_t clusters_of(const Dsv4PackedDecodeArgs& args) {
+  return validation::saturating_mul(args.num_tokens, head_groups_of(args.num_heads));
+}
 
 int32_t chunks_of(int32_t width) { return (width + PackedTraits::kChunkColumns - 1) / PackedTraits::kChunkColumns; }
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <ostream>
+#include <limits>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -297,6 +298,31 @@ TEST(Dsv4Validation, SplitWorkspace) {
   EXPECT_TRUE(call.outputs.untouched());
   a.memory = MemorySpace::kHost;  // the CPU backend ignores the kernel and the workspace
   EXPECT_TRUE(dsv4_decode(a, nullptr, 0, nullptr).ok());
+}
+
+// A forced kSplit at a T no buffer could serve asks for the largest size_t
+// it can express instead of a wrapped (small) count, and is refused.
+TEST(Dsv4Validation, SplitWorkspaceSaturates) {
+  ValidCall call(DType::kFloat8E4M3, test::fresh_seed());
+  Dsv4DecodeArgs a = call.args;
+  a.memory = MemorySpace::kDevice;
+  a.kernel = Dsv4Kernel::kSplit;
+  a.seq_lens = nullptr;  // any T is then valid
+  a.num_requests = 0;
+  a.q_len = 0;
+  size_t previous = 0;
+  for (int shift : {20, 40, 44, 45, 61, 62}) {
+    a.num_tokens = int64_t{1} << shift;
+    SCOPED_TRACE("T = 2^" + std::to_string(shift));
+    const size_t bytes = workspace_size(a);
+    EXPECT_GE(bytes, previous) << "the size wrapped";
+    previous = bytes;
+  }
+  EXPECT_EQ(previous, static_cast<size_t>(std::numeric_limits<int64_t>::max()));
+  alignas(16) static char fake[16];  // never written: the call is refused first
+  const Status status = dsv4_decode(a, fake, sizeof(fake), nullptr);
+  EXPECT_FALSE(status.ok());
+  EXPECT_TRUE(call.outputs.untouched());
 }
 
 // H = 64, 128: the split path of FP8 calls up to W = 1024 runs 64-head units

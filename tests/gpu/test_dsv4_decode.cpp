@@ -578,8 +578,10 @@ Dsv4Problem select_tokens(const Dsv4Problem& source, const std::vector<int64_t>&
 }
 
 // Tracks 6 tokens of a problem of 5000 through batches of 1, 7, 64, 100 and
-// 5000 (kAuto: cluster kernel for 1, for 7 at W 2176; split for 7 at W 640
-// and for 64; stream for 100 and 5000) and expects their bits to stay the same.
+// 5000 (kAuto at 16 heads: W 640 split for 1, 7 and 64; W 2176 cluster for 1
+// and 7, split for 64; stream for 100 and 5000) and expects their bits to
+// stay the same. The forced kernels of check_problem cover the cluster
+// kernel at W 640.
 void check_batch_invariance(DType dtype, int32_t width, int32_t heads = 16) {
   Dsv4ProblemConfig config = config_for(5000, width, dtype);
   config.heads = heads;
