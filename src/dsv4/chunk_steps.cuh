@@ -689,7 +689,7 @@ __device__ __forceinline__ float output_lse(const FoldState& state) {
 // scales and stores BF16 (and lse, when lse_head is given). The output's 128
 // granules are dealt to `owners` CTAs as in the cluster kernel (granule g to
 // CTA g % owners); this one is `rank` and serves local granules
-// threadIdx.x / 16, + 16, ... of its own. stats(c): group c's (max, sum);
+// threadIdx.x / kHeads, + kThreads / kHeads, ... of its own. stats(c): group c's (max, sum);
 // mean(c, local): its 4 FP16 mean values of the local granule. kGroups >=
 // groups bounds the unrolled loops (groups past `groups` are skipped).
 template <class Traits, int kGroups, class Stats, class Mean>

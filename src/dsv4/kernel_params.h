@@ -41,7 +41,7 @@ struct Dsv4Params {
   int32_t* out_of_range_count;  // or null
   int64_t num_tokens;
   int32_t num_heads;        // H: 8 (run as 16 with 8 silent heads) or 16..128 in head groups of 16
-  int32_t head_groups;      // ceil(H / 16): CTAs (stream) or clusters (cluster kernel) a token
+  int32_t head_groups;      // ceil(H / 16), or ceil(H / 64) on 64-head tiles: work units a token
   int32_t chunks;           // 64-column chunks of a token: ceil(W / 64)
   int32_t chunks_per_group; // chunks of a group (the last group may hold fewer)
   int32_t groups;           // groups of a token: ceil(chunks / chunks_per_group)

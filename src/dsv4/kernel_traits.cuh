@@ -193,8 +193,8 @@ struct StreamSmem {
   HeadFolds<Traits::kHeads, Traits::kStreamFoldsByDimGroup> folds;
 };
 
-// The split kernel: one CTA a group, like the cluster kernel's, without a
-// cluster; the group's result goes to the workspace (SplitWorkspace).
+// The split kernel: one CTA a run of groups, without a cluster; each group's
+// result goes to the workspace (SplitWorkspace).
 template <class Traits>
 struct SplitSmem {
   ChunkSmem<Traits> chunk;
