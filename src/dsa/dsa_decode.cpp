@@ -9,11 +9,20 @@
 
 namespace sparse_decode {
 
-Status supports(const DsaDecodeArgs& args) {
-  if (Status status = validate(args); !status.ok()) return status;
+namespace {
+
+// What supports() adds to validate().
+Status device_status(const DsaDecodeArgs& args) {
   if (args.memory == MemorySpace::kHost || args.num_rows == 0) return Status::Ok();
   return Status::NotSupported(
       "dsa_decode: no GPU kernel yet for device memory (SPEC section 4); host memory runs the CPU backend");
+}
+
+}  // namespace
+
+Status supports(const DsaDecodeArgs& args) {
+  if (Status status = validate(args); !status.ok()) return status;
+  return device_status(args);
 }
 
 size_t workspace_size(const DsaDecodeArgs& args) {
@@ -39,7 +48,7 @@ Status dsa_decode(const DsaDecodeArgs& args, void* workspace, size_t workspace_b
       return validation::invalid("workspace: expected a non-null 16-byte aligned pointer");
     }
   }
-  if (Status status = supports(args); !status.ok()) return status;
+  if (Status status = device_status(args); !status.ok()) return status;
   reference::dsa_decode_host(args);
   return Status::Ok();
 }
