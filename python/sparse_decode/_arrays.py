@@ -86,10 +86,10 @@ def cuda_scratch(like: Any, nbytes: int, stream: int) -> Optional[Any]:
     if framework == "torch" and like.is_cuda:
         import torch
 
-        current = torch.cuda.current_stream(like.device)
-        if stream == current.cuda_stream:
-            return torch.empty(nbytes, dtype=torch.uint8, device=like.device)
-        with torch.cuda.stream(torch.cuda.ExternalStream(stream, device=like.device)):
+        on_current = stream == torch.cuda.current_stream(like.device).cuda_stream
+        with contextlib.nullcontext() if on_current else torch.cuda.stream(
+            torch.cuda.ExternalStream(stream, device=like.device)
+        ):
             return torch.empty(nbytes, dtype=torch.uint8, device=like.device)
     if framework == "cupy":
         import cupy
