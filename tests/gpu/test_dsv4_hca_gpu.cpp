@@ -27,8 +27,10 @@
 #include <string>
 #include <vector>
 
+#include "../cpu/dsv4_hca_checks.h"
 #include "../cpu/test_support.h"
 #include "delayed_copy.h"
+#include "gpu_test_support.h"
 #include "reference/dsv4_hca_reference.h"
 #include "reference/formats.h"
 #include "sparse_decode/dsv4_decode.h"
@@ -44,18 +46,13 @@ using testing::Dsv4HcaExpansion;
 using testing::Dsv4HcaProblem;
 using testing::Dsv4HcaProblemConfig;
 
-constexpr double kMaxRelativeError = 3e-3;  // DESIGN.md "Accuracy"
-constexpr uint8_t kPoisonByte = 0xFF;       // BF16 0xFFFF and float 0xFFFFFFFF are NaN
+using gpu_test::kMaxRelativeError;
+using gpu_test::kPoisonByte;
 constexpr uint8_t kWorkspacePoison = 0x55;  // index 0x55555555: past every pool here
-constexpr int32_t kCountStart = 7;          // the counter is added to, never reset
+using gpu_test::DeviceResult;
+using gpu_test::kCountStart;
 
-class Dsv4HcaGpu : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string why;
-    if (!testing::cuda_device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;
-  }
-};
+class Dsv4HcaGpu : public gpu_test::GpuTest {};
 
 template <typename T>
 DeviceBuffer upload(const std::vector<T>& host) {
@@ -115,28 +112,9 @@ struct DeviceProblem {
   Dsv4DecodeArgs section1;
 };
 
-struct DeviceResult {
-  std::vector<uint16_t> out;  // [T, H, 512] BF16 bits
-  std::vector<float> lse;     // [T, H]
-  int32_t count = 0;
-};
+void prepare_outputs(DeviceProblem& d) { gpu_test::poison_outputs(d.out, d.lse, d.count); }
 
-void prepare_outputs(DeviceProblem& d) {
-  d.out.fill_bytes(kPoisonByte);
-  d.lse.fill_bytes(kPoisonByte);
-  testing::check_cuda(
-      static_cast<int>(cudaMemcpy(d.count.get(), &kCountStart, sizeof(kCountStart), cudaMemcpyHostToDevice)),
-      "counter");
-}
-
-DeviceResult download(const DeviceProblem& d) {
-  testing::check_cuda(static_cast<int>(cudaDeviceSynchronize()), "kernel");
-  DeviceResult r;
-  r.out = d.out.download<uint16_t>();
-  r.lse = d.lse.download<float>();
-  d.count.download(&r.count, sizeof(r.count));
-  return r;
-}
+DeviceResult download(const DeviceProblem& d) { return gpu_test::download_outputs(d.out, d.lse, d.count); }
 
 // A workspace of `bytes` (cudaMalloc: 16-byte aligned), poisoned.
 DeviceBuffer poisoned_workspace(size_t bytes) {
@@ -242,6 +220,14 @@ Dsv4HcaProblemConfig small_config(uint64_t seed, int64_t page_size) {
 
 constexpr int64_t kPageSizes[] = {1, 2, 61, 64, 256};
 
+// small_config with T tokens of uniform q_len.
+Dsv4HcaProblem batch_problem(uint64_t seed, int64_t page_size, int64_t tokens, int32_t q_len) {
+  Dsv4HcaProblemConfig c = small_config(seed, page_size);
+  c.tokens = tokens;
+  c.q_len = q_len;
+  return testing::make_dsv4_hca_problem(c);
+}
+
 // ---------------------------------------------------------------------------
 // The expand kernel alone: the table and lens it writes in the workspace are
 // expand_to_section1's, entry for entry. The layout: section 1's split scratch
@@ -337,18 +323,12 @@ INSTANTIATE_TEST_SUITE_P(
 // ---------------------------------------------------------------------------
 // Edge cases on each page size.
 
-class Dsv4HcaGpuEdge : public Dsv4HcaGpu, public ::testing::WithParamInterface<int64_t> {
+class Dsv4HcaGpuEdge : public test::HcaEdgeFixture<Dsv4HcaGpu>, public ::testing::WithParamInterface<int64_t> {
  protected:
   void SetUp() override {
     Dsv4HcaGpu::SetUp();
-    if (IsSkipped()) return;
-    seed_ = test::fresh_seed();
-    problem_ = testing::make_dsv4_hca_problem(small_config(seed_, GetParam()));
-    rng_.seed(seed_ ^ 0x9E3779B97F4A7C15ull);
+    if (!IsSkipped()) start(small_config(seed_, GetParam()));
   }
-  uint64_t seed_ = 0;
-  Dsv4HcaProblem problem_;
-  std::mt19937_64 rng_;
 };
 
 // swa_lens 0, 128, below 0 and past 128 (clamped), and a random one below 128.
@@ -357,14 +337,7 @@ TEST_P(Dsv4HcaGpuEdge, WindowLengths) {
   for (int32_t window : {0, 128, -5, 1000, 37}) {
     SCOPED_TRACE(::testing::Message() << "swa_lens = " << window);
     Dsv4HcaProblem p = problem_;
-    for (auto& w : p.swa_lens) w = window;
-    for (int64_t t = 0; t < p.config.tokens && window > 0; ++t) {
-      for (int col = 0; col < std::min(window, 128); ++col) {
-        int32_t& row = p.swa_rows[t * kSwaColumns + col];
-        if (row < 0 || row >= p.config.swa_rows) row = static_cast<int32_t>(rng_() % p.config.swa_rows);
-        p.fill_row(false, row, rng_());
-      }
-    }
+    p.set_window(window, rng_());
     check_problem(p);
   }
 }
@@ -387,14 +360,7 @@ TEST_P(Dsv4HcaGpuEdge, LensBelow128AndEmptyTokens) {
 TEST_P(Dsv4HcaGpuEdge, LensPastTheFootprint) {
   SCOPED_TRACE(test::seed_message(seed_));
   Dsv4HcaProblem p = problem_;
-  const auto& c = p.config;
-  for (int64_t t = 0; t < c.tokens; ++t) {
-    for (int k = 0; k < c.max_pages; ++k) {
-      int32_t& page = p.block_table[t * c.max_pages + k];
-      if (page < 0 || page >= c.compressed_pages) page = static_cast<int32_t>(rng_() % c.compressed_pages);
-      for (int64_t s = 0; s < c.page_size; ++s) p.fill_row(true, page * c.page_size + s, rng_());
-    }
-  }
+  p.make_table_live(rng_());
   p.lens.assign(p.lens.size(), INT32_MAX);
   check_problem(p);
   p.hca_seq_lens.assign(p.hca_seq_lens.size(), INT32_MAX);
@@ -406,26 +372,8 @@ TEST_P(Dsv4HcaGpuEdge, LensPastTheFootprint) {
 TEST_P(Dsv4HcaGpuEdge, OutOfRangeAndNegativeIds) {
   SCOPED_TRACE(test::seed_message(seed_));
   Dsv4HcaProblem p = problem_;
-  const auto& c = p.config;
-  const Dsv4HcaDecodeArgs args = p.host_args(nullptr, nullptr);
-  int64_t expected = 0;
-  for (int64_t t = 0; t < c.tokens; ++t) {
-    const int64_t slots = reference::hca_compressed_slots(args, t);
-    if (slots > 0) {
-      const int64_t pages = (slots + c.page_size - 1) / c.page_size;
-      p.block_table[t * c.max_pages + rng_() % pages] =
-          rng_() % 2 ? static_cast<int32_t>(c.compressed_pages + rng_() % 5) : INT32_MAX;
-      p.block_table[t * c.max_pages + rng_() % pages] = rng_() % 2 ? -1 : INT32_MIN;
-    }
-    const int32_t window = std::clamp(p.swa_lens[t], 0, 128);
-    if (window > 0) {
-      p.swa_rows[t * kSwaColumns + rng_() % window] =
-          rng_() % 2 ? static_cast<int32_t>(c.swa_rows + rng_() % 7) : INT32_MAX;
-      p.swa_rows[t * kSwaColumns + rng_() % window] = -3;
-    }
-    for (int64_t j = 0; j < slots; ++j) expected += p.block_table[t * c.max_pages + j / c.page_size] >= c.compressed_pages;
-    for (int col = 0; col < window; ++col) expected += p.swa_rows[t * kSwaColumns + col] >= c.swa_rows;
-  }
+  const int64_t expected = test::break_active_ids(p, rng_);
+  EXPECT_GT(expected, 0);
   const DeviceResult r = check_problem(p);
   EXPECT_EQ(r.count, kCountStart + expected);
 }
@@ -456,12 +404,9 @@ TEST_F(Dsv4HcaGpu, TokensOutsideEveryRequest) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE(test::seed_message(seed));
   Dsv4HcaProblemConfig c = small_config(seed, 64);
-  c.varlen = true;
   c.tokens = 12;
   c.q_len = 4;
-  Dsv4HcaProblem p = testing::make_dsv4_hca_problem(c);
-  for (auto& offset : p.cum_seq_lens_q) offset = std::min(offset, static_cast<int32_t>(c.tokens - 3));
-  check_problem(p);
+  check_problem(test::with_unheld_tokens(c, 3));
 }
 
 // Many requests (varlen): the request search takes more than one round.
@@ -521,10 +466,8 @@ TEST_F(Dsv4HcaGpu, TooSmallWorkspaceWritesNothing) {
 TEST_F(Dsv4HcaGpu, BitwiseIdenticalOverRunsAndBatches) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE(test::seed_message(seed));
-  Dsv4HcaProblemConfig c = small_config(seed, 64);
-  c.tokens = 240;
-  c.q_len = 4;
-  const Dsv4HcaProblem big = testing::make_dsv4_hca_problem(c);
+  const Dsv4HcaProblem big = batch_problem(seed, 64, 240, 4);
+  const auto& c = big.config;
   DeviceProblem d(big);
   const DeviceResult first = run_hca(d);
   const DeviceResult second = run_hca(d);
@@ -547,10 +490,7 @@ TEST_F(Dsv4HcaGpu, BitwiseIdenticalOverRunsAndBatches) {
 TEST_F(Dsv4HcaGpu, PdlWaitsForTheKernelThatWritesTheMetadata) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE(test::seed_message(seed));
-  Dsv4HcaProblemConfig c = small_config(seed, 64);
-  c.tokens = 32;
-  c.q_len = 4;
-  const Dsv4HcaProblem p = testing::make_dsv4_hca_problem(c);
+  const Dsv4HcaProblem p = batch_problem(seed, 64, 32, 4);
   DeviceProblem d(p);
   const DeviceResult want = run_hca(d);
 
@@ -572,9 +512,7 @@ TEST_F(Dsv4HcaGpu, PdlWaitsForTheKernelThatWritesTheMetadata) {
   expect_same_bits(download(late), want, "after a late write of block_table and lens");
 
   // Two calls on one workspace: the second problem's table differs.
-  Dsv4HcaProblemConfig c2 = c;
-  c2.seed = seed + 1;
-  const Dsv4HcaProblem p2 = testing::make_dsv4_hca_problem(c2);
+  const Dsv4HcaProblem p2 = batch_problem(seed + 1, 64, 32, 4);
   DeviceProblem other(p2);
   const DeviceResult want2 = run_hca(other);
   prepare_outputs(late);
@@ -606,10 +544,7 @@ TEST_F(Dsv4HcaGpu, PdlWaitsForTheKernelThatWritesTheMetadata) {
 TEST_F(Dsv4HcaGpu, CapturedInACudaGraph) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE(test::seed_message(seed));
-  Dsv4HcaProblemConfig c = small_config(seed, 61);
-  c.tokens = 12;
-  c.q_len = 4;
-  const Dsv4HcaProblem p = testing::make_dsv4_hca_problem(c);
+  const Dsv4HcaProblem p = batch_problem(seed, 61, 12, 4);
   Dsv4HcaProblem changed = p;
   changed.lens.assign(changed.lens.size(), 100);  // below 128: no compressed slot
   DeviceProblem changed_run(changed);
