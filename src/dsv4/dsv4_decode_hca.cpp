@@ -169,7 +169,6 @@ Status dsv4_decode_hca(const Dsv4HcaDecodeArgs& args, void* workspace, size_t wo
   p.block_table_stride = args.block_table_stride;
   p.max_pages = args.max_pages;
   p.page_size = static_cast<int32_t>(args.compressed_kv.page_size);  // <= 16384: hca_expanded_width
-  p.compressed_pages = args.compressed_kv.pages;
   p.lens = args.lens;
   p.hca_seq_lens = args.hca_seq_lens;
   p.num_requests = args.num_requests;

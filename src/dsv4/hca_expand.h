@@ -42,7 +42,6 @@ struct HcaExpandParams {
   int64_t block_table_stride;    // elements
   int32_t max_pages;
   int32_t page_size;             // of compressed_kv (<= 16384 here)
-  int64_t compressed_pages;      // pages of compressed_kv
   const int32_t* lens;           // [T]
   const int32_t* hca_seq_lens;   // [B]
   int32_t num_requests;          // B
