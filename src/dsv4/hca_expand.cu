@@ -6,7 +6,8 @@
 // INT32_MAX) otherwise (a page past the pool gives an index past it: the
 // pool has at most INT32_MAX rows on this path, so section 1 masks and counts
 // it); -1 past n_t. lens = 128 + n_t, so section 1's lens rule cuts nothing
-// in the window. This is testing::expand_to_section1, column for column.
+// in the window. This is testing::expand_to_section1, column for column;
+// the per-entry rules are in hca_expand_rules.h, tested on the CPU.
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -14,11 +15,12 @@
 #include "common/device_support.h"
 #include "common/ptx.cuh"
 #include "dsv4/hca_expand.h"
+#include "dsv4/hca_expand_rules.h"
 
 namespace sparse_decode::dsv4 {
 namespace {
 
-constexpr int kThreads = 128;
+constexpr int kThreads = kHcaExpandThreads;
 
 // The request of token t, or -1 (varlen offsets that hold no such token).
 // Uniform q_len: t / q_len (validation made T == B * q_len). Varlen: the
@@ -33,7 +35,7 @@ __device__ int32_t request_of(const HcaExpandParams& p, int64_t t, int32_t* shar
   if (!p.cum_seq_lens_q) return static_cast<int32_t>(t / p.q_len);
   int32_t lo = 0, hi = p.num_requests;  // the answer, if any, lies in [lo, hi)
   while (hi - lo > 1) {
-    const int32_t stride = (hi - lo + kThreads - 1) / kThreads;
+    const int32_t stride = hca_search_stride(lo, hi);
     if (threadIdx.x == 0) *shared = lo;  // pivot 0 is lo: the fallback
     __syncthreads();
     const int64_t pivot = lo + int64_t{threadIdx.x} * stride;
@@ -43,16 +45,7 @@ __device__ int32_t request_of(const HcaExpandParams& p, int64_t t, int32_t* shar
     hi = min(hi, lo + stride);
     __syncthreads();  // every thread has read it before it is written again
   }
-  return p.cum_seq_lens_q[lo] <= t && t < p.cum_seq_lens_q[lo + 1] ? lo : -1;
-}
-
-__device__ __forceinline__ int32_t compressed_index(const HcaExpandParams& p, const int32_t* table, int64_t slots,
-                                                    int32_t j) {
-  if (j >= slots) return -1;
-  const int32_t page = table[j / p.page_size];
-  if (page < 0) return -1;
-  const int64_t index = int64_t{page} * p.page_size + j % p.page_size;  // < 2^45: no overflow
-  return index < INT_MAX ? static_cast<int32_t>(index) : INT_MAX;
+  return hca_request_if_held(p.cum_seq_lens_q, lo, t);
 }
 
 __global__ void __launch_bounds__(kThreads) hca_expand_kernel(const __grid_constant__ HcaExpandParams p) {
@@ -64,15 +57,9 @@ __global__ void __launch_bounds__(kThreads) hca_expand_kernel(const __grid_const
   ptx::grid_dependency_wait();
 
   const int32_t b = request_of(p, t, &shared);
-  int64_t slots = 0;
-  if (b >= 0) {
-    const int64_t by_lens = int64_t{p.lens[t]} - kSwaColumns, by_request = int64_t{p.hca_seq_lens[b]} - kSwaColumns;
-    const int64_t capacity = int64_t{p.max_pages} * p.page_size;
-    slots = by_lens < by_request ? by_lens : by_request;
-    slots = slots < capacity ? slots : capacity;
-    slots = slots > 0 ? slots : 0;
-  }
-  const int32_t window = min(max(p.swa_lens[t], 0), kSwaColumns);
+  const int64_t slots =
+      b >= 0 ? hca_slots(p.lens[t], p.hca_seq_lens[b], int64_t{p.max_pages} * p.page_size) : 0;
+  const int32_t window = hca_window(p.swa_lens[t]);
   const int32_t* swa = p.swa_rows + t * p.swa_rows_stride;
   const int32_t* table = p.block_table + t * p.block_table_stride;
   int4* row = reinterpret_cast<int4*>(p.indices + t * p.width);
@@ -86,8 +73,10 @@ __global__ void __launch_bounds__(kThreads) hca_expand_kernel(const __grid_const
       if (c + 3 >= window) v.w = -1;
     } else {
       const int32_t j = c - kSwaColumns;
-      v = make_int4(compressed_index(p, table, slots, j), compressed_index(p, table, slots, j + 1),
-                    compressed_index(p, table, slots, j + 2), compressed_index(p, table, slots, j + 3));
+      v = make_int4(hca_compressed_index(table, p.page_size, slots, j),
+                    hca_compressed_index(table, p.page_size, slots, j + 1),
+                    hca_compressed_index(table, p.page_size, slots, j + 2),
+                    hca_compressed_index(table, p.page_size, slots, j + 3));
     }
     row[q] = v;
   }
