@@ -205,8 +205,10 @@ def dsv4_decode_hca(
 
     FlashInfer's backend="cute-dsl" argument set (docs/hca_layout.md). Arrays
     as for dsv4_decode: any DLPack array, one device; CPU arrays run the
-    float64 CPU backend, CUDA arrays the GPU (not served yet: the library's
-    NotImplementedError says why). Nothing is allocated.
+    float64 CPU backend, CUDA arrays the GPU: a small kernel expands the
+    metadata into section 1's index table in the workspace, then section 1's
+    kernels run on it (docs/hca_layout.md). Nothing is allocated but the
+    workspace.
 
     q:  FP8 E4M3 [T, H, 512] or [B, q_len, H, 512]. out: BF16, same tokens.
     swa_kv, compressed_kv: FP8 pools as for dsv4_decode (page_layout for 4-D
@@ -224,17 +226,27 @@ def dsv4_decode_hca(
     sinks: optional float32 [H]. bmm1_scale, bmm2_scale: floats.
     lse: optional float32 [T, H]. out_of_range_count: optional int32 [1],
         += active rows/slots past their pool (negative ids are masked, uncounted).
-    workspace, enable_pdl, stream: as for dsv4_decode.
+    workspace: scratch of the GPU path (CUDA, contiguous, 16-byte aligned,
+        contents ignored): the expanded table, T * (128 + max_pages *
+        page_size, rounded up to 4) * 4 bytes, its lens and the split
+        kernel's scratch. None on a torch or CuPy CUDA array: taken from
+        torch's (or CuPy's) caching allocator on the stream the kernels run
+        on, as dsv4_decode does (not while a CuPy stream is captured: pass
+        one there). Unlike dsv4_decode's, it is required: a missing or too
+        small one on CUDA arrays is a ValueError naming workspace_bytes.
+    enable_pdl, stream: as for dsv4_decode.
 
     Raises ValueError for bad arguments (the message names the argument),
-    NotImplementedError for valid calls this build does not serve.
+    NotImplementedError for valid calls this build does not serve
+    (max_pages * page_size > 16384 on CUDA arrays), RuntimeError for CUDA
+    errors.
     """
     _check_page_layout(page_layout)
     _check_float(bmm1_scale, "bmm1_scale")
     _check_float(bmm2_scale, "bmm2_scale")
     context, stream_handle = _arrays.launch_context(q, stream)
     with context:
-        _ext.dsv4_decode_hca(
+        arguments = dict(
             **_plain(q=q, swa_kv=swa_kv, compressed_kv=compressed_kv, swa_rows=swa_rows, swa_lens=swa_lens,
                      block_table=block_table, lens=lens, hca_seq_lens=hca_seq_lens, out=out,
                      cum_seq_lens_q=cum_seq_lens_q),
@@ -243,11 +255,15 @@ def dsv4_decode_hca(
             **_plain(sinks=sinks),
             bmm1_scale=float(bmm1_scale),
             bmm2_scale=float(bmm2_scale),
-            **_plain(lse=lse, out_of_range_count=out_of_range_count, workspace=workspace),
+            **_plain(lse=lse, out_of_range_count=out_of_range_count),
             enable_pdl=bool(enable_pdl),
             hnd=page_layout == "HND",
             stream=int(stream_handle),
         )
+        if workspace is None:
+            nbytes = _ext.dsv4_decode_hca(**arguments, workspace=None, size_only=True)
+            workspace = _arrays.cuda_scratch(q, nbytes, int(stream_handle)) if nbytes else None
+        _ext.dsv4_decode_hca(**arguments, **_plain(workspace=workspace))
 
 
 def convert_page_aligned_indices(

@@ -145,9 +145,10 @@ def convert_compressed_page_aligned_sparse_indices_to_hca_metadata(
 
 
 def _split_scratch(workspace_buffer: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
-    """The upper half of FlashInfer's workspace_buffer as uint8, for the split kernel's group results:
-    FlashInfer's trtllm-gen kernels keep their zero-initialized counters at the start of the same buffer,
-    which callers share between calls. Too small a half runs the cluster or the stream kernel (the same bits)."""
+    """The upper half of FlashInfer's workspace_buffer as uint8, for the split kernel's group results (and,
+    for HCA, the expanded table): FlashInfer's trtllm-gen kernels keep their zero-initialized counters at the
+    start of the same buffer, which callers share between calls. Too small a half runs the cluster or the
+    stream kernel (the same bits) for the trtllm-gen set, and is refused for HCA (the table must fit)."""
     if workspace_buffer is None or not workspace_buffer.is_contiguous():
         return workspace_buffer  # the library names what is wrong with it
     flat = workspace_buffer.reshape(-1).view(torch.uint8)
@@ -225,7 +226,7 @@ def _hca(
         out,
         None,  # lse: not an output of this FlashInfer function
         None,  # out_of_range_count
-        workspace_buffer,
+        _split_scratch(workspace_buffer),  # CUDA: the expanded table, its lens and the split scratch
         cum_seq_lens_q,
         None,  # q_len: the 4-D query's second dim, or sum_q / B
         max_q_len,
@@ -306,6 +307,11 @@ def trtllm_batch_decode_sparse_mla_dsv4(
     hca_use_persistent is accepted and ignored (a FlashInfer scheduler
     choice), hca_is_causal must be True, seq_lens is not read. Difference
     from FlashInfer: ids outside their pool are masked (not required legal).
+    On CUDA tensors the upper half of workspace_buffer holds the GPU path's
+    scratch: the expanded index table, sum_q * (128 + max_pages * page_size,
+    rounded up to 4) * 4 bytes, its lens and the split kernel's scratch
+    (docs/hca_layout.md); too small a half is a ValueError naming
+    workspace_bytes.
     With hca_sparse_indices_format="compressed-page-aligned" pass the
     trtllm-gen sparse_indices, sparse_topk_lens and seq_lens instead of the
     hca_* tensors and swa_topk_lens: they are converted

@@ -15,14 +15,16 @@ IndexTable swa_rows_of(const Array& a, int64_t tokens) {
   return table;
 }
 
-void decode_hca_arrays(const InArray& q_in, const InArray& swa_in, const InArray& compressed_in,
+// Runs the decode, or with size_only returns workspace_size() of the call
+// (0 for arguments it refuses: the call then names them) and runs nothing.
+size_t decode_hca_arrays(const InArray& q_in, const InArray& swa_in, const InArray& compressed_in,
                        const InArray& swa_rows_in, const InArray& swa_lens_in, const InArray& block_table_in,
                        const InArray& lens_in, const InArray& hca_seq_lens_in, const OutArray& out_in,
                        const std::optional<InArray>& cum_in, std::optional<int32_t> q_len,
                        std::optional<int32_t> max_q_len, const std::optional<InArray>& sinks_in, float bmm1_scale,
                        float bmm2_scale, const std::optional<OutArray>& lse_in,
                        const std::optional<OutArray>& count_in, const std::optional<OutArray>& workspace_in,
-                       bool enable_pdl, bool hnd, uintptr_t stream) {
+                       bool enable_pdl, bool hnd, uintptr_t stream, bool size_only) {
   const Array q = view("q", q_in);
   const std::optional<Array> swa = view("swa_kv", swa_in), compressed = view("compressed_kv", compressed_in),
                              swa_rows = view("swa_rows", swa_rows_in), swa_lens = view("swa_lens", swa_lens_in),
@@ -61,7 +63,9 @@ void decode_hca_arrays(const InArray& q_in, const InArray& swa_in, const InArray
   args.bmm2_scale = bmm2_scale;
   set_lse_count_and_pdl(args, lse, count, enable_pdl);
 
+  if (size_only) return workspace_size(args);
   run_decode(args, workspace, stream, [](const auto&... call) { return dsv4_decode_hca(call...); });
+  return 0;
 }
 
 void convert_arrays(const InArray& indices_in, const InArray& lens_in, const InArray& seq_lens_in,
@@ -113,7 +117,7 @@ void add_dsv4_decode_hca(nb::module_& m) {
         nb::arg("out"), nb::kw_only(), nb::arg("cum_seq_lens_q").none(), nb::arg("q_len").none(),
         nb::arg("max_q_len").none(), nb::arg("sinks").none(), nb::arg("bmm1_scale"), nb::arg("bmm2_scale"),
         nb::arg("lse").none(), nb::arg("out_of_range_count").none(), nb::arg("workspace").none(),
-        nb::arg("enable_pdl"), nb::arg("hnd"), nb::arg("stream"));
+        nb::arg("enable_pdl"), nb::arg("hnd"), nb::arg("stream"), nb::arg("size_only") = false);
   m.def("convert_page_aligned_indices", &convert_arrays, nb::arg("indices"), nb::arg("lens"), nb::arg("seq_lens"),
         nb::arg("swa_rows"), nb::arg("swa_lens"), nb::arg("block_table"), nb::arg("hca_seq_lens"), nb::kw_only(),
         nb::arg("cum_seq_lens_q").none(), nb::arg("q_len").none(), nb::arg("max_q_len").none(),

@@ -67,6 +67,30 @@ void Dsv4HcaProblem::fill_row(bool compressed, int64_t row, uint64_t seed) {
   for (int d = 0; d < kHeadDim; ++d) encode_element(DType::kFloat8E4M3, normal(rng), bytes + d);
 }
 
+void Dsv4HcaProblem::set_window(int32_t window, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (auto& w : swa_lens) w = window;
+  for (int64_t t = 0; t < config.tokens; ++t) {
+    for (int32_t col = 0; col < std::clamp(window, 0, kSwaColumns); ++col) {
+      int32_t& row = swa_rows[t * kSwaColumns + col];
+      if (row < 0 || row >= config.swa_rows) row = static_cast<int32_t>(rng() % config.swa_rows);
+      fill_row(false, row, rng());
+    }
+  }
+}
+
+void Dsv4HcaProblem::make_table_live(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const auto& c = config;
+  for (int64_t t = 0; t < c.tokens; ++t) {
+    for (int64_t k = 0; k < c.max_pages; ++k) {
+      int32_t& page = block_table[t * c.max_pages + k];
+      if (page < 0 || page >= c.compressed_pages) page = static_cast<int32_t>(rng() % c.compressed_pages);
+      for (int64_t s = 0; s < c.page_size; ++s) fill_row(true, page * c.page_size + s, rng());
+    }
+  }
+}
+
 Dsv4HcaProblem make_dsv4_hca_problem(const Dsv4HcaProblemConfig& config) {
   Dsv4HcaProblem p;
   p.config = config;

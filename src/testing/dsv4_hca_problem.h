@@ -67,6 +67,14 @@ struct Dsv4HcaProblem {
   // Fills row `row` of a pool with fresh random values (tests that make a
   // masked row active, or that need it live).
   void fill_row(bool compressed, int64_t row, uint64_t seed);
+
+  // Edge-case mutators of the tests (CPU and GPU), from `seed`:
+  // every swa_lens = window, and the columns it makes active name live rows
+  // (those that named none get a random row), filled afresh;
+  void set_window(int32_t window, uint64_t seed);
+  // every table entry a page of the pool (those that named none get a random
+  // one), all of their rows filled afresh, so that the bounds alone decide.
+  void make_table_live(uint64_t seed);
 };
 
 Dsv4HcaProblem make_dsv4_hca_problem(const Dsv4HcaProblemConfig& config);

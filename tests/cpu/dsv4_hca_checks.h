@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <climits>
+#include <random>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -62,6 +64,63 @@ inline reference::Dsv4Result check_hca_problem(const testing::Dsv4HcaProblem& p)
   const int H = args.num_heads;
   expect_host_matches(run_hca_host(args), ref, T, H, ref.out_of_range);
   return ref;
+}
+
+// Out-of-range and negative ids among the active ones: in each token that
+// attends slots, a page past the pool (or INT32_MAX: page * page_size then
+// overflows int32) and a negative page (-1 or INT32_MIN); in each token with
+// a window, a row past the pool (or INT32_MAX) and a row -3. Returns the
+// count SPEC section 3 gives, straight from its rule: every active slot or
+// window column whose page or row is past its pool.
+// The state of the edge-case suites (CPU and GPU): a fresh seed, a problem,
+// and a generator for the changes a test makes to it. SetUp calls start().
+template <class Base>
+class HcaEdgeFixture : public Base {
+ protected:
+  void start(const testing::Dsv4HcaProblemConfig& config) {
+    problem_ = testing::make_dsv4_hca_problem(config);
+    rng_.seed(seed_ ^ 0x9E3779B97F4A7C15ull);
+  }
+  uint64_t seed_ = fresh_seed();
+  testing::Dsv4HcaProblem problem_;
+  std::mt19937_64 rng_;
+};
+
+// A varlen problem whose offsets stop `unheld` tokens short of T (as
+// CUDA-graph padding does): those tokens belong to no request.
+inline testing::Dsv4HcaProblem with_unheld_tokens(testing::Dsv4HcaProblemConfig c, int32_t unheld) {
+  c.varlen = true;
+  testing::Dsv4HcaProblem p = testing::make_dsv4_hca_problem(c);
+  for (auto& offset : p.cum_seq_lens_q) offset = std::min(offset, static_cast<int32_t>(c.tokens - unheld));
+  return p;
+}
+
+inline int64_t break_active_ids(testing::Dsv4HcaProblem& p, std::mt19937_64& rng) {
+  const auto& c = p.config;
+  const Dsv4HcaDecodeArgs args = p.host_args(nullptr, nullptr);  // the slot count depends on lens only
+  std::vector<int64_t> slots(c.tokens);
+  for (int64_t t = 0; t < c.tokens; ++t) {
+    slots[t] = reference::hca_compressed_slots(args, t);
+    if (slots[t] > 0) {
+      const int64_t pages = (slots[t] + c.page_size - 1) / c.page_size;
+      p.block_table[t * c.max_pages + static_cast<int64_t>(rng() % pages)] =
+          rng() % 2 ? static_cast<int32_t>(c.compressed_pages + rng() % 5) : INT32_MAX;
+      p.block_table[t * c.max_pages + static_cast<int64_t>(rng() % pages)] = rng() % 2 ? -1 : INT32_MIN;
+    }
+    const int32_t window = std::clamp(p.swa_lens[t], 0, kSwaColumns);
+    if (window > 0) {
+      p.swa_rows[t * kSwaColumns + rng() % window] = rng() % 2 ? static_cast<int32_t>(c.swa_rows + rng() % 7) : INT32_MAX;
+      p.swa_rows[t * kSwaColumns + rng() % window] = -3;
+    }
+  }
+  int64_t expected = 0;
+  for (int64_t t = 0; t < c.tokens; ++t) {
+    for (int64_t j = 0; j < slots[t]; ++j) expected += p.block_table[t * c.max_pages + j / c.page_size] >= c.compressed_pages;
+    for (int col = 0; col < std::clamp(p.swa_lens[t], 0, kSwaColumns); ++col) {
+      expected += p.swa_rows[t * kSwaColumns + col] >= c.swa_rows;
+    }
+  }
+  return expected;
 }
 
 }  // namespace sparse_decode::test

@@ -81,16 +81,9 @@ INSTANTIATE_TEST_SUITE_P(
 // ---------------------------------------------------------------------------
 // Edge cases, each on a random problem then compared with section 1.
 
-class Dsv4HcaEdge : public ::testing::TestWithParam<int64_t> {
+class Dsv4HcaEdge : public test::HcaEdgeFixture<::testing::TestWithParam<int64_t>> {
  protected:
-  void SetUp() override {
-    seed_ = test::fresh_seed();
-    problem_ = testing::make_dsv4_hca_problem(small_config(seed_, GetParam()));
-    rng_.seed(seed_ ^ 0x9E3779B97F4A7C15ull);
-  }
-  uint64_t seed_ = 0;
-  Dsv4HcaProblem problem_;
-  std::mt19937_64 rng_;
+  void SetUp() override { start(small_config(seed_, GetParam())); }
 };
 
 TEST_P(Dsv4HcaEdge, WindowLengthsZeroAndFull) {
@@ -98,15 +91,8 @@ TEST_P(Dsv4HcaEdge, WindowLengthsZeroAndFull) {
   for (int32_t window : {0, 128, -5, 1000}) {
     SCOPED_TRACE(::testing::Message() << "swa_lens = " << window);
     Dsv4HcaProblem p = problem_;
-    for (auto& w : p.swa_lens) w = window;
     // A full window must name live rows: the generator filled only those below swa_lens.
-    for (int64_t t = 0; t < p.config.tokens && window > 0; ++t) {
-      for (int c = 0; c < std::min(window, 128); ++c) {
-        int32_t& row = p.swa_rows[t * kSwaColumns + c];
-        if (row < 0 || row >= p.config.swa_rows) row = static_cast<int32_t>(rng_() % p.config.swa_rows);
-        p.fill_row(false, row, rng_());
-      }
-    }
+    p.set_window(window, rng_());
     test::check_hca_problem(p);
   }
 }
@@ -132,14 +118,7 @@ TEST_P(Dsv4HcaEdge, LensPastTheFootprint) {
   SCOPED_TRACE(test::seed_message(seed_));
   Dsv4HcaProblem p = problem_;
   const auto& c = p.config;
-  // Every page of every table row live, so that the bounds alone decide.
-  for (int64_t t = 0; t < c.tokens; ++t) {
-    for (int k = 0; k < c.max_pages; ++k) {
-      int32_t& page = p.block_table[t * c.max_pages + k];
-      if (page < 0 || page >= c.compressed_pages) page = static_cast<int32_t>(rng_() % c.compressed_pages);
-      for (int64_t s = 0; s < c.page_size; ++s) p.fill_row(true, page * c.page_size + s, rng_());
-    }
-  }
+  p.make_table_live(rng_());  // so that the bounds alone decide
   for (int64_t t = 0; t < c.tokens; ++t) p.lens[t] = p.hca_seq_lens[t / c.q_len];
   const reference::Dsv4Result at_footprint = test::check_hca_problem(p);
   for (int64_t t = 0; t < c.tokens; ++t) p.lens[t] += 1 + static_cast<int32_t>(rng_() % 1000);
@@ -179,31 +158,7 @@ TEST_P(Dsv4HcaEdge, UnneededEntriesNeverRead) {
 TEST_P(Dsv4HcaEdge, OutOfRangeAndNegativeIds) {
   SCOPED_TRACE(test::seed_message(seed_));
   Dsv4HcaProblem p = problem_;
-  const auto& c = p.config;
-  const Dsv4HcaDecodeArgs args = p.host_args(nullptr, nullptr);
-  std::vector<int64_t> slots(c.tokens);
-  for (int64_t t = 0; t < c.tokens; ++t) {
-    slots[t] = reference::hca_compressed_slots(args, t);
-    if (slots[t] > 0) {
-      const int64_t k = static_cast<int64_t>(rng_() % ((slots[t] + c.page_size - 1) / c.page_size));
-      p.block_table[t * c.max_pages + k] =
-          rng_() % 2 ? static_cast<int32_t>(c.compressed_pages + rng_() % 5) : INT32_MAX;
-    }
-    const int32_t window = std::clamp(p.swa_lens[t], 0, 128);
-    if (window > 0) {
-      p.swa_rows[t * kSwaColumns + rng_() % window] =
-          rng_() % 2 ? static_cast<int32_t>(c.swa_rows + rng_() % 7) : INT32_MAX;
-      p.swa_rows[t * kSwaColumns + rng_() % window] = -3;
-    }
-  }
-  // The count, straight from SPEC section 3's rule.
-  int64_t expected = 0;
-  for (int64_t t = 0; t < c.tokens; ++t) {
-    for (int64_t j = 0; j < slots[t]; ++j)
-      expected += p.block_table[t * c.max_pages + j / c.page_size] >= c.compressed_pages;
-    for (int col = 0; col < std::clamp(p.swa_lens[t], 0, 128); ++col)
-      expected += p.swa_rows[t * kSwaColumns + col] >= c.swa_rows;
-  }
+  const int64_t expected = test::break_active_ids(p, rng_);
   const reference::Dsv4Result result = test::check_hca_problem(p);
   EXPECT_GT(expected, 0);
   EXPECT_EQ(result.out_of_range, expected);
@@ -236,11 +191,8 @@ TEST(Dsv4HcaRequests, TokenOutsideEveryRequestHasNoCompressedSlots) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE(test::seed_message(seed));
   Dsv4HcaProblemConfig c = small_config(seed, 64);
-  c.varlen = true;
   c.tokens = 6;
-  Dsv4HcaProblem p = testing::make_dsv4_hca_problem(c);
-  for (auto& offset : p.cum_seq_lens_q)
-    offset = std::min(offset, static_cast<int32_t>(c.tokens - 2));  // the last two tokens: no request
+  const Dsv4HcaProblem p = test::with_unheld_tokens(c, 2);  // the last two tokens: no request
   const Dsv4HcaDecodeArgs args = p.host_args(nullptr, nullptr);
   EXPECT_EQ(reference::hca_compressed_slots(args, c.tokens - 1), 0);
   EXPECT_EQ(reference::hca_compressed_slots(args, c.tokens - 2), 0);

@@ -1,7 +1,7 @@
 // Argument validation of dsv4_decode_hca and convert_page_aligned_indices
 // (src/dsv4/validate_hca.cpp): every refusal, through validate(), supports()
 // and the call, names its argument and the expected value and writes
-// nothing; valid calls pass; device memory is NotSupported after validation.
+// nothing; valid calls pass; device memory: the GPU path's workspace and limits.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "dsv4_hca_checks.h"
+#include "testing/device_buffer.h"
 #include "validation_support.h"
 
 namespace sparse_decode {
@@ -43,6 +44,8 @@ class ValidCall {
     args = problem_.host_args(outputs.out.data(), outputs.lse.data());
     args.out_of_range_count = &outputs.count;
   }
+
+  const testing::Dsv4HcaProblem& problem() const { return problem_; }
 
   Dsv4HcaDecodeArgs args;
   test::PoisonedOutputs outputs{4, 16};
@@ -194,23 +197,141 @@ TEST(Dsv4HcaValidation, ZeroTokens) {
   EXPECT_EQ(validate(a).code(), StatusCode::kInvalidArgument);
 }
 
-// Device memory: validated, then NotSupported naming why, at any T; nothing launched or written.
-TEST(Dsv4HcaValidation, DeviceMemoryIsNotSupported) {
-  const uint64_t seed = test::fresh_seed();
-  SCOPED_TRACE(test::seed_message(seed));
-  ValidCall call(seed);
-  Dsv4HcaDecodeArgs a = call.args;
-  a.memory = MemorySpace::kDevice;
-  a.enable_pdl = true;
+// Device memory runs the GPU path (docs/hca_layout.md). These checks hold
+// with or without a device, and launch nothing: the pointers are host ones.
+
+// A valid call on "device memory" (host pointers: nothing here may launch).
+class Dsv4HcaWorkspace : public ::testing::Test {
+ protected:
+  Dsv4HcaWorkspace() : seed_(test::fresh_seed()), call_(seed_), a(call_.args) { a.memory = MemorySpace::kDevice; }
+
+  // The expanded table [T, W'] and lens [T] (16-byte pieces) plus section
+  // 1's workspace_size of the expansion (the split scratch: 0 without a device).
+  size_t expected_workspace(int32_t width) const {
+    const testing::Dsv4HcaExpansion expansion = testing::expand_to_section1(call_.problem());
+    Dsv4DecodeArgs s = expansion.args(call_.problem(), a.out, a.lse);
+    s.memory = MemorySpace::kDevice;
+    s.compressed_kv = a.compressed_kv;
+    s.width = width;
+    s.indices_stride = width;  // validate() does not read the table
+    const size_t T = static_cast<size_t>(a.num_tokens);
+    return (workspace_size(s) + 15) / 16 * 16 + T * width * 4 + (T * 4 + 15) / 16 * 16;
+  }
+
+  uint64_t seed_;
+  ValidCall call_;
+  Dsv4HcaDecodeArgs a;
+};
+
+TEST_F(Dsv4HcaWorkspace, TableLensAndSplitScratch) {
+  SCOPED_TRACE(test::seed_message(seed_));
+  EXPECT_EQ(workspace_size(call_.args), 0u) << "host memory";
+  // 4 tokens, 4 pages of 16: W' = 192.
+  EXPECT_EQ(workspace_size(a), expected_workspace(192));
+  EXPECT_GE(workspace_size(a), 4u * 192 * 4 + 16);
+  // 4 pages of 15: 128 + 60 = 188 (a multiple of 4); 3 pages of 15: 173 -> 176.
+  a.compressed_kv.page_size = 15;
+  a.compressed_kv.pages = 8;
+  EXPECT_EQ(workspace_size(a), expected_workspace(188));
+  a.max_pages = 3;
+  EXPECT_EQ(workspace_size(a), expected_workspace(176));
+  // The widest table section 1 takes: 128 + 16384.
+  a.max_pages = 1;
+  a.compressed_kv.page_size = 16384;
+  a.compressed_kv.page_stride = 16384 * 512;
+  a.compressed_kv.pages = 1;
+  EXPECT_EQ(workspace_size(a), expected_workspace(128 + 16384));
+  // 0 where nothing runs on the device: T = 0, invalid, too wide.
+  Dsv4HcaDecodeArgs empty = a;
+  empty.num_tokens = 0;
+  EXPECT_EQ(workspace_size(empty), 0u);
+  Dsv4HcaDecodeArgs invalid = a;
+  invalid.lens = nullptr;
+  EXPECT_EQ(workspace_size(invalid), 0u);
+  a.max_pages = 2;
+  EXPECT_EQ(workspace_size(a), 0u);
+}
+
+// More than 128 + 16384 expanded columns: NotSupported naming max_pages, at
+// any T, before anything else of the device path.
+TEST_F(Dsv4HcaWorkspace, WidthPastSection1IsNotSupported) {
+  SCOPED_TRACE(test::seed_message(seed_));
+  a.compressed_kv.page_size = 16;
+  a.max_pages = 16384 / 16 + 1;
+  a.block_table_stride = a.max_pages;
+  a.compressed_kv.pages = a.max_pages;
+  a.compressed_kv.page_stride = 16 * 512;
   for (int64_t tokens : {int64_t{4}, int64_t{0}}) {
     a.num_tokens = tokens;
     EXPECT_TRUE(validate(a).ok()) << validate(a).message();
     for (const Status& status : {supports(a), dsv4_decode_hca(a, nullptr, 0, nullptr)}) {
       EXPECT_EQ(status.code(), StatusCode::kNotSupported) << status.message();
-      EXPECT_NE(status.message().find("no GPU kernel"), std::string::npos) << status.message();
+      EXPECT_NE(status.message().find("max_pages"), std::string::npos) << status.message();
+      EXPECT_NE(status.message().find("16400"), std::string::npos) << status.message();
     }
   }
-  EXPECT_TRUE(call.outputs.untouched());
+  a.max_pages = 16384 / 16;  // the limit itself: not refused for its width
+  a.num_tokens = 4;
+  EXPECT_EQ(supports(a).message().find("max_pages"), std::string::npos) << supports(a).message();
+  EXPECT_TRUE(call_.outputs.untouched());
+}
+
+// A compressed pool of more than INT32_MAX rows cannot be named by section
+// 1's int32 indices: NotSupported naming compressed_kv.
+TEST_F(Dsv4HcaWorkspace, PoolPastInt32RowsIsNotSupported) {
+  SCOPED_TRACE(test::seed_message(seed_));
+  a.compressed_kv.pages = (int64_t{1} << 31) / a.compressed_kv.page_size + 1;
+  ASSERT_TRUE(validate(a).ok()) << validate(a).message();
+  for (const Status& status : {supports(a), dsv4_decode_hca(a, nullptr, 0, nullptr)}) {
+    EXPECT_EQ(status.code(), StatusCode::kNotSupported) << status.message();
+    EXPECT_NE(status.message().find("compressed_kv"), std::string::npos) << status.message();
+  }
+  EXPECT_EQ(workspace_size(a), 0u);
+  EXPECT_TRUE(call_.outputs.untouched());
+}
+
+// A workspace that is null, one byte short or misaligned: InvalidArgument
+// naming workspace_bytes and the size, before any device check; nothing written.
+TEST_F(Dsv4HcaWorkspace, TooSmallOrMisalignedIsRefused) {
+  SCOPED_TRACE(test::seed_message(seed_));
+  a.enable_pdl = true;
+  const size_t bytes = workspace_size(a);
+  ASSERT_GT(bytes, 0u);
+  std::vector<uint8_t> host(bytes + 32, 0xAB);
+  uint8_t* aligned = host.data() + (16 - reinterpret_cast<uintptr_t>(host.data()) % 16) % 16;
+  struct Case {
+    void* workspace;
+    size_t bytes;
+    const char* says;
+  };
+  for (const Case& c : {Case{nullptr, bytes, "null"}, Case{aligned, bytes - 1, ""}, Case{aligned + 4, bytes, "misaligned"},
+                        Case{nullptr, 0, "null"}}) {
+    const Status status = dsv4_decode_hca(a, c.workspace, c.bytes, nullptr);
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.message();
+    EXPECT_NE(status.message().find("workspace_bytes"), std::string::npos) << status.message();
+    EXPECT_NE(status.message().find(std::to_string(bytes)), std::string::npos) << status.message();
+    EXPECT_NE(status.message().find(c.says), std::string::npos) << status.message();
+  }
+  EXPECT_TRUE(std::all_of(host.begin(), host.end(), [](uint8_t b) { return b == 0xAB; }));
+  EXPECT_TRUE(call_.outputs.untouched());
+  // T = 0 needs none.
+  a.num_tokens = 0;
+  EXPECT_EQ(workspace_size(a), 0u);
+  EXPECT_TRUE(supports(a).ok()) << supports(a).message();
+  EXPECT_TRUE(dsv4_decode_hca(a, nullptr, 0, nullptr).ok());
+}
+
+// Without a device, a valid device call is refused by the device check
+// (after validation and the workspace); with one, supports() accepts it.
+TEST_F(Dsv4HcaWorkspace, DeviceMemoryIsServedWhereThereIsADevice) {
+  SCOPED_TRACE(test::seed_message(seed_));
+  std::string why;
+  const Status status = supports(a);
+  if (testing::cuda_device_available(&why)) {
+    EXPECT_TRUE(status.ok()) << status.message();
+  } else {
+    EXPECT_EQ(status.code(), StatusCode::kNotSupported) << status.message();
+  }
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "testing/device_buffer.h"
 #include "testing/dsv4_problem.h"
 #include "delayed_copy.h"
+#include "gpu_test_support.h"
 
 namespace sparse_decode {
 namespace {
@@ -31,16 +32,10 @@ using testing::Dsv4DeviceProblem;
 using testing::Dsv4Problem;
 using testing::Dsv4ProblemConfig;
 
-constexpr double kMaxRelativeError = 3e-3;  // DESIGN.md "Accuracy"
-constexpr uint8_t kPoisonByte = 0xFF;       // BF16 0xFFFF and float 0xFFFFFFFF are NaN
+using gpu_test::kMaxRelativeError;
+using gpu_test::kPoisonByte;
 
-class Dsv4Gpu : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string why;
-    if (!testing::cuda_device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;
-  }
-};
+class Dsv4Gpu : public gpu_test::GpuTest {};
 
 struct Comparison {
   double relative_error = 0.0;

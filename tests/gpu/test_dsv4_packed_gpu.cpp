@@ -19,6 +19,7 @@
 #include "reference/formats.h"
 #include "sparse_decode/dsv4_decode_packed.h"
 #include "delayed_copy.h"
+#include "gpu_test_support.h"
 #include "testing/device_buffer.h"
 #include "testing/dsv4_packed_problem.h"
 
@@ -30,17 +31,12 @@ using testing::DeviceBuffer;
 using testing::Dsv4PackedProblem;
 using testing::Dsv4PackedProblemConfig;
 
-constexpr double kMaxRelativeError = 3e-3;  // DESIGN.md "Accuracy"
-constexpr uint8_t kPoisonByte = 0xFF;       // BF16 0xFFFF and float 0xFFFFFFFF are NaN
-constexpr int32_t kCountStart = 7;          // the counter is added to, never reset
+using gpu_test::kMaxRelativeError;
+using gpu_test::kPoisonByte;
+using gpu_test::DeviceResult;
+using gpu_test::kCountStart;
 
-class Dsv4PackedGpu : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string why;
-    if (!testing::cuda_device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;
-  }
-};
+class Dsv4PackedGpu : public gpu_test::GpuTest {};
 
 // A packed problem's inputs on the device, out [T, H, 512] BF16, lse [T, H]
 // and the out-of-range counter.
@@ -68,33 +64,13 @@ struct PackedDeviceProblem {
   Dsv4PackedDecodeArgs args;
 };
 
-struct DeviceResult {
-  std::vector<uint16_t> out;  // [T, H, 512] BF16 bits, contiguous
-  std::vector<float> lse;     // [T, H]
-  int32_t count = 0;
-  std::vector<double> out_values() const {
-    std::vector<double> values(out.size());
-    for (size_t i = 0; i < out.size(); ++i) values[i] = reference::decode_bf16(out[i]);
-    return values;
-  }
-};
-
 // Poisons out and lse, sets the counter, runs the call and downloads.
 DeviceResult run_device(PackedDeviceProblem& d) {
-  d.out.fill_bytes(kPoisonByte);
-  d.lse.fill_bytes(kPoisonByte);
-  const int32_t start = kCountStart;
-  testing::check_cuda(static_cast<int>(cudaMemcpy(d.count.get(), &start, sizeof(start), cudaMemcpyHostToDevice)),
-                      "counter");
+  gpu_test::poison_outputs(d.out, d.lse, d.count);
   EXPECT_EQ(workspace_size(d.args), 0u);
   const Status status = dsv4_decode_packed(d.args, nullptr, 0, nullptr);
   EXPECT_TRUE(status.ok()) << status.message();
-  testing::check_cuda(static_cast<int>(cudaDeviceSynchronize()), "kernel");
-  DeviceResult r;
-  r.out = d.out.download<uint16_t>();
-  r.lse = d.lse.download<float>();
-  d.count.download(&r.count, sizeof(r.count));
-  return r;
+  return gpu_test::download_outputs(d.out, d.lse, d.count);
 }
 
 // Per 64-dim group over all tokens and heads (as the Python tests): a wrong

@@ -1,13 +1,14 @@
 """dsv4_decode_hca (SPEC section 3) and convert_page_aligned_indices from Python:
 NumPy / torch CPU against the float64 reference, errors, the FlashInfer
-cute-dsl drop-in, the converter round trip; GPU: served or refused with the
-library's reason."""
+cute-dsl drop-in, the converter round trip; GPU: the device path against the
+float64 reference and, bit for bit, against dsv4_decode on the expansion
+(docs/hca_layout.md); the device converter is still refused."""
 
 import numpy as np
 import pytest
 
 import sparse_decode
-from dsv4_reference import assert_matches_exactly_rounded
+from dsv4_reference import SWA, assert_matches_exactly_rounded
 from hca_dsa_reference import hca_kwargs, hca_reference, make_canonical_table, make_hca_problem
 
 
@@ -235,35 +236,139 @@ def test_flashinfer_cute_dsl_argument_errors(rng):
 # ---------------------------------------------------------------- GPU
 
 
+def expand_to_section1(p):
+    """The section-1 table of an HCA problem (docs/hca_layout.md): indices int32 [T, W'] with
+    W' = 128 + max_pages * page_size rounded up to 4, and lens int32 [T] = 128 + slots."""
+    tokens, max_pages = p.block_table.shape
+    ps = p.page_size
+    width = (SWA + max_pages * ps + 3) // 4 * 4
+    indices = np.full((tokens, width), -1, np.int32)
+    lens = np.empty(tokens, np.int32)
+    for t in range(tokens):
+        window = min(max(int(p.swa_lens[t]), 0), SWA)
+        indices[t, :window] = p.swa_rows[t, :window]
+        n = max(0, min(int(p.lens[t]) - SWA, int(p.hca_seq_lens[p.request[t]]) - SWA, max_pages * ps))
+        for j in range(n):
+            page = int(p.block_table[t, j // ps])
+            indices[t, SWA + j] = -1 if page < 0 else min(page * ps + j % ps, 2**31 - 1)
+        lens[t] = SWA + n
+    return indices, lens
+
+
+def cuda_tensors(p, to_torch):
+    """hca_kwargs(p) with every array a CUDA tensor (FP8 views for q and the pools)."""
+    k = hca_kwargs(p)
+    tensors = {n: to_torch(v, "cuda", "fp8" if n in ("q", "swa_kv", "compressed_kv") else None)
+               for n, v in k.items() if isinstance(v, np.ndarray)}
+    return {**k, **tensors}
+
+
+@pytest.mark.parametrize("page_size,max_pages,varlen,layout",
+                         [(1, 40, False, "pages"), (4, 5, True, "NHD"), (61, 3, False, "HND"), (64, 2, True, "pages")])
+def test_expansion_gives_the_same_bits_on_the_cpu(rng, seed, page_size, max_pages, varlen, layout):
+    """The helper of the GPU test below: dsv4_decode on expand_to_section1 is dsv4_decode_hca, on the CPU."""
+    p = make_hca_problem(rng, tokens=8, q_len=2, varlen=varlen, page_size=page_size, max_pages=max_pages,
+                         layout=layout)
+    out, lse, count = run_hca(p)
+    indices, lens = expand_to_section1(p)
+    k = hca_kwargs(p)
+    out1 = np.full(p.q.shape, 0x7FC0, np.uint16)
+    lse1 = np.full(p.q.shape[:2], np.nan, np.float32)
+    count1 = np.array([7], np.int32)
+    sparse_decode.dsv4_decode(p.q, p.swa_kv, p.compressed_kv, indices, out1, lens=lens, sinks=p.sinks,
+                              bmm1_scale=p.bmm1_scale, bmm2_scale=p.bmm2_scale, lse=lse1, out_of_range_count=count1,
+                              page_layout=k["page_layout"])
+    assert np.array_equal(out, out1), f"seed={seed}"
+    assert np.array_equal(lse.view(np.uint32), lse1.view(np.uint32)), f"seed={seed}"
+    assert count == int(count1[0]) - 7, f"seed={seed}"
+
+
 @pytest.mark.gpu
-def test_gpu_served_or_refused_with_the_library_reason(rng, seed):
+@pytest.mark.parametrize("page_size,max_pages,varlen,layout",
+                         [(1, 40, False, "pages"), (4, 5, True, "NHD"), (61, 3, False, "HND"), (64, 2, True, "pages")])
+def test_gpu_matches_reference_and_section1_on_the_expansion(rng, seed, page_size, max_pages, varlen, layout):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device (GPU tests run on the H200)")
     from dsv4_reference import assert_close_l2
     from helpers import bits, to_torch
 
+    p = make_hca_problem(rng, tokens=8, q_len=2, varlen=varlen, page_size=page_size, max_pages=max_pages,
+                         layout=layout)
+    k = cuda_tensors(p, to_torch)
+    T, H = p.q.shape[:2]
+
+    def outputs():
+        return (torch.full((T, H, 512), float("nan"), dtype=torch.bfloat16, device="cuda"),
+                torch.full((T, H), float("nan"), dtype=torch.float32, device="cuda"),
+                torch.full((1,), 7, dtype=torch.int32, device="cuda"))
+
+    out, lse, count = outputs()
+    sparse_decode.dsv4_decode_hca(**k, out=out, lse=lse, out_of_range_count=count)  # workspace allocated
+    torch.cuda.synchronize()
+    ref_out, ref_lse, ref_count = hca_reference(p)
+    assert_close_l2(bits(out), ref_out, seed)
+    got_lse = lse.cpu().numpy()
+    assert np.array_equal(np.isneginf(got_lse), np.isneginf(ref_lse)), f"seed={seed}: lse -inf pattern"
+    finite = np.isfinite(ref_lse)
+    np.testing.assert_allclose(got_lse[finite], ref_lse[finite], rtol=1e-3, atol=1e-3, err_msg=f"seed={seed}")
+    assert int(count.item()) - 7 == ref_count, f"seed={seed}: out_of_range_count"
+
+    indices, lens = expand_to_section1(p)
+    out1, lse1, count1 = outputs()
+    sparse_decode.dsv4_decode(k["q"], k["swa_kv"], k["compressed_kv"], to_torch(indices, "cuda"), out1,
+                              lens=to_torch(lens, "cuda"), sinks=k["sinks"], bmm1_scale=p.bmm1_scale,
+                              bmm2_scale=p.bmm2_scale, lse=lse1, out_of_range_count=count1,
+                              page_layout=k["page_layout"])
+    torch.cuda.synchronize()
+    assert np.array_equal(bits(out), bits(out1)), f"seed={seed}: dsv4_decode_hca vs dsv4_decode on the expansion"
+    assert np.array_equal(lse.cpu().numpy().view(np.uint32), lse1.cpu().numpy().view(np.uint32)), f"seed={seed}"
+    assert int(count.item()) == int(count1.item()), f"seed={seed}"
+
+
+@pytest.mark.gpu
+def test_gpu_workspace_too_small_is_refused_and_the_converter_is_not_served(rng, seed):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device (GPU tests run on the H200)")
+    from helpers import to_torch
+
     p = make_hca_problem(rng, tokens=6, q_len=2, page_size=64, max_pages=2)
-    k = hca_kwargs(p)
-    tensors = {n: to_torch(v, "cuda", "fp8" if n in ("q", "swa_kv", "compressed_kv") else None)
-               for n, v in k.items() if isinstance(v, np.ndarray)}
     out = torch.full(p.q.shape, float("nan"), dtype=torch.bfloat16, device="cuda")
-    try:
-        sparse_decode.dsv4_decode_hca(**{**k, **tensors}, out=out)
-    except NotImplementedError as error:  # today: no GPU kernel; the message is the library's
-        assert str(error).startswith("dsv4_decode_hca: device memory is not served"), str(error)
-        assert torch.isnan(out.float()).all(), "nothing is written when refused"
-    else:
-        torch.cuda.synchronize()
-        assert_close_l2(bits(out), hca_reference(p)[0], seed)
+    with pytest.raises(ValueError, match=r"^workspace_bytes: "):
+        sparse_decode.dsv4_decode_hca(**cuda_tensors(p, to_torch), out=out,
+                                      workspace=torch.empty(16, dtype=torch.uint8, device="cuda"))
+    torch.cuda.synchronize()
+    assert torch.isnan(out.float()).all(), "nothing is written when refused"
+    q = make_hca_problem(rng, tokens=2, q_len=1, page_size=4, max_pages=4097)  # 16388 > 16384 slots
+    with pytest.raises(NotImplementedError, match=r"^max_pages: the GPU path expands"):
+        sparse_decode.dsv4_decode_hca(**cuda_tensors(q, to_torch),
+                                      out=torch.empty(q.q.shape, dtype=torch.bfloat16, device="cuda"))
     t = make_canonical_table(rng)
-    try:
-        metadata = sparse_decode.convert_page_aligned_indices(
+    with pytest.raises(NotImplementedError, match=r"^convert_page_aligned_indices: device memory is not served"):
+        sparse_decode.convert_page_aligned_indices(
             to_torch(t.indices, "cuda"), to_torch(t.lens, "cuda"), to_torch(t.seq_lens, "cuda"), q_len=2,
             page_size=4)
-    except NotImplementedError as error:
-        assert str(error).startswith("convert_page_aligned_indices: device memory is not served"), str(error)
-    else:
-        host = sparse_decode.convert_page_aligned_indices(t.indices, t.lens, t.seq_lens, q_len=2, page_size=4)
-        for a, b in zip(metadata, host):
-            assert np.array_equal(a.cpu().numpy(), b), f"seed={seed}: device converter vs host"
+
+
+@pytest.mark.gpu
+def test_gpu_flashinfer_cute_dsl_same_bits_as_low_level(rng, seed):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device (GPU tests run on the H200)")
+    from helpers import bits, to_torch
+    from sparse_decode.flashinfer_compat import trtllm_batch_decode_sparse_mla_dsv4
+
+    p = make_hca_problem(rng, layout="HND", tokens=6, q_len=2)
+    k = cuda_tensors(p, to_torch)
+    expected = torch.full(p.q.shape, float("nan"), dtype=torch.bfloat16, device="cuda")
+    sparse_decode.dsv4_decode_hca(**k, out=expected)
+    out = trtllm_batch_decode_sparse_mla_dsv4(
+        k["q"].reshape(3, 2, 16, 512), k["swa_kv"], torch.zeros(8 << 20, dtype=torch.uint8, device="cuda"),
+        compressed_kv_cache=k["compressed_kv"], sparse_topk_lens=k["lens"], bmm1_scale=p.bmm1_scale,
+        bmm2_scale=p.bmm2_scale, sinks=k["sinks"], kv_layout="HND", backend="cute-dsl",
+        hca_swa_indices=k["swa_rows"], hca_compressed_block_tables=k["block_table"],
+        hca_seq_lens=k["hca_seq_lens"], swa_topk_lens=k["swa_lens"])
+    torch.cuda.synchronize()
+    assert out.shape == (3, 2, 16, 512)
+    assert np.array_equal(bits(out).reshape(-1), bits(expected).reshape(-1)), f"seed={seed}"
