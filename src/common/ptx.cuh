@@ -156,6 +156,13 @@ __device__ __forceinline__ uint64_t wgmma_descriptor(uint32_t smem_addr, uint32_
   return static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(k_stride >> 4) << 16) |
          (static_cast<uint64_t>(row_group_stride >> 4) << 32);
 }
+// The descriptor of the operand `bytes` further along (a multiple of 16): the
+// address field (bits 0-13, address / 16) cannot carry into the strides while
+// the address stays below 256 KiB, so only the low word changes.
+__device__ __forceinline__ uint64_t wgmma_descriptor_advance(uint64_t descriptor, uint32_t bytes) {
+  const uint32_t low = static_cast<uint32_t>(descriptor) + (bytes >> 4);
+  return (descriptor & 0xFFFFFFFF00000000ull) | low;
+}
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }

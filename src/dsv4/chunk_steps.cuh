@@ -94,9 +94,11 @@ __device__ __forceinline__ void gather_chunk(ChunkSmem<Traits>& s, const Dsv4Par
   constexpr int kLanesPerRow = 32 / kRows;
 #pragma unroll
   for (int i = 0; i < Traits::kPieces / kLanesPerRow; ++i) {
+    // A masked column's copy reads nothing (source size 0): its address is
+    // never dereferenced, so every copy takes base + immediate offset.
     const int piece = lane / kRows + i * kLanesPerRow;
     const bool load = active && !(p.skip_stages & 1);
-    ptx::cp_async_16(dst + i * kLanesPerRow * Traits::kCoreBytes, src + (load ? piece * 16 : 0), load ? 16u : 0u);
+    ptx::cp_async_16(dst + i * kLanesPerRow * Traits::kCoreBytes, src + piece * 16, load ? 16u : 0u);
   }
 }
 
@@ -139,14 +141,18 @@ __device__ __forceinline__ void load_query(ChunkSmem<Traits>& s, const Dsv4Param
 
 // k-steps [set * kStepsPerAccumulator, +kStepsPerAccumulator) of S^T = K Q^T
 // into accumulator set d (wgmma N = kHeads), the first one overwriting it.
+// kv_desc, q_desc: descriptors of the tiles' first k-step; step k advances
+// them (one add a descriptor instead of rebuilding it: the SASS built each
+// from its address, ~100 instructions a warp a chunk).
 template <class Traits>
-__device__ __forceinline__ void issue_score_set(float (&d)[Traits::kHeads / 2], uint32_t kv, uint32_t q, int set) {
+__device__ __forceinline__ void issue_score_set(float (&d)[Traits::kHeads / 2], uint64_t kv_desc, uint64_t q_desc,
+                                                int set) {
   constexpr int kPerSet = Traits::kStepsPerAccumulator;
 #pragma unroll
   for (int k = set * kPerSet; k < (set + 1) * kPerSet; ++k) {  // one k-step = two 16-byte pieces
     const uint32_t offset = k * 2 * Traits::kCoreBytes;
-    const uint64_t a = ptx::wgmma_descriptor(kv + offset, Traits::kCoreBytes, Traits::kRowGroupBytes);
-    const uint64_t b = ptx::wgmma_descriptor(q + offset, Traits::kCoreBytes, Traits::kRowGroupBytes);
+    const uint64_t a = ptx::wgmma_descriptor_advance(kv_desc, offset);
+    const uint64_t b = ptx::wgmma_descriptor_advance(q_desc, offset);
     if constexpr (Traits::kBf16) {
       ptx::wgmma_bf16_64x16x16(d, a, b, k % kPerSet != 0);
     } else if constexpr (Traits::kHeads == 16) {
@@ -164,8 +170,10 @@ template <class Traits>
 __device__ __forceinline__ void score_chunk(ChunkSmem<Traits>& s, int buffer) {
   const int warpgroup = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
   const int piece0 = warpgroup * Traits::kPiecesPerWarpgroup;
-  const uint32_t kv = ptx::smem_address(&s.kv[buffer][0][piece0][0][0]);
-  const uint32_t q = ptx::smem_address(&s.q[0][piece0][0][0]);
+  const uint64_t kv = ptx::wgmma_descriptor(ptx::smem_address(&s.kv[buffer][0][piece0][0][0]), Traits::kCoreBytes,
+                                            Traits::kRowGroupBytes);
+  const uint64_t q = ptx::wgmma_descriptor(ptx::smem_address(&s.q[0][piece0][0][0]), Traits::kCoreBytes,
+                                           Traits::kRowGroupBytes);
   // Each run of kStepsPerAccumulator k-steps gets its own accumulator set,
   // summed in FP32 in set order: ((s0 + s1) + s2) + s3. The first batch
   // fills all kLiveScoreSets sets (at 16 heads: every set, one wait); each

@@ -10,8 +10,6 @@
 
 namespace sparse_decode::dsv4 {
 
-__device__ __forceinline__ float round_to_f16(float value) { return __half2float(__float2half_rn(value)); }
-
 // A group's fold weights on one head and its 1 / sum.
 struct HeadFold {
   FoldWeights weights;
@@ -42,30 +40,15 @@ __device__ __forceinline__ void fold_dim_groups(OutputFragment<Traits>& out, int
         for (int half = 0; half < 2; ++half)
 #pragma unroll
           for (int par = 0; par < 2; ++par)
-#pragma unroll
-            for (int i = 2 * b; i < 2 * b + 2; ++i) {
-              float& o = out[t][first_group + g][half][par][i];
-              o = fold_value(o, f.weights, round_to_f16(group[t][g][half][par][i] * f.factor));
-            }
+          {
+            // The pair of values rounded to FP16 at once (one conversion for two).
+            const float(&x)[4] = group[t][g][half][par];
+            const float2 mean = __half22float2(__floats2half2_rn(x[2 * b] * f.factor, x[2 * b + 1] * f.factor));
+            float(&o)[4] = out[t][first_group + g][half][par];
+            o[2 * b] = fold_value(o[2 * b], f.weights, mean.x);
+            o[2 * b + 1] = fold_value(o[2 * b + 1], f.weights, mean.y);
+          }
     }
-}
-
-// out[..][g] <- out[..][g + 1], the first dim group last (register moves).
-template <class Traits>
-__device__ __forceinline__ void rotate_dim_groups(OutputFragment<Traits>& out) {
-#pragma unroll
-  for (int t = 0; t < Traits::kHeadTiles; ++t)
-#pragma unroll
-    for (int half = 0; half < 2; ++half)
-#pragma unroll
-      for (int par = 0; par < 2; ++par)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const float first = out[t][0][half][par][i];
-#pragma unroll
-          for (int g = 0; g + 1 < Traits::kDimGroups; ++g) out[t][g][half][par][i] = out[t][g + 1][half][par][i];
-          out[t][Traits::kDimGroups - 1][half][par][i] = first;
-        }
 }
 
 // Walks the token's chunks and folds every group into out; state[t][b] is
@@ -94,18 +77,18 @@ __device__ __forceinline__ void walk_and_fold(StreamSmem<Traits>& smem, const Ds
         folds.keep[tid] = f.weights.keep, folds.take[tid] = f.weights.take, folds.factor[tid] = f.factor;
       }
       __syncthreads();
-      // A rolled loop over the dim groups (else the scheduler overlaps them
-      // and spills): dim group g is folded into out[..][0], then the dim
-      // groups rotate, so after the loop each is back in place.
-#pragma unroll 1
+      // The __syncwarp ends a dim group: without it ptxas overlaps the two
+      // dim groups' MMAs and folds and spills ~100 values (with it, 2). The
+      // rolled loop it replaces rotated all of out (128 moves) each dim group.
+#pragma unroll
       for (int g = 0; g < Traits::kDimGroups; ++g) {
         DimGroupFragment<Traits, 1> group = {};  // a group starts from +0
         accumulate_dims<Traits, 1>(s, buffer, group, g);
-        fold_dim_groups<Traits, 1>(out, 0, group, [&](int t, int b) {
+        fold_dim_groups<Traits, 1>(out, g, group, [&](int t, int b) {
           const int head = 16 * t + lane / 4 + 8 * b;
           return HeadFold{{folds.keep[head], folds.take[head]}, folds.factor[head]};
         });
-        rotate_dim_groups<Traits>(out);
+        __syncwarp();
       }
     });
     __syncthreads();
