@@ -1,10 +1,11 @@
-// dsa_decode: validation, then the CPU backend for host memory. Device
-// memory has no kernel yet: supports() says so after validating.
+// dsa_decode: validation, then the CPU backend for host memory or the GPU
+// kernels for device memory (src/dsa/dsa_kernel.cuh, docs/kernels/dsa.md).
 #include "sparse_decode/dsa_decode.h"
 
 #include <cstdint>
 
 #include "common/validation.h"
+#include "dsa/dsa_params.h"
 #include "reference/dsa_reference.h"
 
 namespace sparse_decode {
@@ -14,8 +15,7 @@ namespace {
 // What supports() adds to validate().
 Status device_status(const DsaDecodeArgs& args) {
   if (args.memory == MemorySpace::kHost || args.num_rows == 0) return Status::Ok();
-  return Status::NotSupported(
-      "dsa_decode: no GPU kernel yet for device memory (SPEC section 4); host memory runs the CPU backend");
+  return dsa::dsa_kernels_support(args);
 }
 
 }  // namespace
@@ -35,7 +35,7 @@ size_t workspace_size(const DsaDecodeArgs& args) {
   return (bytes + 15) / 16 * 16;
 }
 
-Status dsa_decode(const DsaDecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream_st*) {
+Status dsa_decode(const DsaDecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream_st* stream) {
   if (Status status = validate(args); !status.ok()) return status;
   if (args.num_rows == 0) return Status::Ok();
   if (args.memory == MemorySpace::kDevice) {
@@ -49,6 +49,7 @@ Status dsa_decode(const DsaDecodeArgs& args, void* workspace, size_t workspace_b
     }
   }
   if (Status status = device_status(args); !status.ok()) return status;
+  if (args.memory == MemorySpace::kDevice) return dsa::launch_dsa(args, workspace, stream);
   reference::dsa_decode_host(args);
   return Status::Ok();
 }

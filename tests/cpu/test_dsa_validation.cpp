@@ -1,7 +1,7 @@
 // Argument validation of dsa_decode (src/dsa/validate.cpp): every refusal,
 // through validate(), supports() and dsa_decode(), names its argument and
 // the expected value and writes nothing; valid calls pass; device memory is
-// NotSupported (no GPU kernel yet); the workspace size and dsa_splits_for.
+// NotSupported without a CUDA device; the workspace size and dsa_splits_for.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 
 #include "reference/dsa_reference.h"
 #include "test_support.h"
+#include "testing/device_buffer.h"
 #include "testing/dsa_problem.h"
 
 namespace sparse_decode {
@@ -230,9 +231,13 @@ TEST(DsaValidation, ZeroRows) {
   EXPECT_EQ(validate(a).code(), StatusCode::kInvalidArgument);
 }
 
-// No GPU kernel yet: device memory is NotSupported after validation, with or
-// without a GPU, and nothing is written; a short workspace is refused first.
-TEST(DsaValidation, DeviceMemoryIsNotSupportedYet) {
+// Without a CUDA device, device memory is NotSupported after validation
+// (the device check names it) and nothing is written; a short workspace is
+// refused first. With a device the GPU tests cover these calls (this one's
+// pointers are host memory).
+TEST(DsaValidation, DeviceMemoryWithoutADevice) {
+  std::string why;
+  if (testing::cuda_device_available(&why)) GTEST_SKIP() << "a CUDA device is present";
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE(test::seed_message(seed));
   ValidCall call(seed);
@@ -241,7 +246,8 @@ TEST(DsaValidation, DeviceMemoryIsNotSupportedYet) {
   EXPECT_TRUE(validate(a).ok()) << validate(a).message();
   const Status support = supports(a);
   EXPECT_EQ(support.code(), StatusCode::kNotSupported) << support.message();
-  EXPECT_NE(support.message().find("no GPU kernel"), std::string::npos) << support.message();
+  EXPECT_NE(support.message().find("dsa_decode: device memory: no CUDA device"), std::string::npos)
+      << support.message();
 
   const size_t bytes = workspace_size(a);
   std::vector<float> workspace(bytes / sizeof(float) + 4);
