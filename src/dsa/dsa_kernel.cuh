@@ -31,27 +31,38 @@ struct DsaTraits {
   static constexpr int kScoreSteps = kDims / 16;         // k16 steps of Q K^T
   static constexpr int kDimTiles = kDims / 8;            // n8 tiles of P V
   static constexpr int kGranules = kDims / 4;            // 4-dim pieces of an output row
+  static constexpr int kColumnBatch = 256;               // region columns a split resolves at once
   static_assert(kKeysPerWarp == 16, "a warp's P is one k16 A fragment (two n8 score tiles)");
   static_assert(kDims % 16 == 0, "Q K^T walks k16 steps; P V pairs of n8 tiles");
   static_assert((kRowHalves * 2 / 16) % 2 == 1, "an odd number of 16-byte units a row: conflict-free ldmatrix");
 };
 
+// BF16 tiles: two K/V buffers, the next tile's copies land during this
+// one's math. FP8: two staging buffers of raw slots and one BF16 K/V tile
+// that each tile is converted into before its math.
 template <bool kFp8>
 struct DsaSmem {
   using T = DsaTraits;
+  static constexpr int kTileBuffers = kFp8 ? 1 : 2;
+  struct KvTile {
+    uint16_t k[T::kKeys][T::kRowHalves];  // BF16 keys of the tile
+    uint16_t v[T::kKeys][T::kRowHalves];  // BF16 values
+  };
   union Tiles {
-    struct {
-      uint16_t k[T::kKeys][T::kRowHalves];  // BF16 keys of the tile
-      uint16_t v[T::kKeys][T::kRowHalves];  // BF16 values
-    } kv;
+    KvTile kv[kTileBuffers];
     float reduce[T::kWarps][T::kHeads][T::kDims];  // the warps' P V, added at the end
   } tiles;
   uint16_t q[T::kHeads][T::kRowHalves];
-  alignas(16) uint8_t staging[kFp8 ? T::kKeys : 1][kFp8 ? kDsaSlotDim : 16];  // FP8 slots before conversion
+  alignas(16) uint8_t staging[kFp8 ? 2 : 1][kFp8 ? T::kKeys : 1][kFp8 ? kDsaSlotDim : 16];  // FP8 slots
+  int64_t column_page[T::kColumnBatch];   // the page of each region column of the batch
+  int32_t column_count[T::kColumnBatch];  // its visible slots (0: nothing to read)
   float warp_max[T::kWarps][T::kHeads];
   float warp_sum[T::kWarps][T::kHeads];
   float head_max[T::kHeads];  // the final maximum of each head (log2 domain)
 };
+
+static_assert(2 * (sizeof(DsaSmem<false>) + 1024) <= 228 * 1024 && 2 * (sizeof(DsaSmem<true>) + 1024) <= 228 * 1024,
+              "two CTAs an SM: the next tile's copies of one overlap the other's math");
 
 __device__ __forceinline__ float bf16_bits_to_float(uint16_t bits) { return __uint_as_float(uint32_t{bits} << 16); }
 
@@ -101,11 +112,12 @@ __device__ __forceinline__ RegionKeys region_keys(const DsaParams& p, int64_t ro
   return {page, static_cast<int32_t>(visible < p.block_size ? visible : p.block_size)};
 }
 
-// Copies slots [first, first + n) of the region into the K and V tiles as
-// BF16 (FP8 through the staging buffer, converted exactly); keys n..63 are
-// zero, so the NaN the caller may keep in unread slots never reaches an MMA.
+// Issues the copies of slots [0, n) at `slots` into tile buffer `buffer`
+// (FP8: the staging buffer); keys n..63 are zero-filled, so the NaN the
+// caller may keep in unread slots never reaches an MMA.
 template <bool kFp8>
-__device__ __forceinline__ void load_tile(DsaSmem<kFp8>& s, const uint8_t* slots, int64_t slot_stride, int n) {
+__device__ __forceinline__ void issue_tile(DsaSmem<kFp8>& s, const uint8_t* slots, int64_t slot_stride, int n,
+                                           int buffer) {
   using T = DsaTraits;
   constexpr int kSlotPieces = kDsaSlotDim * (kFp8 ? 1 : 2) / 16;  // 16-byte pieces of a slot: 24 FP8, 48 BF16
   constexpr int kHalfPieces = kSlotPieces / 2;                    // K, then V
@@ -114,35 +126,50 @@ __device__ __forceinline__ void load_tile(DsaSmem<kFp8>& s, const uint8_t* slots
     const uint8_t* src = key < n ? slots + key * slot_stride + piece * 16 : slots;
     uint32_t dst;
     if constexpr (kFp8) {
-      dst = ptx::smem_address(&s.staging[key][piece * 16]);
+      dst = ptx::smem_address(&s.staging[buffer][key][piece * 16]);
     } else {
-      dst = piece < kHalfPieces ? ptx::smem_address(&s.tiles.kv.k[key][piece * 8])
-                                : ptx::smem_address(&s.tiles.kv.v[key][(piece - kHalfPieces) * 8]);
+      dst = piece < kHalfPieces ? ptx::smem_address(&s.tiles.kv[buffer].k[key][piece * 8])
+                                : ptx::smem_address(&s.tiles.kv[buffer].v[key][(piece - kHalfPieces) * 8]);
     }
     ptx::cp_async_16(dst, src, key < n ? 16u : 0u);
   }
   ptx::cp_async_commit();
-  ptx::cp_async_wait_all();
-  if constexpr (kFp8) {
-    __syncthreads();  // every staged slot has landed
-    for (int x = threadIdx.x; x < T::kKeys * kSlotPieces; x += T::kThreads) {
-      const int key = x / kSlotPieces, piece = x % kSlotPieces;
-      const uint4 bytes = *reinterpret_cast<const uint4*>(&s.staging[key][piece * 16]);
-      const uint32_t words[4] = {bytes.x, bytes.y, bytes.z, bytes.w};
-      uint32_t out[8];
+}
+
+// FP8: converts staging buffer `buffer` into the BF16 K/V tile, exactly.
+__device__ __forceinline__ void convert_tile(DsaSmem<true>& s, int buffer) {
+  using T = DsaTraits;
+  constexpr int kSlotPieces = kDsaSlotDim / 16, kHalfPieces = kSlotPieces / 2;
+  for (int x = threadIdx.x; x < T::kKeys * kSlotPieces; x += T::kThreads) {
+    const int key = x / kSlotPieces, piece = x % kSlotPieces;
+    const uint4 bytes = *reinterpret_cast<const uint4*>(&s.staging[buffer][key][piece * 16]);
+    const uint32_t words[4] = {bytes.x, bytes.y, bytes.z, bytes.w};
+    uint32_t out[8];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const uint16_t pair = static_cast<uint16_t>(words[i / 2] >> (16 * (i % 2)));
-        const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
-        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
-        out[i] = pack_bf16(f.x, f.y);  // exact: E4M3 values are BF16 values
-      }
-      uint16_t* dst = piece < kHalfPieces ? &s.tiles.kv.k[key][piece * 16] : &s.tiles.kv.v[key][(piece - kHalfPieces) * 16];
-      reinterpret_cast<uint4*>(dst)[0] = make_uint4(out[0], out[1], out[2], out[3]);
-      reinterpret_cast<uint4*>(dst)[1] = make_uint4(out[4], out[5], out[6], out[7]);
+    for (int i = 0; i < 8; ++i) {
+      const uint16_t pair = static_cast<uint16_t>(words[i / 2] >> (16 * (i % 2)));
+      const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+      out[i] = pack_bf16(f.x, f.y);  // exact: E4M3 values are BF16 values
     }
+    uint16_t* dst = piece < kHalfPieces ? &s.tiles.kv[0].k[key][piece * 16] : &s.tiles.kv[0].v[key][(piece - kHalfPieces) * 16];
+    reinterpret_cast<uint4*>(dst)[0] = make_uint4(out[0], out[1], out[2], out[3]);
+    reinterpret_cast<uint4*>(dst)[1] = make_uint4(out[4], out[5], out[6], out[7]);
   }
-  __syncthreads();
+}
+
+// A position in the split's walk: region column `column` of the batch, its
+// slots from `first` (first >= count: past the batch's last tile).
+struct TileCursor {
+  int column;
+  int first;
+};
+
+// The first tile at or after (column, first) of the batch's `columns`.
+template <bool kFp8>
+__device__ __forceinline__ TileCursor seek_tile(const DsaSmem<kFp8>& s, int columns, TileCursor at) {
+  while (at.column < columns && at.first >= s.column_count[at.column]) at = {at.column + 1, 0};
+  return at;
 }
 
 // The online softmax state of this thread's two heads (lane / 4 and + 8).
@@ -192,22 +219,52 @@ __global__ void __launch_bounds__(DsaTraits::kThreads) dsa_split_kernel(const __
   // V as B transposed (k = keys).
   const uint32_t q_base = ptx::smem_address(&s.q[(lane & 7) + ((lane >> 3) & 1) * 8][(lane >> 4) * 8]);
   const int key0 = warp * T::kKeysPerWarp;
-  const uint32_t k_base =
-      ptx::smem_address(&s.tiles.kv.k[key0 + (lane & 7) + ((lane >> 4) << 3)][((lane >> 3) & 1) * 8]);
-  const uint32_t v_base =
-      ptx::smem_address(&s.tiles.kv.v[key0 + (lane & 7) + ((lane >> 3) & 1) * 8][(lane >> 4) * 8]);
+  const uint32_t k_tile_base =
+      ptx::smem_address(&s.tiles.kv[0].k[key0 + (lane & 7) + ((lane >> 4) << 3)][((lane >> 3) & 1) * 8]);
+  const uint32_t v_tile_base =
+      ptx::smem_address(&s.tiles.kv[0].v[key0 + (lane & 7) + ((lane >> 3) & 1) * 8][(lane >> 4) * 8]);
 
   HeadPair state;
   float o[T::kDimTiles][4] = {};  // this warp's P V: heads g (0, 1) and g + 8 (2, 3), dims 8d + 2t (+1)
 
-  for (int c = split; c < p.num_regions; c += p.splits) {
-    const RegionKeys region = region_keys(p, row, request, position, c);
-    const uint8_t* slots = group_base + region.page * p.page_stride;
-    for (int first = 0; first < region.count; first += T::kKeys) {
-      const int n = region.count - first < T::kKeys ? region.count - first : T::kKeys;
-      __syncthreads();  // the previous tile's readers are done with the tiles and warp_max
-      load_tile<kFp8>(s, slots + first * p.slot_stride, p.slot_stride, n);
-
+  // The split's region columns in batches: each thread resolves one column
+  // (its page and visible slots: two dependent loads for all of them at
+  // once), then the batch's tiles are walked with the next tile's copies in
+  // flight during this one's math.
+  const int split_columns = (p.num_regions - split + p.splits - 1) / p.splits;
+  for (int batch0 = 0; batch0 < split_columns; batch0 += T::kColumnBatch) {
+    const int columns = split_columns - batch0 < T::kColumnBatch ? split_columns - batch0 : T::kColumnBatch;
+    __syncthreads();  // the previous batch's walk is done with the column table and the tiles
+    for (int j = threadIdx.x; j < columns; j += T::kThreads) {
+      const RegionKeys region = region_keys(p, row, request, position, split + (batch0 + j) * p.splits);
+      s.column_page[j] = region.page;
+      s.column_count[j] = region.count;
+    }
+    __syncthreads();
+    TileCursor tile = seek_tile(s, columns, {0, 0});
+    if (tile.column < columns) {
+      const int n = min(s.column_count[tile.column] - tile.first, T::kKeys);
+      issue_tile<kFp8>(s, group_base + s.column_page[tile.column] * p.page_stride + tile.first * p.slot_stride,
+                       p.slot_stride, n, 0);
+    }
+    for (int i = 0; tile.column < columns; ++i) {
+      const int n = min(s.column_count[tile.column] - tile.first, T::kKeys);
+      const TileCursor next = seek_tile(s, columns, {tile.column, tile.first + T::kKeys});
+      ptx::cp_async_wait_all();  // tile i's copies (the only ones in flight)
+      __syncthreads();           // ... visible to every warp; tile i - 1's readers are done
+      if (next.column < columns) {
+        const int next_n = min(s.column_count[next.column] - next.first, T::kKeys);
+        issue_tile<kFp8>(s, group_base + s.column_page[next.column] * p.page_stride + next.first * p.slot_stride,
+                         p.slot_stride, next_n, (i + 1) % 2);
+      }
+      int buffer = i % 2;
+      if constexpr (kFp8) {
+        convert_tile(s, buffer);
+        __syncthreads();
+        buffer = 0;
+      }
+      const uint32_t k_base = k_tile_base + buffer * sizeof(typename DsaSmem<kFp8>::KvTile);
+      const uint32_t v_base = v_tile_base + buffer * sizeof(typename DsaSmem<kFp8>::KvTile);
       // S = Q K^T for this warp's 16 keys: two n8 tiles.
       float score[2][4] = {};
 #pragma unroll
@@ -277,6 +334,7 @@ __global__ void __launch_bounds__(DsaTraits::kThreads) dsa_split_kernel(const __
         ptx::mma_bf16_16x8x16(o[2 * d], hi, r[0], r[1]);
         ptx::mma_bf16_16x8x16(o[2 * d + 1], hi, r[2], r[3]);
       }
+      tile = next;
     }
   }
   ptx::launch_dependents();
