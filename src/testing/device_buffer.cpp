@@ -49,7 +49,11 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 }
 
 void DeviceBuffer::fill_bytes(uint8_t value) {
-  if (bytes_) check_cuda(cudaMemset(data_, value, bytes_), "cudaMemset");
+  if (!bytes_) return;
+  check_cuda(cudaMemset(data_, value, bytes_), "cudaMemset");
+  // cudaMemset runs on the legacy stream, which work on a non-blocking
+  // stream does not wait for: finish it before returning.
+  check_cuda(cudaDeviceSynchronize(), "cudaMemset");
 }
 
 void DeviceBuffer::download(void* host, size_t bytes) const {
