@@ -377,8 +377,9 @@ def dsa_decode(
     """Region-paged DSA decode with GQA (SPEC section 4; Step5's sparse_decode_attention).
 
     Any DLPack arrays on one device: CPU arrays run the float64 CPU backend,
-    CUDA arrays the GPU (not served yet: NotImplementedError with the
-    library's reason). Nothing is allocated; `out` is written in place.
+    CUDA arrays the GPU (device memory; NotImplementedError with the
+    library's reason for a call this build does not serve). `out` is written
+    in place; nothing is allocated but the workspace (see workspace).
 
     q, out: BF16 [rows, heads, 192], rows = tokens * G (row r: token r // G,
         group r % G), heads 1..16 per group; dims contiguous.
@@ -396,23 +397,38 @@ def dsa_decode(
         workspace of dsa_workspace_size(rows, heads, splits) bytes.
     gate: optional BF16 or float32 [tokens, G * heads]: out *= the sigmoid of
         the gate rounded to the gate's dtype.
+    workspace: the split partials on the GPU (CUDA, contiguous, 16-byte
+        aligned, contents ignored). None on a torch or CuPy CUDA array: when
+        the call needs one (splits > 1), it is taken from torch's (or CuPy's)
+        caching allocator on the stream the kernels run on, as dsv4_decode
+        does (not while a CuPy stream is captured: pass one there); pass one
+        to keep the call free of allocation. A missing or too small one on
+        CUDA arrays is a ValueError naming workspace_bytes.
+    enable_pdl: programmatic dependent launch (CUDA arrays).
+    stream: CUDA stream as an int; default: torch's (or CuPy's) current
+        stream of q's device, else the legacy default stream.
 
     Raises ValueError for bad arguments (the message names the argument),
-    NotImplementedError for valid calls this build does not serve.
+    NotImplementedError for valid calls this build does not serve,
+    RuntimeError for CUDA errors; the message is the library's.
     """
     _check_float(scale, "scale")
     rows = int(q.shape[0]) if getattr(q, "shape", None) else 0
     splits = dsa_splits_for(rows) if splits is None else int(splits)
     context, stream_handle = _arrays.launch_context(q, stream)
     with context:
-        _ext.dsa_decode(
+        arguments = dict(
             **_plain(q=q, cache=cache, regions=regions, block_table=block_table, positions=positions, active=active,
                      out=out),
             scale=float(scale),
             query_len=int(query_len),
             splits=splits,
             clear_inactive=bool(clear_inactive),
-            **_plain(k_scale=k_scale, v_scale=v_scale, gate=gate, workspace=workspace),
+            **_plain(k_scale=k_scale, v_scale=v_scale, gate=gate),
             enable_pdl=bool(enable_pdl),
             stream=int(stream_handle),
         )
+        if workspace is None:
+            nbytes = _ext.dsa_decode(**arguments, workspace=None, size_only=True)
+            workspace = _arrays.cuda_scratch(q, nbytes, int(stream_handle)) if nbytes else None
+        _ext.dsa_decode(**arguments, **_plain(workspace=workspace))

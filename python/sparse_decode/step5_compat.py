@@ -5,8 +5,10 @@
 have the signatures of vllm.models.step5.nvidia.ops.sparse_decode_attention's
 functions of those names and their semantics (SPEC section 4,
 docs/dsa_layout.md). Like the original, sparse_decode_attention allocates its
-split scratch with torch (the caching allocator, so CUDA-graph capture works
-as it does for the original); it is empty with one split and on the CPU.
+split scratch with torch (the caching allocator, on the current stream, so
+CUDA-graph capture works as it does for the original): the custom op takes
+workspace_size(args) bytes when the call needs them (CUDA tensors, splits >
+1); none with one split and on the CPU.
 """
 
 from typing import Optional
@@ -14,7 +16,7 @@ from typing import Optional
 import torch
 
 from . import torch_ops  # noqa: F401  (registers torch.ops.sparse_decode.*)
-from ._decode import dsa_splits_for, dsa_workspace_size
+from ._decode import dsa_splits_for
 
 
 def sparse_decode_splits(rows: int) -> int:
@@ -50,9 +52,6 @@ def sparse_decode_attention(
     rows sharing a table row. Bad arguments raise ValueError naming the
     argument (where the original asserts).
     """
-    rows, heads = (int(query.shape[0]), int(query.shape[1])) if query.dim() == 3 else (0, 0)
-    size = dsa_workspace_size(rows, heads, splits, on_gpu=query.is_cuda)
-    workspace = torch.empty(size, dtype=torch.uint8, device=query.device) if size else None
     torch.ops.sparse_decode.dsa_decode(
         query,
         cache,
@@ -61,7 +60,7 @@ def sparse_decode_attention(
         positions,
         active,
         output,
-        workspace,
+        None,  # workspace: allocated by the call on the current stream when it needs one
         float(scale),
         int(splits),
         int(query_len),

@@ -4,12 +4,13 @@
 
 Each is a mutating op that returns nothing: it writes `out` (and `lse`,
 `out_of_range_count`, the scratch `workspace`) in place and allocates
-nothing when given a workspace (without one, dsv4_decode takes the split
-kernel's scratch from torch's caching allocator, which a torch.cuda.graph
-capture serves from its pool), so a call can sit inside CUDA graph capture, and torch.compile sees it as one
-opaque node (its fake implementation below has nothing to compute: no
-outputs). Callers allocate `out` once, outside the captured region, as
-sparse_decode.flashinfer_compat does when given no `out`.
+nothing when given a workspace (without one, dsv4_decode and dsa_decode take
+the split kernel's scratch from torch's caching allocator, which a
+torch.cuda.graph capture serves from its pool), so a call can sit inside
+CUDA graph capture, and torch.compile sees it as one opaque node (its fake
+implementation below has nothing to compute: no outputs). Callers allocate
+`out` once, outside the captured region, as sparse_decode.flashinfer_compat
+does when given no `out`.
 
 Scales of dsv4_decode: a float (`bmm1_scale`, baked into a captured graph)
 or a 1-element float32 tensor (`bmm1_scale_tensor`, read by the kernel at run
@@ -136,8 +137,10 @@ def dsa_decode(
     gate: Optional[torch.Tensor] = None,
     enable_pdl: bool = False,
 ) -> None:
-    """sparse_decode.dsa_decode on torch tensors. splits is explicit (sparse_decode.dsa_splits_for(rows)
-    gives the default) so that a traced graph does not depend on a host-side choice."""
+    """sparse_decode.dsa_decode on torch tensors, on the current stream of q's device. splits is explicit
+    (sparse_decode.dsa_splits_for(rows) gives the default) so that a traced graph does not depend on a
+    host-side choice. workspace None on CUDA tensors with splits > 1: taken from torch's caching allocator
+    (a torch.cuda.graph capture serves it from its pool), as for dsv4_decode."""
     _dsa_decode(**locals())  # the op's arguments are the low-level call's, by name
 
 

@@ -39,12 +39,16 @@ void set_gate(DsaDecodeArgs& args, const Array& a) {
   args.gate_token_stride = tokens > 1 ? a.strides[0] : width;
 }
 
-void dsa_arrays(const InArray& q_in, const InArray& cache_in, const InArray& regions_in,
-                const InArray& block_table_in, const InArray& positions_in, const InArray& active_in,
-                const OutArray& out_in, float scale, int32_t query_len, int32_t splits, bool clear_inactive,
-                const std::optional<InArray>& k_scale_in, const std::optional<InArray>& v_scale_in,
-                const std::optional<InArray>& gate_in, const std::optional<OutArray>& workspace_in, bool enable_pdl,
-                uintptr_t stream) {
+// Runs the decode, or with size_only returns workspace_size() of the call
+// (what the Python layer allocates when the caller gives no workspace) and
+// runs nothing; array errors (shapes, dtypes) are raised either way, the
+// library's own checks come with the call.
+size_t dsa_arrays(const InArray& q_in, const InArray& cache_in, const InArray& regions_in,
+                  const InArray& block_table_in, const InArray& positions_in, const InArray& active_in,
+                  const OutArray& out_in, float scale, int32_t query_len, int32_t splits, bool clear_inactive,
+                  const std::optional<InArray>& k_scale_in, const std::optional<InArray>& v_scale_in,
+                  const std::optional<InArray>& gate_in, const std::optional<OutArray>& workspace_in, bool enable_pdl,
+                  uintptr_t stream, bool size_only) {
   const Array q = view("q", q_in);
   const std::optional<Array> cache = view("cache", cache_in), regions = view("regions", regions_in),
                              block_table = view("block_table", block_table_in),
@@ -108,7 +112,9 @@ void dsa_arrays(const InArray& q_in, const InArray& cache_in, const InArray& reg
   if (gate && args.num_groups > 0 && args.num_rows % args.num_groups == 0) set_gate(args, *gate);
   args.enable_pdl = enable_pdl;
 
+  if (size_only) return workspace_size(args);
   run_decode(args, workspace, stream, [](const auto&... call) { return dsa_decode(call...); });
+  return 0;
 }
 
 // workspace_size() of a call with these rows, heads and splits: the only
@@ -131,7 +137,7 @@ void add_dsa_decode(nb::module_& m) {
         nb::arg("positions"), nb::arg("active"), nb::arg("out"), nb::kw_only(), nb::arg("scale"),
         nb::arg("query_len"), nb::arg("splits"), nb::arg("clear_inactive"), nb::arg("k_scale").none(),
         nb::arg("v_scale").none(), nb::arg("gate").none(), nb::arg("workspace").none(), nb::arg("enable_pdl"),
-        nb::arg("stream"));
+        nb::arg("stream"), nb::arg("size_only") = false);
   m.def("dsa_splits_for", &dsa_splits_for, nb::arg("rows"));
   m.def("dsa_workspace_size", &workspace_bytes, nb::arg("rows"), nb::arg("heads"), nb::arg("splits"),
         nb::arg("on_device"));
