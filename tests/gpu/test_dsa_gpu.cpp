@@ -61,6 +61,14 @@ class DsaGpu : public gpu_test::GpuTest {};
 
 void cuda(cudaError_t status, const char* what) { testing::check_cuda(static_cast<int>(status), what); }
 
+// Fills a buffer and waits for the device: cudaMemset and cudaMemcpy run on
+// the legacy default stream, which does not order the non-blocking streams
+// of the graph and PDL tests.
+void fill(DeviceBuffer& buffer, uint8_t byte) {
+  buffer.fill_bytes(byte);
+  cuda(cudaDeviceSynchronize(), "fill");
+}
+
 template <typename T>
 DeviceBuffer upload(const std::vector<T>& host) {
   return host.empty() ? DeviceBuffer() : DeviceBuffer(host);
@@ -71,6 +79,7 @@ template <typename T>
 void copy_to(DeviceBuffer& buffer, const std::vector<T>& host) {
   ASSERT_EQ(buffer.bytes(), host.size() * sizeof(T));
   if (!host.empty()) cuda(cudaMemcpy(buffer.get(), host.data(), buffer.bytes(), cudaMemcpyHostToDevice), "upload");
+  cuda(cudaDeviceSynchronize(), "upload");
 }
 
 // What BF16 caches get as k_scale/v_scale ("ignored for BF16").
@@ -116,6 +125,7 @@ struct DeviceProblem {
     }
     out = DeviceBuffer(static_cast<size_t>(std::max<int64_t>(p.rows(), 1)) * args.out_row_stride * 2);
     args.out = out.get();
+    cuda(cudaDeviceSynchronize(), "uploads");
   }
 
   // Uploads the host problem's regions, positions and scales again (the
@@ -127,6 +137,7 @@ struct DeviceProblem {
       cuda(cudaMemcpy(k_scale.get(), &p.k_scale, 4, cudaMemcpyHostToDevice), "k_scale");
       cuda(cudaMemcpy(v_scale.get(), &p.v_scale, 4, cudaMemcpyHostToDevice), "v_scale");
     }
+    cuda(cudaDeviceSynchronize(), "uploads");
   }
 
   DeviceBuffer q, cache, block_table, regions, positions, active, gate, k_scale, v_scale, out;
@@ -141,11 +152,11 @@ size_t documented_workspace_bytes(const DsaDecodeArgs& a) {
   return (entries * (kDsaHeadDim + 1) * 4 + 15) / 16 * 16;
 }
 
-// A workspace of `bytes` filled with `fill` (cudaMalloc: 16-byte aligned);
+// A workspace of `bytes` filled with `byte` (cudaMalloc: 16-byte aligned);
 // empty (null pointer) for 0 bytes.
-DeviceBuffer make_workspace(size_t bytes, uint8_t fill = kWorkspacePoison) {
+DeviceBuffer make_workspace(size_t bytes, uint8_t byte = kWorkspacePoison) {
   DeviceBuffer workspace(bytes);
-  workspace.fill_bytes(fill);
+  fill(workspace, byte);
   return workspace;
 }
 
@@ -157,7 +168,7 @@ std::vector<uint16_t> run(DeviceProblem& d, const DsaDecodeArgs& args, cudaStrea
   const size_t bytes = workspace_size(args);
   EXPECT_EQ(bytes, documented_workspace_bytes(args)) << "splits " << args.splits;
   DeviceBuffer workspace = make_workspace(bytes);
-  d.out.fill_bytes(kPoisonByte);
+  fill(d.out, kPoisonByte);
   const Status status = dsa_decode(args, workspace.get(), bytes, stream);
   EXPECT_TRUE(status.ok()) << status.message();
   cuda(stream ? cudaStreamSynchronize(stream) : cudaDeviceSynchronize(), "dsa_decode");
@@ -372,8 +383,8 @@ TEST_F(DsaGpu, BitwiseIdenticalOverRepeatedRuns) {
       DeviceBuffer workspace = make_workspace(bytes);
       std::vector<uint16_t> first;
       for (int run = 0; run < 20; ++run) {
-        workspace.fill_bytes(static_cast<uint8_t>(run * 37));
-        d.out.fill_bytes(kPoisonByte);
+        fill(workspace, static_cast<uint8_t>(run * 37));
+        fill(d.out, kPoisonByte);
         const Status status = dsa_decode(args, workspace.get(), bytes, nullptr);
         ASSERT_TRUE(status.ok()) << status.message();
         cuda(cudaDeviceSynchronize(), "dsa_decode");
@@ -503,7 +514,7 @@ TEST_F(DsaGpu, ZeroRowsLaunchesNothing) {
       EXPECT_EQ(workspace_size(args), 0u);
       const Status supported = supports(args);
       EXPECT_TRUE(supported.ok()) << supported.message();
-      d.out.fill_bytes(kPoisonByte);
+      fill(d.out, kPoisonByte);
       cudaStream_t stream = nullptr;
       cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
       cudaGraph_t graph = nullptr;
@@ -557,7 +568,7 @@ TEST_F(DsaGpu, RefusedWorkspaceWritesNothing) {
   };
   for (const Refusal& refusal : refusals) {
     SCOPED_TRACE(refusal.label);
-    d.out.fill_bytes(kPoisonByte);
+    fill(d.out, kPoisonByte);
     const Status status = dsa_decode(refusal.args, refusal.workspace, refusal.bytes, nullptr);
     EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.message();
     EXPECT_NE(status.message().find(refusal.names), std::string::npos) << status.message();
@@ -630,8 +641,8 @@ TEST_F(DsaGpu, CapturedInACudaGraph) {
     ASSERT_TRUE(status.ok()) << status.message();
     cuda(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
     for (int replay = 0; replay < 3; ++replay) {
-      d.out.fill_bytes(kPoisonByte);
-      workspace.fill_bytes(kWorkspacePoison);
+      fill(d.out, kPoisonByte);
+      fill(workspace, kWorkspacePoison);
       cuda(cudaGraphLaunch(exec, stream), "replay");
       cuda(cudaStreamSynchronize(stream), "replay");
       EXPECT_TRUE(d.out.download<uint16_t>() == direct) << "replay " << replay << " differs from the direct call";
@@ -642,7 +653,7 @@ TEST_F(DsaGpu, CapturedInACudaGraph) {
     changed.k_scale *= 1.5f;
     changed.v_scale *= 0.75f;
     d.reupload_regions_positions_scales(changed);
-    d.out.fill_bytes(kPoisonByte);
+    fill(d.out, kPoisonByte);
     cuda(cudaGraphLaunch(exec, stream), "replay");
     cuda(cudaStreamSynchronize(stream), "replay");
     const std::vector<uint16_t> replayed = d.out.download<uint16_t>();
@@ -690,8 +701,8 @@ TEST_F(DsaGpu, PdlWaitsForTheKernelThatWritesTheInputs) {
       SCOPED_TRACE(std::string(late.name) + " written late, splits " + std::to_string(splits));
       DeviceBuffer fresh(late.buffer->bytes());
       cuda(cudaMemcpy(fresh.get(), late.buffer->get(), fresh.bytes(), cudaMemcpyDeviceToDevice), "keep");
-      late.buffer->fill_bytes(late.stale);
-      d.out.fill_bytes(kPoisonByte);
+      fill(*late.buffer, late.stale);
+      fill(d.out, kPoisonByte);
       testing::launch_delayed_copy(late.buffer->get(), fresh.get(), fresh.bytes(), 200000, stream);
       const Status status = dsa_decode(args, workspace.get(), bytes, stream);
       ASSERT_TRUE(status.ok()) << status.message();
@@ -722,8 +733,8 @@ TEST_F(DsaGpu, PdlCallsInARowShareOneWorkspace) {
   DeviceBuffer workspace = make_workspace(bytes);
   cudaStream_t stream = nullptr;
   cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
-  d1.out.fill_bytes(kPoisonByte);
-  d2.out.fill_bytes(kPoisonByte);
+  fill(d1.out, kPoisonByte);
+  fill(d2.out, kPoisonByte);
   for (int i = 0; i < 2; ++i) {
     ASSERT_TRUE(dsa_decode(a1, workspace.get(), bytes, stream).ok());
     ASSERT_TRUE(dsa_decode(a2, workspace.get(), bytes, stream).ok());
