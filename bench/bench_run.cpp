@@ -24,6 +24,12 @@ std::string check_common_options(const BenchOptions& o) {
     return "--gather-rows must be 1, 2, 4 or 8 (or 0: the fastest of them)";
   }
   if (o.tokens.empty() || o.widths.empty() || o.heads.empty()) return "--tokens, --widths and --heads need at least one value";
+  const BenchOptions defaults;
+  if (o.layout != BenchLayout::kDsa &&
+      (o.dsa_groups != defaults.dsa_groups || o.dsa_block_sizes != defaults.dsa_block_sizes ||
+       o.dsa_regions != defaults.dsa_regions || o.dsa_splits != defaults.dsa_splits || o.dsa_cache_bytes != 0)) {
+    return "--groups, --block, --regions, --splits and --cache-mib belong to --layout dsa";
+  }
   for (int64_t t : o.tokens) {
     if (t < 1) return "--tokens: every value must be >= 1";
   }

@@ -27,8 +27,9 @@ using Stream = std::unique_ptr<CUstream_st, StreamDeleter>;
 
 Stream make_stream();  // a non-blocking stream (a graph is captured on it)
 
-// What both layouts ask of the options: L, replays, --gather-rows, and at
-// least one T (each >= 1), width and head count. Empty when they are fine.
+// What every layout asks of the options: L, replays, --gather-rows, at least
+// one T (each >= 1), width and head count, and the DSA options only with
+// --layout dsa. Empty when they are fine.
 std::string check_common_options(const BenchOptions& options);
 
 // Calls `run(shape)` for every shape of the options: head counts outermost,

@@ -14,12 +14,14 @@ namespace sparse_decode::bench {
 inline constexpr size_t kMiB = size_t{1} << 20;
 
 // Which rows the bench times: plain 512-byte FP8 (or BF16) rows through
-// dsv4_decode (SPEC section 1), or packed 584-byte rows through
-// dsv4_decode_packed (SPEC section 2; run_packed_bench in packed_bench.h).
-enum class BenchLayout { kPlain, kPacked };
+// dsv4_decode (SPEC section 1), packed 584-byte rows through
+// dsv4_decode_packed (SPEC section 2; run_packed_bench in packed_bench.h), or
+// the region-paged DSA cache through dsa_decode (SPEC section 4;
+// run_dsa_bench in dsa_bench.h).
+enum class BenchLayout { kPlain, kPacked, kDsa };
 
 struct BenchOptions {
-  BenchLayout layout = BenchLayout::kPlain;  // --layout plain | packed
+  BenchLayout layout = BenchLayout::kPlain;  // --layout plain | packed | dsa
   std::vector<int64_t> tokens = {1, 6, 12, 48, 128, 512, 2048};  // T of each shape
   std::vector<int32_t> widths = {640, 128};                       // W of each shape (packed: SWA 128 + extra W - 128)
   std::vector<int32_t> heads = {16};                              // query heads of each shape (--heads)
@@ -35,6 +37,12 @@ struct BenchOptions {
   size_t compressed_pool_bytes = 1536 * kMiB;  // split into L regions
   size_t flush_bytes = 512 * kMiB;             // written before each replay to evict the L2
   int64_t check_tokens = 6;                    // tokens of layer 0 checked against the fp64 reference
+  // --layout dsa only (each a list: every combination is a shape; --heads is per group, 1..16).
+  std::vector<int32_t> dsa_groups = {1};         // G: KV groups (--groups); rows = tokens * G
+  std::vector<int32_t> dsa_block_sizes = {64};   // key positions a region and a page (--block)
+  std::vector<int32_t> dsa_regions = {16};       // R: region columns a row (--regions)
+  std::vector<int32_t> dsa_splits = {0};         // --splits; 0 = dsa_splits_for(rows)
+  size_t dsa_cache_bytes = 0;                    // --cache-mib; 0 = sized by the shapes (>= 2 GiB)
   uint64_t seed = 1;
 };
 

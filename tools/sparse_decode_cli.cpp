@@ -5,11 +5,14 @@
 #include <cstring>
 #include <exception>
 #include <string>
+#include <vector>
 
+#include "bench/dsa_bench.h"
 #include "bench/dsv4_bench.h"
 #include "bench/packed_bench.h"
 #include "cli_args.h"
 #include "demo.h"
+#include "sparse_decode/dsa_decode.h"
 
 namespace sparse_decode::cli {
 namespace {
@@ -34,14 +37,26 @@ commands:
             --replays R           timed replays, median reported (default 30)
             --csv PATH            also write the rows as CSV
             --pdl                 enable programmatic dependent launch
-            --layout L            plain (default: dsv4_decode) or packed (dsv4_decode_packed,
-                                  584-byte rows; width W = SWA 128 + extra W - 128)
-            --dtype D             fp8 (default) or bf16: q and pools (BF16: 1024-byte rows)
+            --layout L            plain (default: dsv4_decode), packed (dsv4_decode_packed,
+                                  584-byte rows; width W = SWA 128 + extra W - 128) or dsa
+                                  (dsa_decode, SPEC section 4; options below)
+            --dtype D             fp8 (default) or bf16: q and pools (BF16: 1024-byte rows);
+                                  dsa: the cache (q, out and gate are BF16)
             --kernel K            auto (default), cluster, stream, split, or all (each of them a shape)
             --gather-rows N       rows each warp of the reference gather keeps in flight:
                                   1, 2, 4 or 8; 0 (default) times all four and keeps
                                   the fastest for each shape
             --seed S              random seed (default 1)
+          --layout dsa: rows = tokens x G, each reading R regions of `block` keys (all
+          visible: R x block keys a row) through a per-request block table into one
+          region of a >= 2 GiB cache per layer; --heads is per group (1..16, default 16);
+          --widths, --kernel and --gather-rows do not apply. Lists time every combination.
+            --groups 1,4          G: KV groups (default 1)
+            --block 64            keys a region and a page (default 64)
+            --regions 16          R: regions a row (default 16)
+            --splits 0,1,4        splits of dsa_decode; 0 (default) = dsa_splits_for(rows)
+            --cache-mib N         cache size (default: enough for distinct pages across
+                                  requests at the largest T, >= 2 GiB, <= half the free memory)
   help    this text (also --help, -h)
 )";
 
@@ -58,6 +73,12 @@ DemoOptions parse_demo(ArgReader& args) {
   }
   if (o.width % 4 != 0) throw CliError("--width: expected a multiple of 4");
   return o;
+}
+
+std::vector<int32_t> int32_list(ArgReader& args, const std::string& option, int32_t min, int32_t max) {
+  std::vector<int32_t> values;
+  for (int64_t v : args.int_list(option, min, max)) values.push_back(static_cast<int32_t>(v));
+  return values;
 }
 
 bench::BenchOptions parse_bench(ArgReader& args) {
@@ -84,8 +105,15 @@ bench::BenchOptions parse_bench(ArgReader& args) {
       o.enable_pdl = true;
     } else if (option == "--layout") {
       const std::string layout = args.string_value(option);
-      if (layout != "plain" && layout != "packed") throw CliError("bench: --layout expects plain or packed, got '" + layout + "'");
-      o.layout = layout == "packed" ? bench::BenchLayout::kPacked : bench::BenchLayout::kPlain;
+      if (layout == "plain") {
+        o.layout = bench::BenchLayout::kPlain;
+      } else if (layout == "packed") {
+        o.layout = bench::BenchLayout::kPacked;
+      } else if (layout == "dsa") {
+        o.layout = bench::BenchLayout::kDsa;
+      } else {
+        throw CliError("bench: --layout expects plain, packed or dsa, got '" + layout + "'");
+      }
     } else if (option == "--dtype") {
       const std::string dtype = args.string_value(option);
       if (dtype != "fp8" && dtype != "bf16") throw CliError("bench: --dtype expects fp8 or bf16, got '" + dtype + "'");
@@ -105,6 +133,16 @@ bench::BenchOptions parse_bench(ArgReader& args) {
       } else {
         throw CliError("bench: --kernel expects auto, cluster, stream, split or all, got '" + kernel + "'");
       }
+    } else if (option == "--groups") {
+      o.dsa_groups = int32_list(args, option, 1, 128);
+    } else if (option == "--block") {
+      o.dsa_block_sizes = int32_list(args, option, 1, 4096);
+    } else if (option == "--regions") {
+      o.dsa_regions = int32_list(args, option, 1, 4096);
+    } else if (option == "--splits") {
+      o.dsa_splits = int32_list(args, option, 0, kDsaMaxSplits);
+    } else if (option == "--cache-mib") {
+      o.dsa_cache_bytes = static_cast<size_t>(args.int_value(option, 1, int64_t{1} << 20)) * bench::kMiB;
     } else if (option == "--seed") {
       o.seed = static_cast<uint64_t>(args.int_value(option, 0, INT64_MAX));
     } else {
@@ -126,7 +164,11 @@ int run(int argc, char** argv) {
   if (command == "demo") return run_demo(parse_demo(args));
   if (command == "bench") {
     const bench::BenchOptions options = parse_bench(args);
-    return options.layout == bench::BenchLayout::kPacked ? bench::run_packed_bench(options) : bench::run_dsv4_bench(options);
+    switch (options.layout) {
+      case bench::BenchLayout::kPacked: return bench::run_packed_bench(options);
+      case bench::BenchLayout::kDsa: return bench::run_dsa_bench(options);
+      default: return bench::run_dsv4_bench(options);
+    }
   }
   std::fprintf(stderr, "%s%s", command.empty() ? "" : ("unknown command '" + command + "'\n").c_str(), kUsage);
   return 2;
