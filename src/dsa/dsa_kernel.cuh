@@ -381,39 +381,69 @@ __global__ void __launch_bounds__(DsaTraits::kThreads) dsa_split_kernel(const __
   }
 }
 
+struct DsaCombineTraits {
+  static constexpr int kThreads = 256;
+  static constexpr int kUnroll = 8;  // splits whose partials are loaded at once
+};
+
 // One CTA a row: merges the row's splits in split order, applies the gate
 // and stores BF16; zeroes inactive rows when asked (docs/dsa_layout.md).
-__global__ void __launch_bounds__(DsaTraits::kThreads) dsa_combine_kernel(const __grid_constant__ DsaParams p) {
+// The split weights go through shared memory first (one load a thread), so
+// that each output granule then issues its splits' loads together: a loop
+// of dependent loads a split made v1 of this kernel take 50 µs at T = 1.
+__global__ void __launch_bounds__(DsaCombineTraits::kThreads) dsa_combine_kernel(const __grid_constant__ DsaParams p) {
   using T = DsaTraits;
+  using C = DsaCombineTraits;
+  __shared__ float weight[kDsaMaxSplits][T::kHeads];  // exp(lse_s - max) of each split and head (0: empty)
+  __shared__ float factor[T::kHeads];                 // gate / sum of the weights; 0: no key in any split
   const int64_t row = blockIdx.x;
   ptx::grid_dependency_wait();  // the split kernel's partials are complete and visible
   ptx::launch_dependents();
   const bool active = p.active[row] != 0;
   if (!active && !p.clear_inactive) return;
-  for (int x = threadIdx.x; x < p.heads * T::kGranules; x += T::kThreads) {
-    const int head = x / T::kGranules, dim = (x % T::kGranules) * 4;
-    uint16_t* dst = p.out + row * p.out_row_stride + head * p.out_head_stride + dim;
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (active) {
-      const int64_t entry0 = row * p.splits * p.heads + head;  // split s: entry0 + s * heads
+  const int64_t entry0 = row * p.splits * p.heads;  // (split s, head h): entry0 + s * heads + h
+  if (active) {
+    for (int i = threadIdx.x; i < p.splits * p.heads; i += C::kThreads) weight[i / p.heads][i % p.heads] = p.lse[entry0 + i];
+    __syncthreads();
+    if (threadIdx.x < p.heads) {
+      const int head = threadIdx.x;
       float max = -INFINITY;
-      for (int split = 0; split < p.splits; ++split) max = fmaxf(max, p.lse[entry0 + split * p.heads]);
-      if (max != -INFINITY) {  // else no split saw a key: zeros
-        float total = 0.0f;
-        for (int split = 0; split < p.splits; ++split) {
-          const int64_t entry = entry0 + split * p.heads;
-          const float lse = p.lse[entry];
-          if (lse == -INFINITY) continue;  // an empty split weighs 0 (and its partial is 0)
-          const float weight = expf(lse - max);
-          const float4 part = *reinterpret_cast<const float4*>(p.partial + entry * T::kDims + dim);
-          acc.x += weight * part.x, acc.y += weight * part.y, acc.z += weight * part.z, acc.w += weight * part.w;
-          total += weight;
-        }
-        const float factor = gate_factor(p, row, head) / total;
-        acc = make_float4(acc.x * factor, acc.y * factor, acc.z * factor, acc.w * factor);
+      for (int split = 0; split < p.splits; ++split) max = fmaxf(max, weight[split][head]);
+      float total = 0.0f;
+      for (int split = 0; split < p.splits; ++split) {
+        const float lse = weight[split][head];
+        const float w = lse == -INFINITY ? 0.0f : expf(lse - max);  // an empty split weighs 0
+        weight[split][head] = w;
+        total += w;
       }
+      factor[head] = max == -INFINITY ? 0.0f : gate_factor(p, row, head) / total;
     }
-    store_out4(dst, acc);
+    __syncthreads();
+  }
+  for (int x = threadIdx.x; x < p.heads * T::kGranules; x += C::kThreads) {
+    const int head = x / T::kGranules, dim = (x % T::kGranules) * 4;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (active && factor[head] != 0.0f) {
+      const float* partial = p.partial + (entry0 + head) * T::kDims + dim;
+      for (int split0 = 0; split0 < p.splits; split0 += C::kUnroll) {
+        float4 part[C::kUnroll];
+#pragma unroll
+        for (int u = 0; u < C::kUnroll; ++u) {
+          part[u] = split0 + u < p.splits
+                        ? *reinterpret_cast<const float4*>(partial + int64_t{split0 + u} * p.heads * T::kDims)
+                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+#pragma unroll
+        for (int u = 0; u < C::kUnroll; ++u) {
+          if (split0 + u >= p.splits) break;
+          const float w = weight[split0 + u][head];
+          acc.x += w * part[u].x, acc.y += w * part[u].y, acc.z += w * part[u].z, acc.w += w * part[u].w;
+        }
+      }
+      const float f = factor[head];
+      acc = make_float4(acc.x * f, acc.y * f, acc.z * f, acc.w * f);
+    }
+    store_out4(p.out + row * p.out_row_stride + head * p.out_head_stride + dim, acc);
   }
 }
 
