@@ -46,7 +46,7 @@ struct DsaSmem {
   static constexpr int kTileBuffers = kFp8 ? 1 : 2;
   struct KvTile {
     uint16_t k[T::kKeys][T::kRowHalves];  // BF16 keys of the tile
-    uint16_t v[T::kKeys][T::kRowHalves];  // BF16 values
+    uint16_t v[T::kKeys][T::kRowHalves];  // values: BF16, or FP16 from FP8 caches
   };
   union Tiles {
     KvTile kv[kTileBuffers];
@@ -136,7 +136,9 @@ __device__ __forceinline__ void issue_tile(DsaSmem<kFp8>& s, const uint8_t* slot
   ptx::cp_async_commit();
 }
 
-// FP8: converts staging buffer `buffer` into the BF16 K/V tile, exactly.
+// FP8: converts staging buffer `buffer` into the K/V tile, exactly: K to
+// BF16 (q is BF16), V to FP16, so that P V takes P in FP16 (one MMA, where
+// BF16 P needs hi + lo).
 __device__ __forceinline__ void convert_tile(DsaSmem<true>& s, int buffer) {
   using T = DsaTraits;
   constexpr int kSlotPieces = kDsaSlotDim / 16, kHalfPieces = kSlotPieces / 2;
@@ -144,13 +146,18 @@ __device__ __forceinline__ void convert_tile(DsaSmem<true>& s, int buffer) {
     const int key = x / kSlotPieces, piece = x % kSlotPieces;
     const uint4 bytes = *reinterpret_cast<const uint4*>(&s.staging[buffer][key][piece * 16]);
     const uint32_t words[4] = {bytes.x, bytes.y, bytes.z, bytes.w};
+    const bool is_key = piece < kHalfPieces;
     uint32_t out[8];
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const uint16_t pair = static_cast<uint16_t>(words[i / 2] >> (16 * (i % 2)));
       const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
-      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
-      out[i] = pack_bf16(f.x, f.y);  // exact: E4M3 values are BF16 values
+      if (is_key) {
+        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+        out[i] = pack_bf16(f.x, f.y);  // K as BF16 for BF16 q (exact: E4M3 values are BF16 values)
+      } else {
+        out[i] = uint32_t{h.x} | (uint32_t{h.y} << 16);  // V as FP16 (exact), so P can be FP16
+      }
     }
     uint16_t* dst = piece < kHalfPieces ? &s.tiles.kv[0].k[key][piece * 16] : &s.tiles.kv[0].v[key][(piece - kHalfPieces) * 16];
     reinterpret_cast<uint4*>(dst)[0] = make_uint4(out[0], out[1], out[2], out[3]);
@@ -304,8 +311,9 @@ __global__ void __launch_bounds__(DsaTraits::kThreads) dsa_split_kernel(const __
         rescale[b] = exp2f(state.max[b] - base[b]);       // 0 while the max was -inf
         state.max[b] = new_max;
       }
-      // P = 2^(S - max) as BF16 hi + lo (16 significant bits; BF16 alone
-      // loses the accuracy bound), the sum over what P V multiplies.
+      // P = 2^(S - max): FP16 with FP8 caches (V is FP16), BF16 hi + lo with
+      // BF16 caches (16 significant bits; BF16 alone loses the accuracy
+      // bound); the sum is over what P V multiplies.
       uint32_t hi[4], lo[4];
       state.sum[0] *= rescale[0], state.sum[1] *= rescale[1];
 #pragma unroll
@@ -314,11 +322,18 @@ __global__ void __launch_bounds__(DsaTraits::kThreads) dsa_split_kernel(const __
         for (int half = 0; half < 2; ++half) {  // half 0: head g, 1: head g + 8
           const float p0 = exp2f(score[j][2 * half] - base[half]);
           const float p1 = exp2f(score[j][2 * half + 1] - base[half]);
-          const float h0 = bf16_bits_to_float(float_to_bf16_bits(p0)), h1 = bf16_bits_to_float(float_to_bf16_bits(p1));
-          const float l0 = bf16_bits_to_float(float_to_bf16_bits(p0 - h0)), l1 = bf16_bits_to_float(float_to_bf16_bits(p1 - h1));
-          hi[2 * j + half] = pack_bf16(h0, h1);
-          lo[2 * j + half] = pack_bf16(l0, l1);
-          state.sum[half] += (h0 + l0) + (h1 + l1);
+          if constexpr (kFp8) {
+            const __half2 h = __floats2half2_rn(p0, p1);
+            hi[2 * j + half] = *reinterpret_cast<const uint32_t*>(&h);
+            const float2 f = __half22float2(h);
+            state.sum[half] += f.x + f.y;
+          } else {
+            const float h0 = bf16_bits_to_float(float_to_bf16_bits(p0)), h1 = bf16_bits_to_float(float_to_bf16_bits(p1));
+            const float l0 = bf16_bits_to_float(float_to_bf16_bits(p0 - h0)), l1 = bf16_bits_to_float(float_to_bf16_bits(p1 - h1));
+            hi[2 * j + half] = pack_bf16(h0, h1);
+            lo[2 * j + half] = pack_bf16(l0, l1);
+            state.sum[half] += (h0 + l0) + (h1 + l1);
+          }
         }
 #pragma unroll
       for (int d = 0; d < T::kDimTiles; ++d) {
@@ -329,10 +344,15 @@ __global__ void __launch_bounds__(DsaTraits::kThreads) dsa_split_kernel(const __
       for (int d = 0; d < T::kDimTiles / 2; ++d) {
         uint32_t r[4];
         ptx::ldmatrix_x4_trans(r, v_base + d * 32);
-        ptx::mma_bf16_16x8x16(o[2 * d], lo, r[0], r[1]);
-        ptx::mma_bf16_16x8x16(o[2 * d + 1], lo, r[2], r[3]);
-        ptx::mma_bf16_16x8x16(o[2 * d], hi, r[0], r[1]);
-        ptx::mma_bf16_16x8x16(o[2 * d + 1], hi, r[2], r[3]);
+        if constexpr (kFp8) {
+          ptx::mma_f16_16x8x16(o[2 * d], hi, r[0], r[1]);
+          ptx::mma_f16_16x8x16(o[2 * d + 1], hi, r[2], r[3]);
+        } else {
+          ptx::mma_bf16_16x8x16(o[2 * d], lo, r[0], r[1]);
+          ptx::mma_bf16_16x8x16(o[2 * d + 1], lo, r[2], r[3]);
+          ptx::mma_bf16_16x8x16(o[2 * d], hi, r[0], r[1]);
+          ptx::mma_bf16_16x8x16(o[2 * d + 1], hi, r[2], r[3]);
+        }
       }
       tile = next;
     }
