@@ -27,6 +27,12 @@ class GpuTest : public ::testing::Test {
   }
 };
 
+// A host vector on the device; an empty one gives an empty buffer (null).
+template <typename T>
+testing::DeviceBuffer upload(const std::vector<T>& host) {
+  return host.empty() ? testing::DeviceBuffer() : testing::DeviceBuffer(host);
+}
+
 // A call's outputs, downloaded: out [T, H, 512] BF16 bits, lse [T, H], the counter.
 struct DeviceResult {
   std::vector<uint16_t> out;

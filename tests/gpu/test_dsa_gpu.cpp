@@ -61,18 +61,6 @@ class DsaGpu : public gpu_test::GpuTest {};
 
 void cuda(cudaError_t status, const char* what) { testing::check_cuda(static_cast<int>(status), what); }
 
-// Fills a buffer and waits for the device: cudaMemset and cudaMemcpy run on
-// the legacy default stream, which does not order the non-blocking streams
-// of the graph and PDL tests.
-void fill(DeviceBuffer& buffer, uint8_t byte) {
-  buffer.fill_bytes(byte);
-  cuda(cudaDeviceSynchronize(), "fill");
-}
-
-template <typename T>
-DeviceBuffer upload(const std::vector<T>& host) {
-  return host.empty() ? DeviceBuffer() : DeviceBuffer(host);
-}
 
 // Host bytes into an existing device buffer of the same size.
 template <typename T>
@@ -90,13 +78,13 @@ enum class Bf16Scales { kNanPointers, kNull };
 // `pad_out`. `args` is the device call (memory = kDevice, splits 1).
 struct DeviceProblem {
   DeviceProblem(const DsaProblem& p, bool pad_out, Bf16Scales bf16_scales = Bf16Scales::kNanPointers)
-      : q(upload(p.q)),
-        cache(upload(p.cache)),
-        block_table(upload(p.block_table)),
-        regions(upload(p.regions)),
-        positions(upload(p.positions)),
-        active(upload(p.active)),
-        gate(upload(p.gate)),
+      : q(gpu_test::upload(p.q)),
+        cache(gpu_test::upload(p.cache)),
+        block_table(gpu_test::upload(p.block_table)),
+        regions(gpu_test::upload(p.regions)),
+        positions(gpu_test::upload(p.positions)),
+        active(gpu_test::upload(p.active)),
+        gate(gpu_test::upload(p.gate)),
         k_scale(sizeof(float)),
         v_scale(sizeof(float)) {
     const bool fp8 = p.config.cache_dtype == DType::kFloat8E4M3;
@@ -156,7 +144,7 @@ size_t documented_workspace_bytes(const DsaDecodeArgs& a) {
 // empty (null pointer) for 0 bytes.
 DeviceBuffer make_workspace(size_t bytes, uint8_t byte = kWorkspacePoison) {
   DeviceBuffer workspace(bytes);
-  fill(workspace, byte);
+  workspace.fill_bytes(byte);
   return workspace;
 }
 
@@ -168,7 +156,7 @@ std::vector<uint16_t> run(DeviceProblem& d, const DsaDecodeArgs& args, cudaStrea
   const size_t bytes = workspace_size(args);
   EXPECT_EQ(bytes, documented_workspace_bytes(args)) << "splits " << args.splits;
   DeviceBuffer workspace = make_workspace(bytes);
-  fill(d.out, kPoisonByte);
+  d.out.fill_bytes(kPoisonByte);
   const Status status = dsa_decode(args, workspace.get(), bytes, stream);
   EXPECT_TRUE(status.ok()) << status.message();
   cuda(stream ? cudaStreamSynchronize(stream) : cudaDeviceSynchronize(), "dsa_decode");
@@ -383,8 +371,8 @@ TEST_F(DsaGpu, BitwiseIdenticalOverRepeatedRuns) {
       DeviceBuffer workspace = make_workspace(bytes);
       std::vector<uint16_t> first;
       for (int run = 0; run < 20; ++run) {
-        fill(workspace, static_cast<uint8_t>(run * 37));
-        fill(d.out, kPoisonByte);
+        workspace.fill_bytes(static_cast<uint8_t>(run * 37));
+        d.out.fill_bytes(kPoisonByte);
         const Status status = dsa_decode(args, workspace.get(), bytes, nullptr);
         ASSERT_TRUE(status.ok()) << status.message();
         cuda(cudaDeviceSynchronize(), "dsa_decode");
@@ -514,7 +502,7 @@ TEST_F(DsaGpu, ZeroRowsLaunchesNothing) {
       EXPECT_EQ(workspace_size(args), 0u);
       const Status supported = supports(args);
       EXPECT_TRUE(supported.ok()) << supported.message();
-      fill(d.out, kPoisonByte);
+      d.out.fill_bytes(kPoisonByte);
       cudaStream_t stream = nullptr;
       cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
       cudaGraph_t graph = nullptr;
@@ -568,7 +556,7 @@ TEST_F(DsaGpu, RefusedWorkspaceWritesNothing) {
   };
   for (const Refusal& refusal : refusals) {
     SCOPED_TRACE(refusal.label);
-    fill(d.out, kPoisonByte);
+    d.out.fill_bytes(kPoisonByte);
     const Status status = dsa_decode(refusal.args, refusal.workspace, refusal.bytes, nullptr);
     EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.message();
     EXPECT_NE(status.message().find(refusal.names), std::string::npos) << status.message();
@@ -641,8 +629,8 @@ TEST_F(DsaGpu, CapturedInACudaGraph) {
     ASSERT_TRUE(status.ok()) << status.message();
     cuda(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
     for (int replay = 0; replay < 3; ++replay) {
-      fill(d.out, kPoisonByte);
-      fill(workspace, kWorkspacePoison);
+      d.out.fill_bytes(kPoisonByte);
+      workspace.fill_bytes(kWorkspacePoison);
       cuda(cudaGraphLaunch(exec, stream), "replay");
       cuda(cudaStreamSynchronize(stream), "replay");
       EXPECT_TRUE(d.out.download<uint16_t>() == direct) << "replay " << replay << " differs from the direct call";
@@ -653,7 +641,7 @@ TEST_F(DsaGpu, CapturedInACudaGraph) {
     changed.k_scale *= 1.5f;
     changed.v_scale *= 0.75f;
     d.reupload_regions_positions_scales(changed);
-    fill(d.out, kPoisonByte);
+    d.out.fill_bytes(kPoisonByte);
     cuda(cudaGraphLaunch(exec, stream), "replay");
     cuda(cudaStreamSynchronize(stream), "replay");
     const std::vector<uint16_t> replayed = d.out.download<uint16_t>();
@@ -701,8 +689,8 @@ TEST_F(DsaGpu, PdlWaitsForTheKernelThatWritesTheInputs) {
       SCOPED_TRACE(std::string(late.name) + " written late, splits " + std::to_string(splits));
       DeviceBuffer fresh(late.buffer->bytes());
       cuda(cudaMemcpy(fresh.get(), late.buffer->get(), fresh.bytes(), cudaMemcpyDeviceToDevice), "keep");
-      fill(*late.buffer, late.stale);
-      fill(d.out, kPoisonByte);
+      late.buffer->fill_bytes(late.stale);
+      d.out.fill_bytes(kPoisonByte);
       testing::launch_delayed_copy(late.buffer->get(), fresh.get(), fresh.bytes(), 200000, stream);
       const Status status = dsa_decode(args, workspace.get(), bytes, stream);
       ASSERT_TRUE(status.ok()) << status.message();
@@ -733,8 +721,8 @@ TEST_F(DsaGpu, PdlCallsInARowShareOneWorkspace) {
   DeviceBuffer workspace = make_workspace(bytes);
   cudaStream_t stream = nullptr;
   cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
-  fill(d1.out, kPoisonByte);
-  fill(d2.out, kPoisonByte);
+  d1.out.fill_bytes(kPoisonByte);
+  d2.out.fill_bytes(kPoisonByte);
   for (int i = 0; i < 2; ++i) {
     ASSERT_TRUE(dsa_decode(a1, workspace.get(), bytes, stream).ok());
     ASSERT_TRUE(dsa_decode(a2, workspace.get(), bytes, stream).ok());

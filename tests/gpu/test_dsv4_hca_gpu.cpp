@@ -54,10 +54,6 @@ using gpu_test::kCountStart;
 
 class Dsv4HcaGpu : public gpu_test::GpuTest {};
 
-template <typename T>
-DeviceBuffer upload(const std::vector<T>& host) {
-  return host.empty() ? DeviceBuffer() : DeviceBuffer(host);
-}
 
 // An HCA problem on the device: its inputs, out [T, H, 512] BF16, lse [T, H]
 // and the counter; `hca` runs dsv4_decode_hca, `section1` dsv4_decode on the
@@ -65,18 +61,18 @@ DeviceBuffer upload(const std::vector<T>& host) {
 struct DeviceProblem {
   explicit DeviceProblem(const Dsv4HcaProblem& p)
       : expansion(testing::expand_to_section1(p)),
-        q(upload(p.q)),
-        swa_kv(upload(p.swa_kv)),
-        compressed_kv(upload(p.compressed_kv)),
-        swa_rows(upload(p.swa_rows)),
-        swa_lens(upload(p.swa_lens)),
-        block_table(upload(p.block_table)),
-        lens(upload(p.lens)),
-        hca_seq_lens(upload(p.hca_seq_lens)),
-        cum_seq_lens_q(upload(p.cum_seq_lens_q)),
-        sinks(upload(p.sinks)),
-        expanded_indices(upload(expansion.indices)),
-        expanded_lens(upload(expansion.lens)),
+        q(gpu_test::upload(p.q)),
+        swa_kv(gpu_test::upload(p.swa_kv)),
+        compressed_kv(gpu_test::upload(p.compressed_kv)),
+        swa_rows(gpu_test::upload(p.swa_rows)),
+        swa_lens(gpu_test::upload(p.swa_lens)),
+        block_table(gpu_test::upload(p.block_table)),
+        lens(gpu_test::upload(p.lens)),
+        hca_seq_lens(gpu_test::upload(p.hca_seq_lens)),
+        cum_seq_lens_q(gpu_test::upload(p.cum_seq_lens_q)),
+        sinks(gpu_test::upload(p.sinks)),
+        expanded_indices(gpu_test::upload(expansion.indices)),
+        expanded_lens(gpu_test::upload(expansion.lens)),
         out(static_cast<size_t>(p.config.tokens) * p.config.heads * kHeadDim * 2),
         lse(static_cast<size_t>(p.config.tokens) * p.config.heads * 4),
         count(sizeof(int32_t)) {
