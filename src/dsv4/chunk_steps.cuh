@@ -608,10 +608,33 @@ __device__ __forceinline__ void walk_chunks(ChunkSmem<Traits>& s, const Dsv4Para
   }
 }
 
+// Walks chunks [first, first + count) in groups of per_group chunks and
+// calls group_end(fragment) with each group's P V sum (its statistics are
+// then in running_max / running_sum). Groups of one chunk (W <= 1024) start
+// each chunk from a fresh fragment: no rescale step, the zeros go into the
+// first MMAs; the float operations are those of accumulate_chunk.
+template <class Traits, class GroupEnd>
+__device__ __forceinline__ void walk_groups(ChunkSmem<Traits>& s, const Dsv4Params& p, const TokenScope& scope,
+                                            int first, int count, int per_group, GroupEnd&& group_end) {
+  if (per_group == 1) {
+    walk_chunks<Traits>(s, p, scope, first, count, 1, [&](int buffer, bool, bool) {
+      OutputFragment<Traits> group = {};
+      accumulate_dims<Traits, Traits::kDimGroups>(s, buffer, group, 0);
+      group_end(group);
+    });
+  } else {
+    OutputFragment<Traits> acc = {};
+    walk_chunks<Traits>(s, p, scope, first, count, per_group, accumulate_groups<Traits>(s, acc, group_end));
+  }
+}
+
 // A token's output so far, per head: the fold of its groups in group order.
-// Group c (statistics m_c, l_c; mean output o_c) enters as
-//   O <- O * keep + o_c * take,  keep = 2^(M - M'), take = 2^(m_c - M') * l_c,
-// with M' = max(M, m_c): the same float operations in every kernel.
+// Group c (statistics m_c, l_c; P V sum a_c, relative to its own max m_c)
+// enters as
+//   O <- a_c * take + O * keep,  keep = 2^(M - M'), take = 2^(m_c - M'),
+//   L <- L * keep + take * l_c,  with M' = max(M, m_c):
+// the same float operations in every kernel. a_c travels in FP32 (a rounding
+// to FP16 would cost 2.5 instructions an element more in every fold).
 struct FoldState {
   float max = -INFINITY;  // log2 domain
   float sum = 0.0f;
@@ -619,25 +642,21 @@ struct FoldState {
 
 struct FoldWeights {
   float keep;  // on the output so far
-  float take;  // on the group's mean output
+  float take;  // on the group's P V sum
 };
 
 __device__ __forceinline__ FoldWeights fold_group(FoldState& state, float group_max, float group_sum) {
   const float new_max = fmaxf(state.max, group_max);
   const float keep = state.max == -INFINITY ? 0.0f : ptx::exp2_approx(state.max - new_max);
-  const float take = group_max == -INFINITY ? 0.0f : __fmul_rn(ptx::exp2_approx(group_max - new_max), group_sum);
-  state.sum = __fmaf_rn(state.sum, keep, take);
+  const float take = group_max == -INFINITY ? 0.0f : ptx::exp2_approx(group_max - new_max);
+  state.sum = __fmaf_rn(state.sum, keep, __fmul_rn(take, group_sum));
   state.max = new_max;
   return {keep, take};
 }
 
-__device__ __forceinline__ float fold_value(float output, FoldWeights w, float group_mean) {
-  return __fmaf_rn(group_mean, w.take, __fmul_rn(output, w.keep));
+__device__ __forceinline__ float fold_value(float output, FoldWeights w, float group_value) {
+  return __fmaf_rn(group_value, w.take, __fmul_rn(output, w.keep));
 }
-
-// 1 / the group's sum: its mean output travels as FP16 (|value| <= max |V|:
-// 448 for FP8 rows; BF16 rows must stay under 65504, docs/kernels/bf16.md).
-__device__ __forceinline__ float mean_factor(float group_sum) { return group_sum > 0.0f ? 1.0f / group_sum : 0.0f; }
 
 // Factor on the folded output: bmm2 over the softmax denominator, sink included.
 // A token with no active column gets zeros (and lse -inf), sink or not.
@@ -660,19 +679,17 @@ __device__ __forceinline__ void store_granule(uint16_t* out_head, int first_dim,
   }
 }
 
-// A group's mean output as it leaves a CTA (the cluster kernel's DSMEM
-// sends, the split kernel's workspace): calls emit(granule, head, bits) for
-// each granule of this thread's P V fragment and each of its heads (16t +
-// lane / 4 and 16t + lane / 4 + 8 of head tile t); bits are the 4 values in
-// travel order (granule_dim), each acc * mean_factor(sum) rounded to FP16.
+// A group's P V sum as it leaves a CTA (the cluster kernel's DSMEM sends,
+// the split kernel's workspace): calls emit(granule, head, values) for each
+// granule of this thread's P V fragment and each of its heads (16t + lane / 4
+// and 16t + lane / 4 + 8 of head tile t); values are the granule's 4 FP32
+// values in travel order (granule_dim).
 template <class Traits, class Emit>
-__device__ __forceinline__ void emit_group_means(const ChunkSmem<Traits>& s, const OutputFragment<Traits>& acc,
-                                                 Emit&& emit) {
+__device__ __forceinline__ void emit_group_values(const OutputFragment<Traits>& acc, Emit&& emit) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 #pragma unroll
   for (int t = 0; t < Traits::kHeadTiles; ++t) {
     const int head = 16 * t + lane / 4;
-    const float top = mean_factor(s.running_sum[head]), bottom = mean_factor(s.running_sum[head + 8]);
 #pragma unroll
     for (int g = 0; g < Traits::kDimGroups; ++g)
 #pragma unroll
@@ -680,11 +697,8 @@ __device__ __forceinline__ void emit_group_means(const ChunkSmem<Traits>& s, con
         const int granule = (warp * Traits::kDimsPerWarp + g * 32 + half * 16) / Traits::kGranuleDims + lane % 4;
         const float(&even)[4] = acc[t][g][half][0];
         const float(&odd)[4] = acc[t][g][half][1];
-        emit(granule, head,
-             make_uint2(pack_f16x2(even[0] * top, odd[0] * top), pack_f16x2(even[1] * top, odd[1] * top)));
-        emit(granule, head + 8,
-             make_uint2(pack_f16x2(even[2] * bottom, odd[2] * bottom),
-                        pack_f16x2(even[3] * bottom, odd[3] * bottom)));
+        emit(granule, head, make_float4(even[0], odd[0], even[1], odd[1]));
+        emit(granule, head + 8, make_float4(even[2], odd[2], even[3], odd[3]));
       }
   }
 }
@@ -698,11 +712,11 @@ __device__ __forceinline__ float output_lse(const FoldState& state) {
 // granules are dealt to `owners` CTAs as in the cluster kernel (granule g to
 // CTA g % owners); this one is `rank` and serves local granules
 // threadIdx.x / kHeads, + kThreads / kHeads, ... of its own. stats(c): group c's (max, sum);
-// mean(c, local): its 4 FP16 mean values of the local granule. kGroups >=
+// values(c, local): its 4 FP32 P V values of the local granule. kGroups >=
 // groups bounds the unrolled loops (groups past `groups` are skipped).
-template <class Traits, int kGroups, class Stats, class Mean>
+template <class Traits, int kGroups, class Stats, class Values>
 __device__ __forceinline__ void fold_groups(int groups, int rank, int owners, int heads, float sink_log2, float bmm2,
-                                            uint16_t* out_head, float* lse_head, Stats&& stats, Mean&& mean) {
+                                            uint16_t* out_head, float* lse_head, Stats&& stats, Values&& values) {
   constexpr int kHeads = Traits::kHeads;
   constexpr int kGranuleStride = Traits::kThreads / kHeads;
   const int owned = (Traits::kGranules - rank + owners - 1) / owners;
@@ -725,11 +739,9 @@ __device__ __forceinline__ void fold_groups(int groups, int rank, int owners, in
 #pragma unroll
     for (int c = 0; c < kGroups; ++c) {
       if (c < groups) {
-        const uint2 part = mean(c, local);
-        const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&part.x));
-        const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&part.y));
-        o.x = fold_value(o.x, weights[c], lo.x), o.y = fold_value(o.y, weights[c], lo.y);
-        o.z = fold_value(o.z, weights[c], hi.x), o.w = fold_value(o.w, weights[c], hi.y);
+        const float4 part = values(c, local);
+        o.x = fold_value(o.x, weights[c], part.x), o.y = fold_value(o.y, weights[c], part.y);
+        o.z = fold_value(o.z, weights[c], part.z), o.w = fold_value(o.w, weights[c], part.w);
       }
     }
     store_granule<Traits>(out_head, granule_dim<Traits>(local * owners + rank, 0), o.x * scale, o.y * scale,

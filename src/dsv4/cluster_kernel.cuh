@@ -1,6 +1,6 @@
 // The cluster kernel of dsv4_decode (small batches): one thread-block cluster
 // a token, one CTA a group of 64-column chunks; each group's statistics and
-// mean output go through distributed shared memory to the CTA that owns the
+// P V sum go through distributed shared memory to the CTA that owns the
 // dims, which folds them in group order. FP8 E4M3 or BF16 q and rows.
 // docs/kernels/small_batch.md explains the design and its measurements.
 #pragma once
@@ -9,9 +9,8 @@
 
 namespace sparse_decode::dsv4 {
 
-// Sends this CTA's group statistics and mean output to the CTAs that own
-// them. The mean (the group's P V divided by its sum, |value| <= max |V|)
-// travels as FP16, half the bytes of FP32. Granule g of the 128 4-dim granules goes
+// Sends this CTA's group statistics and P V sum (FP32) to the CTAs that own
+// them. Granule g of the 128 4-dim granules goes
 // to CTA g % n, slot [source rank][g / n][head]; the (max, sum) pairs go to
 // every CTA.
 template <class Traits>
@@ -28,11 +27,12 @@ __device__ __forceinline__ void send_group(ClusterSmem<Traits>& s, const OutputF
   const uint32_t received = ptx::smem_address(&s.received[0]);
   // granule / ctas as a multiply-high: exact for granule < 2^32 / ctas^2 (ctas >= 2).
   const uint32_t reciprocal = 0xffffffffu / static_cast<uint32_t>(ctas) + 1;
-  emit_group_means<Traits>(s.chunk, acc, [&](int granule, int head, uint2 bits) {
+  emit_group_values<Traits>(acc, [&](int granule, int head, float4 values) {
     const int local = static_cast<int>(__umulhi(static_cast<uint32_t>(granule), reciprocal));
     const int owner = granule - local * ctas;
     const int slot = (rank * per_owner + local) * Traits::kHeads + head;
-    ptx::st_async_peer(ptx::map_to_peer(received + slot * 8, owner), bits, ptx::map_to_peer(barrier, owner));
+    ptx::st_async_peer(ptx::map_to_peer(received + slot * sizeof(float4), owner), values,
+                       ptx::map_to_peer(barrier, owner));
   });
 }
 
@@ -40,10 +40,10 @@ __device__ __forceinline__ void send_group(ClusterSmem<Traits>& s, const OutputF
 template <class Traits>
 __device__ __forceinline__ uint32_t bytes_to_receive(int rank, int ctas) {
   const int owned = (Traits::kGranules - rank + ctas - 1) / ctas;
-  return static_cast<uint32_t>(ctas * (owned * Traits::kHeads * 8 + Traits::kHeads * 8));
+  return static_cast<uint32_t>(ctas * (owned * Traits::kHeads * sizeof(float4) + Traits::kHeads * sizeof(float2)));
 }
 
-// Folds the received group means of this CTA's granules in group (rank)
+// Folds the received group P V sums of this CTA's granules in group (rank)
 // order, scales and stores BF16 (fold_groups).
 template <class Traits, int kPeers>
 __device__ __forceinline__ void fold_owned(const ClusterSmem<Traits>& s, uint16_t* out_head, float* lse_head,

@@ -73,7 +73,7 @@ struct Dsv4Traits {
   static constexpr int kScoreRowFloats = kChunkColumns + 4;  // +4: the wgmma fragment stores spread over banks
   static constexpr int kProbRowHalves = kChunkColumns + 8;   // +8: ldmatrix rows on distinct banks
   // A token's chunks form at most 16 groups of equal length; each group's
-  // softmax statistics and mean output are folded into the token's output
+  // softmax statistics and P V sum are folded into the token's output
   // in group order, by every kernel alike (batch invariance).
   static constexpr int kMaxGroups = 16;  // also the non-portable cluster size limit on Hopper
   // The partial output travels in granules of 4 dims (one float4 of a thread's
@@ -81,7 +81,7 @@ struct Dsv4Traits {
   static constexpr int kGranuleDims = 4;
   static constexpr int kGranules = kHeadDim / kGranuleDims;
   static constexpr int granules_per_owner(int ctas) { return (kGranules + ctas - 1) / ctas; }
-  // Receive slots [source CTA][owned granule][head] (4 FP16 values each), for the worst n.
+  // Receive slots [source CTA][owned granule][head] (4 FP32 values each), for the worst n.
   static constexpr int max_receive_slots() {
     int most = 0;
     for (int n = 1; n <= kMaxGroups; ++n) most = most > n * granules_per_owner(n) ? most : n * granules_per_owner(n);
@@ -167,7 +167,7 @@ struct ChunkSmem {
 template <class Traits>
 struct ClusterSmem {
   ChunkSmem<Traits> chunk;
-  uint2 received[Traits::kReceiveSlots];  // peers' group means of this CTA's granules, FP16
+  float4 received[Traits::kReceiveSlots];  // peers' group P V sums of this CTA's granules
   float2 received_stats[Traits::kMaxGroups][Traits::kHeads];  // (max, sum) of every group
   uint64_t received_barrier;                                  // completes when every peer's bytes have landed
 };
@@ -181,7 +181,6 @@ struct HeadFolds {
   float sum[kHeads];
   float keep[kHeads];    // FoldWeights of the group being folded
   float take[kHeads];
-  float factor[kHeads];  // its mean_factor
 };
 template <int kHeads>
 struct HeadFolds<kHeads, false> {};
@@ -201,32 +200,34 @@ struct SplitSmem {
 };
 
 // The split path's workspace (docs/kernels/split.md): for each (token, head
-// group) unit and group c, the group's mean output [granule][head] as 4 FP16
+// group) unit and group c, the group's P V sum [granule][head] as 4 FP32
 // values in travel order (the cluster kernel's DSMEM slots), then all (max,
 // sum) pairs [unit][group][head]. The combine kernel deals a unit's granules
 // to kCombineSlices CTAs, one granule a thread.
 template <class Traits>
 struct SplitWorkspace {
-  // 16 KiB a group at 16 heads, 64 KiB at 64
-  static constexpr size_t kMeanBytes = size_t{Traits::kGranules} * Traits::kHeads * 8;
+  // 32 KiB a group at 16 heads, 128 KiB at 64
+  static constexpr size_t kValueBytes = size_t{Traits::kGranules} * Traits::kHeads * 16;
   static constexpr size_t kStatsBytes = size_t{Traits::kHeads} * 8;
   static constexpr size_t kAlignment = 16;
-  static constexpr int64_t kRecordBytes = kMeanBytes + kStatsBytes;  // one group of one unit
+  static constexpr int64_t kRecordBytes = kValueBytes + kStatsBytes;  // one group of one unit
   static constexpr int kCombineSlices = Traits::kGranules / (Traits::kThreads / Traits::kHeads);
   static_assert(Traits::kGranules % (Traits::kThreads / Traits::kHeads) == 0,
                 "a combine CTA: kThreads / kHeads granules x kHeads heads (16 x 16, or 4 x 64)");
 };
 
 // The instantiations the launcher uses (cluster_*_h16.cu, stream_*_h16.cu).
-// BF16: the cluster kernel holds one 64 KiB tile (a CTA has one chunk up to
-// W = 1024) so that 2 CTAs fit an SM; the stream kernel keeps two tiles at 1
-// CTA an SM (docs/kernels/bf16.md).
-using ClusterTraitsFp8 = Dsv4Traits<16, DType::kFloat8E4M3, 2>;
+// The cluster kernel holds one KV tile (a CTA has one chunk up to W = 1024)
+// so that its 35 KiB of FP32 receive slots fit: FP8 at 2 CTAs an SM; BF16
+// (a 64 KiB tile) at 1. The stream kernel keeps two tiles (FP8: 2 CTAs an
+// SM, BF16: 1; docs/kernels/bf16.md).
+using ClusterTraitsFp8 = Dsv4Traits<16, DType::kFloat8E4M3, 1>;
 using StreamTraitsFp8 = Dsv4Traits<16, DType::kFloat8E4M3, 2>;
 using ClusterTraitsBf16 = Dsv4Traits<16, DType::kBFloat16, 1>;
 using StreamTraitsBf16 = Dsv4Traits<16, DType::kBFloat16, 2>;
-// The split kernel walks what a cluster kernel's CTA walks: the same tiles.
-using SplitTraitsFp8 = ClusterTraitsFp8;
+// The split kernel: FP8 with two tiles (runs of several groups overlap the
+// next chunk's gather), BF16 with the cluster kernel's one.
+using SplitTraitsFp8 = StreamTraitsFp8;
 using SplitTraitsBf16 = ClusterTraitsBf16;
 // 64 heads a CTA (stream_fp8_h64.cu, split_fp8_h64.cu): FP8 only, two KV
 // tiles, one CTA an SM (docs/kernels/heads64.md).
@@ -239,10 +240,9 @@ static_assert(sizeof(ClusterSmem<ClusterTraitsFp8>) <= kMaxSmemPerCta &&
                   sizeof(StreamSmem<StreamTraitsBf16>) <= kMaxSmemPerCta,
               "a CTA's shared memory is at most 227 KiB on Hopper");
 static_assert(resident_ctas(sizeof(ClusterSmem<ClusterTraitsFp8>)) == 2 &&
-                  resident_ctas(sizeof(StreamSmem<StreamTraitsFp8>)) == 2,
+                  resident_ctas(sizeof(StreamSmem<StreamTraitsFp8>)) == 2 &&
+                  resident_ctas(sizeof(SplitSmem<SplitTraitsFp8>)) == 2,
               "the FP8 kernels were measured at 2 CTAs an SM");
-static_assert(resident_ctas(sizeof(ClusterSmem<ClusterTraitsBf16>)) == 2,
-              "the BF16 cluster kernel is planned at 2 CTAs an SM (one KV tile): keep its plan under 113 KiB");
 static_assert(sizeof(StreamSmem<StreamTraitsFp8H64>) <= kMaxSmemPerCta,
               "64 heads: two 32 KiB KV tiles, the 32 KiB Q tile and 34 KiB of scores fit one CTA an SM");
 

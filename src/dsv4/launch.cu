@@ -73,10 +73,10 @@ KernelSet kernels_for(DType dtype, int group_heads) {
       cluster_kernel_fp8_h16(), stream_kernel_fp8_h16(), split_kernel_fp8_h16(), combine_kernel_fp8_h16());
 }
 
-static_assert(SplitWorkspace<Traits16>::kMeanBytes == SplitWorkspace<SplitTraitsBf16>::kMeanBytes &&
+static_assert(SplitWorkspace<Traits16>::kValueBytes == SplitWorkspace<SplitTraitsBf16>::kValueBytes &&
                   SplitWorkspace<Traits16>::kAlignment == SplitWorkspace<Traits64>::kAlignment,
               "one workspace layout for every dtype, and one alignment for every head group size");
-static_assert(4 * SplitWorkspace<Traits16>::kMeanBytes == SplitWorkspace<Traits64>::kMeanBytes &&
+static_assert(4 * SplitWorkspace<Traits16>::kValueBytes == SplitWorkspace<Traits64>::kValueBytes &&
                   4 * SplitWorkspace<Traits16>::kStatsBytes == SplitWorkspace<Traits64>::kStatsBytes,
               "a 64-head unit's group record is four 16-head records: workspace_size(args) is the same at H = 64, 128");
 

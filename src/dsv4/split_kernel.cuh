@@ -1,7 +1,7 @@
 // The split path of dsv4_decode (issue #4, T around 128): the split kernel
 // gives each run of groups of a (token, head group) an ordinary CTA that
 // walks the run's chunks as the other kernels do and writes each group's
-// statistics and FP16 mean output to the workspace; the combine kernel, launched after it
+// statistics and FP32 P V sum to the workspace; the combine kernel, launched after it
 // with PDL, folds a unit's groups in group order with fold_groups, the
 // cluster kernel's fold, so the bits equal the other kernels'.
 // docs/kernels/split.md explains the design and its measurements.
@@ -11,23 +11,23 @@
 
 namespace sparse_decode::dsv4 {
 
-// Where unit u's group c keeps its mean output and its statistics.
+// Where unit u's group c keeps its P V sum and its statistics.
 template <class Traits>
-__device__ __forceinline__ uint2* split_means(const Dsv4Params& p, int64_t unit, int group) {
+__device__ __forceinline__ float4* split_values(const Dsv4Params& p, int64_t unit, int group) {
   using Workspace = SplitWorkspace<Traits>;
-  return reinterpret_cast<uint2*>(p.workspace + (unit * p.groups + group) * Workspace::kMeanBytes);
+  return reinterpret_cast<float4*>(p.workspace + (unit * p.groups + group) * Workspace::kValueBytes);
 }
 
 template <class Traits>
 __device__ __forceinline__ float2* split_stats(const Dsv4Params& p, int64_t unit, int group) {
   using Workspace = SplitWorkspace<Traits>;
   const int64_t units = p.num_tokens * p.head_groups;
-  return reinterpret_cast<float2*>(p.workspace + units * p.groups * Workspace::kMeanBytes +
+  return reinterpret_cast<float2*>(p.workspace + units * p.groups * Workspace::kValueBytes +
                                    (unit * p.groups + group) * Workspace::kStatsBytes);
 }
 
 // Writes group `group` of the unit to the workspace: its (max, sum) per head
-// (written before the walk's last barrier) and its FP16 mean output.
+// (written before the walk's last barrier) and its P V sum.
 template <class Traits>
 __device__ __forceinline__ void write_group(const ChunkSmem<Traits>& s, const Dsv4Params& p, int64_t unit, int group,
                                             const OutputFragment<Traits>& acc) {
@@ -35,9 +35,9 @@ __device__ __forceinline__ void write_group(const ChunkSmem<Traits>& s, const Ds
     split_stats<Traits>(p, unit, group)[threadIdx.x] =
         make_float2(s.running_max[threadIdx.x], s.running_sum[threadIdx.x]);
   }
-  uint2* means = split_means<Traits>(p, unit, group);
-  emit_group_means<Traits>(s, acc, [&](int granule, int head, uint2 bits) {
-    means[granule * Traits::kHeads + head] = bits;
+  float4* values = split_values<Traits>(p, unit, group);
+  emit_group_values<Traits>(acc, [&](int granule, int head, float4 granule_values) {
+    values[granule * Traits::kHeads + head] = granule_values;
   });
 }
 
@@ -63,12 +63,10 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(SplitSm
   const bool has_swa_columns = first * Traits::kChunkColumns < kSwaColumns;
   // The sink enters in the combine kernel's fold only.
   const TokenScope scope = token_scope<Traits>(s, p, token, heads, has_swa_columns, -INFINITY);
-  OutputFragment<Traits> acc = {};
   int group = first_group;
-  walk_chunks<Traits>(s, p, scope, first, count, p.chunks_per_group,
-                      accumulate_groups<Traits>(s, acc, [&](OutputFragment<Traits>& result) {
-                        write_group<Traits>(s, p, unit, group++, result);
-                      }));
+  walk_groups<Traits>(s, p, scope, first, count, p.chunks_per_group, [&](OutputFragment<Traits>& result) {
+    write_group<Traits>(s, p, unit, group++, result);
+  });
 }
 
 // One CTA a (unit, slice): thread t folds head t % kHeads of granule
@@ -96,13 +94,13 @@ __global__ void __launch_bounds__(Traits::kThreads) combine_kernel(const __grid_
   ptx::launch_dependents();
   const float bmm2 = p.bmm2_scale_ptr ? *p.bmm2_scale_ptr : p.bmm2_scale;
   const float2* stats = split_stats<Traits>(p, unit, 0);
-  const uint2* means = split_means<Traits>(p, unit, 0);
-  constexpr int kGroupWords = static_cast<int>(SplitWorkspace<Traits>::kMeanBytes / 8);
+  const float4* values = split_values<Traits>(p, unit, 0);
+  constexpr int kGroupGranules = static_cast<int>(SplitWorkspace<Traits>::kValueBytes / sizeof(float4));
   with_group_bound<Traits::kMaxGroups>(p.groups, [&](auto bound) {
     fold_groups<Traits, decltype(bound)::value>(
         p.groups, slice, kSlices, heads.count, sink_log2, bmm2, out_head, lse_head,
         [&](int c) { return stats[c * kHeads + head]; },
-        [&](int c, int local) { return means[c * kGroupWords + (local * kSlices + slice) * kHeads + head]; });
+        [&](int c, int local) { return values[c * kGroupGranules + (local * kSlices + slice) * kHeads + head]; });
   });
 }
 

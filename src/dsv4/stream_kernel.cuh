@@ -1,6 +1,6 @@
 // The stream kernel of dsv4_decode (large batches): one CTA a (token, head
 // group) walks all of the token's chunks, the next chunk's gather in flight
-// during this one's math, and folds each group's mean output into registers
+// during this one's math, and folds each group's P V sum into registers
 // in group order: the same groups and the same fold as the cluster kernel
 // and the split path, so the bits agree. docs/kernels/large_batch.md explains
 // the design and its measurements; docs/kernels/heads64.md the 64-head form.
@@ -10,22 +10,16 @@
 
 namespace sparse_decode::dsv4 {
 
-// A group's fold weights on one head and its 1 / sum.
-struct HeadFold {
-  FoldWeights weights;
-  float factor;
-};
-
 // Folds the group that just ended (its statistics in running_max /
 // running_sum) into a head's fold state, in group order.
 template <class Traits>
-__device__ __forceinline__ HeadFold fold_head(const ChunkSmem<Traits>& s, FoldState& state, int head) {
-  return {fold_group(state, s.running_max[head], s.running_sum[head]), mean_factor(s.running_sum[head])};
+__device__ __forceinline__ FoldWeights fold_head(const ChunkSmem<Traits>& s, FoldState& state, int head) {
+  return fold_group(state, s.running_max[head], s.running_sum[head]);
 }
 
-// out (dim groups from first_group) <- fold of the group's FP16 means: the
+// out (dim groups from first_group) <- fold of the group's P V sum: the
 // values the split path and the cluster kernel send, folded as they fold
-// them. fold(t, b): the HeadFold of head 16t + lane / 4 + 8b.
+// them. fold(t, b): the FoldWeights of head 16t + lane / 4 + 8b.
 template <class Traits, int kGroups, class Fold>
 __device__ __forceinline__ void fold_dim_groups(OutputFragment<Traits>& out, int first_group,
                                                 const DimGroupFragment<Traits, kGroups>& group, Fold&& fold) {
@@ -33,20 +27,17 @@ __device__ __forceinline__ void fold_dim_groups(OutputFragment<Traits>& out, int
   for (int t = 0; t < Traits::kHeadTiles; ++t)
 #pragma unroll
     for (int b = 0; b < 2; ++b) {  // fragment values [0], [1]: top head; [2], [3]: bottom head
-      const HeadFold f = fold(t, b);
+      const FoldWeights w = fold(t, b);
 #pragma unroll
       for (int g = 0; g < kGroups; ++g)
 #pragma unroll
         for (int half = 0; half < 2; ++half)
 #pragma unroll
-          for (int par = 0; par < 2; ++par)
-          {
-            // The pair of values rounded to FP16 at once (one conversion for two).
+          for (int par = 0; par < 2; ++par) {
             const float(&x)[4] = group[t][g][half][par];
-            const float2 mean = __half22float2(__floats2half2_rn(x[2 * b] * f.factor, x[2 * b + 1] * f.factor));
             float(&o)[4] = out[t][first_group + g][half][par];
-            o[2 * b] = fold_value(o[2 * b], f.weights, mean.x);
-            o[2 * b + 1] = fold_value(o[2 * b + 1], f.weights, mean.y);
+            o[2 * b] = fold_value(o[2 * b], w, x[2 * b]);
+            o[2 * b + 1] = fold_value(o[2 * b + 1], w, x[2 * b + 1]);
           }
     }
 }
@@ -72,13 +63,13 @@ __device__ __forceinline__ void walk_and_fold(StreamSmem<Traits>& smem, const Ds
     walk_chunks<Traits>(s, p, scope, 0, p.chunks, 1, [&](int buffer, bool, bool) {
       if (tid < Traits::kHeads) {
         FoldState head_state{folds.max[tid], folds.sum[tid]};
-        const HeadFold f = fold_head<Traits>(s, head_state, tid);
+        const FoldWeights w = fold_head<Traits>(s, head_state, tid);
         folds.max[tid] = head_state.max, folds.sum[tid] = head_state.sum;
-        folds.keep[tid] = f.weights.keep, folds.take[tid] = f.weights.take, folds.factor[tid] = f.factor;
+        folds.keep[tid] = w.keep, folds.take[tid] = w.take;
       }
       __syncthreads();
       // The __syncwarp ends a dim group: without it ptxas overlaps the two
-      // dim groups' MMAs and folds and spills ~100 values (with it, 2). The
+      // dim groups' MMAs and folds and spills ~100 values (with it, none). The
       // rolled loop it replaces rotated all of out (128 moves) each dim group.
 #pragma unroll
       for (int g = 0; g < Traits::kDimGroups; ++g) {
@@ -86,7 +77,7 @@ __device__ __forceinline__ void walk_and_fold(StreamSmem<Traits>& smem, const Ds
         accumulate_dims<Traits, 1>(s, buffer, group, g);
         fold_dim_groups<Traits, 1>(out, g, group, [&](int t, int b) {
           const int head = 16 * t + lane / 4 + 8 * b;
-          return HeadFold{{folds.keep[head], folds.take[head]}, folds.factor[head]};
+          return FoldWeights{folds.keep[head], folds.take[head]};
         });
         __syncwarp();
       }
@@ -100,19 +91,14 @@ __device__ __forceinline__ void walk_and_fold(StreamSmem<Traits>& smem, const Ds
         state[t][b] = FoldState{folds.max[head], folds.sum[head]};
       }
   } else {
-    OutputFragment<Traits> acc = {};
-    walk_chunks<Traits>(s, p, scope, 0, p.chunks, p.chunks_per_group,
-                        accumulate_groups<Traits>(s, acc, [&](OutputFragment<Traits>& group) {
-                          HeadFold folds[Traits::kHeadTiles][2];
+    walk_groups<Traits>(s, p, scope, 0, p.chunks, p.chunks_per_group, [&](OutputFragment<Traits>& group) {
+      FoldWeights folds[Traits::kHeadTiles][2];
 #pragma unroll
-                          for (int t = 0; t < Traits::kHeadTiles; ++t)
+      for (int t = 0; t < Traits::kHeadTiles; ++t)
 #pragma unroll
-                            for (int b = 0; b < 2; ++b) {
-                              folds[t][b] = fold_head<Traits>(s, state[t][b], 16 * t + lane / 4 + 8 * b);
-                            }
-                          fold_dim_groups<Traits, Traits::kDimGroups>(out, 0, group,
-                                                                      [&](int t, int b) { return folds[t][b]; });
-                        }));
+        for (int b = 0; b < 2; ++b) folds[t][b] = fold_head<Traits>(s, state[t][b], 16 * t + lane / 4 + 8 * b);
+      fold_dim_groups<Traits, Traits::kDimGroups>(out, 0, group, [&](int t, int b) { return folds[t][b]; });
+    });
   }
 }
 

@@ -252,19 +252,19 @@ TEST(Dsv4Validation, SplitWorkspace) {
   a.kernel = Dsv4Kernel::kSplit;
   // T = 4, 16 heads, W = 256: 4 groups of one chunk, each 16 KiB of FP16
   // means and 16 (max, sum) pairs.
-  EXPECT_EQ(workspace_size(a), size_t{4} * 4 * (16384 + 128));
+  EXPECT_EQ(workspace_size(a), size_t{4} * 4 * (32768 + 128));
   a.num_heads = 64;  // 4 head groups (strides for 64 heads; nothing runs)
   a.q_token_stride = a.out_token_stride = 64 * kHeadDim;
   a.lse_token_stride = 64;
-  EXPECT_EQ(workspace_size(a), size_t{4} * 4 * 4 * (16384 + 128));
+  EXPECT_EQ(workspace_size(a), size_t{4} * 4 * 4 * (32768 + 128));
   a.num_heads = 8;  // one head group of 16 rows
-  EXPECT_EQ(workspace_size(a), size_t{4} * 4 * (16384 + 128));
+  EXPECT_EQ(workspace_size(a), size_t{4} * 4 * (32768 + 128));
   a = call.args;
   a.memory = MemorySpace::kDevice;
   a.kernel = Dsv4Kernel::kSplit;
   a.width = 2176;  // 34 chunks: 12 groups of up to 3
   a.indices_stride = a.width;
-  EXPECT_EQ(workspace_size(a), size_t{4} * 12 * (16384 + 128));
+  EXPECT_EQ(workspace_size(a), size_t{4} * 12 * (32768 + 128));
   a = call.args;
   a.memory = MemorySpace::kDevice;
   for (Dsv4Kernel other : {Dsv4Kernel::kCluster, Dsv4Kernel::kStream}) {
@@ -349,7 +349,7 @@ TEST(Dsv4Validation, SplitWorkspaceAt64Heads) {
         a.indices_stride = width;
         const int64_t chunks = (width + 63) / 64, per_group = (chunks + 15) / 16;
         const int64_t groups = (chunks + per_group - 1) / per_group;
-        EXPECT_EQ(workspace_size(a), static_cast<size_t>(a.num_tokens * (heads / 16) * groups * (16384 + 128)));
+        EXPECT_EQ(workspace_size(a), static_cast<size_t>(a.num_tokens * (heads / 16) * groups * (32768 + 128)));
         a.kernel = Dsv4Kernel::kCluster;
         EXPECT_EQ(workspace_size(a), 0u);
         a.kernel = Dsv4Kernel::kAuto;
