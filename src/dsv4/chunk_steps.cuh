@@ -14,6 +14,7 @@
 #include "common/ptx.cuh"
 #include "dsv4/kernel_params.h"
 #include "dsv4/kernel_traits.cuh"
+#include "dsv4/phase_clocks.cuh"
 
 namespace sparse_decode::dsv4 {
 
@@ -528,11 +529,16 @@ template <class Traits, class ChunkPv>
 __device__ __forceinline__ void chunk_math(ChunkSmem<Traits>& s, const TokenScope& scope, int i, int count,
                                            int per_group, int buffer, ChunkPv& pv) {
   score_chunk<Traits>(s, buffer);
+  phase_mark(i, 3);
   __syncthreads();
+  phase_mark(i, 4);
   const bool group_start = i % per_group == 0;
   softmax_chunk<Traits>(s, buffer, scope.scale_log2, group_start);
+  phase_mark(i, 5);
   __syncthreads();
+  phase_mark(i, 6);
   pv(buffer, group_start, i % per_group == per_group - 1 || i == count - 1);
+  phase_mark(i, 7);
 }
 
 // Two KV tiles: the rows of chunk i + 1 (and the indices of chunk i + 2) are
@@ -553,10 +559,12 @@ __device__ __forceinline__ void walk_chunks_two_tiles(ChunkSmem<Traits>& s, cons
   if (threadIdx.x < Traits::kHeads) s.sink_log2[threadIdx.x] = scope.sink * kLog2e;
   for (int i = 0; i < count; ++i) {
     const int buffer = i % Traits::kBuffers;
+    phase_mark(i, 0);
     ptx::cp_async_wait_group<0>();
     ptx::fence_proxy_async_shared();  // the copies are read by wgmma (async proxy)
     // Chunk i's rows and chunk i + 1's indices are visible; chunk i - 1's P V is done with the other tile.
     __syncthreads();
+    phase_mark(i, 1);
     if (i + 1 < count) {
       const int column0 = (first + i + 1) * kColumns;
       gather_chunk<Traits>(s, p, column0, staged_index<Traits>(s, p, column0, (i + 1) % Traits::kBuffers),
@@ -564,6 +572,7 @@ __device__ __forceinline__ void walk_chunks_two_tiles(ChunkSmem<Traits>& s, cons
       if (i + 2 < count) stage_chunk_indices<Traits>(s, p, scope.token, column0 + kColumns, i % Traits::kBuffers);
       ptx::cp_async_commit();
     }
+    phase_mark(i, 2);
     if (p.skip_stages & 4) continue;
     chunk_math<Traits>(s, scope, i, count, per_group, buffer, pv);
   }

@@ -6,3 +6,9 @@ namespace sparse_decode::dsv4 {
 const void* split_kernel_fp8_h16() { return reinterpret_cast<const void*>(&split_kernel<SplitTraitsFp8>); }
 const void* combine_kernel_fp8_h16() { return reinterpret_cast<const void*>(&combine_kernel<SplitTraitsFp8>); }
 }  // namespace sparse_decode::dsv4
+
+#if defined(SPARSE_DECODE_PHASE_CLOCKS)
+int sparse_decode::dsv4::phase_clocks::read_split(unsigned long long* host) {
+  return cudaMemcpyFromSymbol(host, g_clocks, sizeof(g_clocks));
+}
+#endif

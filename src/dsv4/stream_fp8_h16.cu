@@ -5,3 +5,9 @@
 namespace sparse_decode::dsv4 {
 const void* stream_kernel_fp8_h16() { return reinterpret_cast<const void*>(&stream_kernel<StreamTraitsFp8>); }
 }  // namespace sparse_decode::dsv4
+
+#if defined(SPARSE_DECODE_PHASE_CLOCKS)
+int sparse_decode::dsv4::phase_clocks::read_stream(unsigned long long* host) {
+  return cudaMemcpyFromSymbol(host, g_clocks, sizeof(g_clocks));
+}
+#endif

@@ -1,0 +1,41 @@
+// Diagnostic only (CMake option SPARSE_DECODE_PHASE_CLOCKS, off by default):
+// clock64() at the steps of each chunk of CTA 0, for the first thread of each
+// warpgroup, so that the latency chain of a chunk can be read step by step
+// (tools/diagnostics/phase_clocks.cpp). Without the option phase_mark is empty.
+#pragma once
+
+#include <cstddef>
+
+namespace sparse_decode::dsv4::phase_clocks {
+
+inline constexpr int kChunks = 16;   // chunks recorded
+inline constexpr int kMarks = 8;     // steps a chunk (chunk_steps.cuh: walk_chunks_two_tiles, chunk_math)
+inline constexpr int kWarpgroups = 2;
+inline constexpr size_t kCount = size_t{kWarpgroups} * kChunks * kMarks;
+
+// Copy the clocks [warpgroup][chunk][mark] of the last launch of the FP8
+// 16-head stream kernel or split kernel to `host` (kCount values); return a
+// cudaError_t. Defined only with the option.
+int read_stream(unsigned long long* host);
+int read_split(unsigned long long* host);
+
+#if defined(SPARSE_DECODE_PHASE_CLOCKS) && defined(__CUDACC__)
+// One copy a translation unit: read() reads the copy of the kernel's file.
+static __device__ unsigned long long g_clocks[kWarpgroups][kChunks][kMarks];
+#endif
+
+}  // namespace sparse_decode::dsv4::phase_clocks
+
+namespace sparse_decode::dsv4 {
+#if defined(__CUDACC__)
+__device__ __forceinline__ void phase_mark(int chunk, int mark) {
+#if defined(SPARSE_DECODE_PHASE_CLOCKS)
+  if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && chunk < phase_clocks::kChunks) {
+    phase_clocks::g_clocks[threadIdx.x / 128][chunk][mark] = clock64();
+  }
+#else
+  (void)chunk, (void)mark;
+#endif
+}
+#endif
+}  // namespace sparse_decode::dsv4

@@ -1,0 +1,64 @@
+// The latency chain of a chunk, step by step (diagnostic build only:
+// cmake -DSPARSE_DECODE_PHASE_CLOCKS=ON). Runs the FP8 16-head stream or
+// split kernel on a synthetic problem with the L2 flushed before each run
+// and prints, for CTA 0 and the first thread of each warpgroup, the cycles
+// between the marks of src/dsv4/chunk_steps.cuh:
+//   0 loop top, 1 rows visible (wait + barrier), 2 next gather issued,
+//   3 scores stored (wgmma), 4 barrier, 5 softmax, 6 barrier, 7 P V + fold.
+//   phase-clocks [stream|split] [tokens] [width]
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "dsv4/phase_clocks.cuh"
+#include "sparse_decode/dsv4_decode.h"
+#include "testing/device_buffer.h"
+#include "testing/dsv4_problem.h"
+
+using namespace sparse_decode;
+namespace clocks = sparse_decode::dsv4::phase_clocks;
+
+int main(int argc, char** argv) {
+  const std::string kernel = argc > 1 ? argv[1] : "stream";
+  testing::Dsv4ProblemConfig config;
+  config.tokens = argc > 2 ? std::atoll(argv[2]) : 1;
+  config.width = argc > 3 ? std::atoi(argv[3]) : 640;
+  config.lens = false;
+  config.compressed_rows = 1 << 18;  // 128 MB of rows (more than L2): the gather reads DRAM
+  const testing::Dsv4Problem problem = testing::make_dsv4_problem(config);
+  testing::Dsv4DeviceProblem device(problem);
+  device.args.kernel = kernel == "split" ? Dsv4Kernel::kSplit : Dsv4Kernel::kStream;
+  const size_t bytes = workspace_size(device.args);
+  testing::DeviceBuffer workspace(bytes > 0 ? bytes : 16);
+  testing::DeviceBuffer flush(size_t{512} << 20);
+  std::vector<unsigned long long> marks(clocks::kCount);
+  for (int run = 0; run < 3; ++run) {
+    flush.fill_bytes(static_cast<uint8_t>(run));
+    const Status status = dsv4_decode(device.args, workspace.get(), workspace.bytes(), nullptr);
+    if (!status.ok()) {
+      std::printf("dsv4_decode: %s\n", status.message().c_str());
+      return 1;
+    }
+    testing::check_cuda(cudaDeviceSynchronize(), "the decode");
+  }
+  const int error = kernel == "split" ? clocks::read_split(marks.data()) : clocks::read_stream(marks.data());
+  testing::check_cuda(error, "reading the clocks");
+  int khz = 0;
+  cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0);
+  std::printf("%s kernel, T = %lld, W = %d, SM clock %d MHz; cycles from the previous mark\n", kernel.c_str(),
+              static_cast<long long>(config.tokens), config.width, khz / 1000);
+  std::printf("wg chunk |  wait+bar  gather  scores  bar  softmax  bar  pv+fold | chunk\n");
+  const int chunks = (config.width + 63) / 64;
+  for (int wg = 0; wg < clocks::kWarpgroups; ++wg) {
+    for (int c = 0; c < chunks && c < clocks::kChunks; ++c) {
+      const unsigned long long* m = &marks[(wg * clocks::kChunks + c) * clocks::kMarks];
+      std::printf("%2d %5d |", wg, c);
+      for (int k = 1; k < clocks::kMarks; ++k) std::printf(" %7lld", static_cast<long long>(m[k] - m[k - 1]));
+      std::printf(" | %7lld\n", static_cast<long long>(m[clocks::kMarks - 1] - m[0]));
+    }
+  }
+  return 0;
+}
