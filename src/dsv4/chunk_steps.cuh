@@ -31,10 +31,6 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&pair);
 }
 
-__device__ __forceinline__ uint32_t pack_f16x2(float lo, float hi) {
-  const __half2 pair = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&pair);
-}
 
 // The index this thread's gather lane reads for the chunk at `column0`
 // (-1 past the width), from global memory: the first chunk's.
@@ -580,8 +576,8 @@ __device__ __forceinline__ void walk_chunks_two_tiles(ChunkSmem<Traits>& s, cons
 
 // One KV tile: chunk i's rows are gathered once chunk i - 1's P V is done
 // with the tile, their indices loaded from global memory then. Meant for
-// walks of one chunk (the BF16 cluster kernel up to W = 1024); longer walks
-// run the same float operations, only slower.
+// walks of one chunk (the cluster kernels and the BF16 split kernel up to
+// W = 1024); longer walks run the same float operations, only slower.
 template <class Traits, class ChunkPv>
 __device__ __forceinline__ void walk_chunks_one_tile(ChunkSmem<Traits>& s, const Dsv4Params& p,
                                                      const TokenScope& scope, int first, int count, int per_group,

@@ -41,10 +41,10 @@ __device__ __forceinline__ void write_group(const ChunkSmem<Traits>& s, const Ds
   });
 }
 
-// One CTA a run of split_groups groups of a unit: the walk of the cluster
-// kernel's CTA when the run is one group; longer runs (more tokens than the
-// GPU holds CTAs) walk with the next chunk's gather in flight, as the stream
-// kernel does, and write each group as it ends.
+// One CTA a run of split_groups groups of a unit (the floats of the cluster
+// kernel's CTA when the run is one group); longer runs (more tokens than the
+// GPU holds CTAs) walk with the traits' tiles (FP8: the next chunk's gather
+// in flight, as in the stream kernel) and write each group as it ends.
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(SplitSmem<Traits>)))
     split_kernel(const __grid_constant__ Dsv4Params p) {

@@ -250,8 +250,8 @@ TEST(Dsv4Validation, SplitWorkspace) {
   Dsv4DecodeArgs a = call.args;
   a.memory = MemorySpace::kDevice;
   a.kernel = Dsv4Kernel::kSplit;
-  // T = 4, 16 heads, W = 256: 4 groups of one chunk, each 16 KiB of FP16
-  // means and 16 (max, sum) pairs.
+  // T = 4, 16 heads, W = 256: 4 groups of one chunk, each 32 KiB of FP32
+  // P V sums and 16 (max, sum) pairs.
   EXPECT_EQ(workspace_size(a), size_t{4} * 4 * (32768 + 128));
   a.num_heads = 64;  // 4 head groups (strides for 64 heads; nothing runs)
   a.q_token_stride = a.out_token_stride = 64 * kHeadDim;

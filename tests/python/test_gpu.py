@@ -114,11 +114,11 @@ def test_cuda_graph_replay_sees_new_scales_and_indices(rng, seed, entry):
     scale1 = torch.tensor([first.bmm1_scale], dtype=torch.float32, device="cuda")
     scale2 = torch.tensor([first.bmm2_scale], dtype=torch.float32, device="cuda")
     out, lse, count = torch_outputs(first, "cuda")
-    workspace = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
+    workspace = torch.empty(2 << 20, dtype=torch.uint8, device="cuda")
 
     # Every tensor exists before capture, except the low-level entry's split
     # workspace (torch's graph pool serves it). The FlashInfer entry gets half
-    # of `workspace` (512 KiB), too little for the split path: it runs the
+    # of `workspace` (1 MiB), too little for the split path (1.9 MB): it runs the
     # cluster kernel.
     def step():
         if entry == "low-level":
