@@ -31,7 +31,6 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&pair);
 }
 
-
 // The index this thread's gather lane reads for the chunk at `column0`
 // (-1 past the width), from global memory: the first chunk's.
 template <class Traits>
