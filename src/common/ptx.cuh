@@ -147,6 +147,18 @@ __device__ __forceinline__ void st_async_peer(uint32_t peer_addr, float2 value, 
                : "memory");
 }
 
+// Bulk copy (TMA) of `bytes` (a multiple of 16, both addresses 16-byte
+// aligned) from global to this CTA's shared memory, completing its bytes on
+// `barrier`. The issuing thread does not wait for it.
+__device__ __forceinline__ void cp_async_bulk_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t barrier) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(barrier)
+               : "memory");
+}
+__device__ __forceinline__ void st_shared_zero16(uint32_t address) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(address), "r"(0) : "memory");
+}
+
 // ---- warpgroup MMA (sm_90a) ----
 
 // Shared-memory matrix descriptor of a K-major operand without swizzle: core
@@ -178,6 +190,28 @@ __device__ __forceinline__ void wgmma_e4m3_64x16x32(float (&d)[8], uint64_t a, u
       " wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
       : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));
+}
+
+// D (64 x 16, FP32) (+)= A (64 x 32 E4M3, registers: the mma.m16n8k32 A
+// fragment of the warp's 16 rows) * B (32 x 16 E4M3, smem, K-major).
+__device__ __forceinline__ void wgmma_e4m3_64x16x32_rs(float (&d)[8], const uint32_t (&a)[4], uint64_t b,
+                                                       bool accumulate) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %13, 0;\n"
+      " wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, "
+      "%12, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(static_cast<int>(accumulate)));
+}
+// D (64 x 16, FP32) (+)= A (64 x 16 BF16, registers) * B (16 x 16 BF16, smem, K-major).
+__device__ __forceinline__ void wgmma_bf16_64x16x16_rs(float (&d)[8], const uint32_t (&a)[4], uint64_t b,
+                                                       bool accumulate) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %13, 0;\n"
+      " wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, "
+      "%12, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(static_cast<int>(accumulate)));
 }
 
 // D (64 x 16, FP32) (+)= A (64 x 16 BF16, smem) * B (16 x 16 BF16, smem), both

@@ -69,7 +69,7 @@ __device__ __forceinline__ int32_t staged_index(const ChunkSmem<Traits>& s, cons
 // conflicts). Masked columns read nothing and are zero-filled, so NaN in
 // their rows never reaches the MMAs. `index` is chunk_index() of the chunk.
 template <class Traits>
-__device__ __forceinline__ void gather_chunk(ChunkSmem<Traits>& s, const Dsv4Params& p, int column0, int32_t index,
+__device__ __forceinline__ void gather_chunk_cp_async(ChunkSmem<Traits>& s, const Dsv4Params& p, int column0, int32_t index,
                                              int len, int window, bool count_out_of_range, int buffer) {
   constexpr int kRows = Traits::kGatherRowsPerWarp;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -96,6 +96,71 @@ __device__ __forceinline__ void gather_chunk(ChunkSmem<Traits>& s, const Dsv4Par
     const bool load = active && !(p.skip_stages & 1);
     ptx::cp_async_16(dst + i * kLanesPerRow * Traits::kCoreBytes, src + piece * 16, load ? 16u : 0u);
   }
+}
+
+// Gathers the chunk's rows into row-major KV tile `buffer` by bulk copies:
+// lane l < 8 of warp w copies row 8w + l (one 512- or 1024-byte copy),
+// completing on rows_landed[buffer] (one arrival a warp, with the bytes it
+// copies). Rows not copied (masked columns) are zero-filled by the warp
+// first, so NaN in their rows never reaches the MMAs. The issuing lanes do
+// not wait for the copies: the math of the current chunk runs meanwhile.
+template <class Traits>
+__device__ __forceinline__ void gather_chunk_bulk(ChunkSmem<Traits>& s, const Dsv4Params& p, int column0,
+                                                  int32_t index, int len, int window, bool count_out_of_range,
+                                                  int buffer) {
+  constexpr int kRows = Traits::kGatherRowsPerWarp;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int column = column0 + warp * kRows + lane % kRows;
+  const bool swa = column < kSwaColumns;
+  const int64_t rows = swa ? p.swa.rows : p.compressed.rows;
+  const bool listed = index >= 0 && column < len && (!swa || column < window);
+  const bool active = listed && index < rows;
+  if (listed && !active && lane < kRows && count_out_of_range) atomicAdd(p.out_of_range_count, 1);
+  __syncwarp();  // reconverge before the ballots
+  const bool load = active && !(p.skip_stages & 1);
+  const uint32_t mask = __ballot_sync(0xffffffffu, active) & ((1u << kRows) - 1);
+  const uint32_t copied = __ballot_sync(0xffffffffu, load) & ((1u << kRows) - 1);
+  if (lane == 0) s.column_mask[buffer][warp] = static_cast<uint8_t>(mask);
+  for (uint32_t zero = ~copied & ((1u << kRows) - 1); zero != 0; zero &= zero - 1) {
+    const int row = warp * kRows + __ffs(zero) - 1;
+#pragma unroll
+    for (int part = 0; part < Traits::kRowBytes / 512; ++part) {
+      ptx::st_shared_zero16(ptx::smem_address(&s.kv[buffer][row][part * 512 + lane * 16]));
+    }
+  }
+  __syncwarp();  // the zeros before the arrival that publishes the tile
+  const uint32_t barrier = ptx::smem_address(&s.rows_landed[buffer]);
+  if (lane == 0) ptx::mbarrier_arrive_expect_tx(barrier, __popc(copied) * Traits::kRowBytes);
+  __syncwarp();  // the expected bytes before any copy completes
+  if (lane < kRows && load) {
+    const uint8_t* src = swa ? p.swa.data + row_offset(p.swa, index) : p.compressed.data + row_offset(p.compressed, index);
+    ptx::cp_async_bulk_g2s(ptx::smem_address(&s.kv[buffer][warp * kRows + lane][0]), src, Traits::kRowBytes, barrier);
+  }
+}
+
+template <class Traits>
+__device__ __forceinline__ void gather_chunk(ChunkSmem<Traits>& s, const Dsv4Params& p, int column0, int32_t index,
+                                             int len, int window, bool count_out_of_range, int buffer) {
+  if constexpr (Traits::kBulkRows) {
+    gather_chunk_bulk<Traits>(s, p, column0, index, len, window, count_out_of_range, buffer);
+  } else {
+    gather_chunk_cp_async<Traits>(s, p, column0, index, len, window, count_out_of_range, buffer);
+  }
+}
+
+// Bulk rows: the tiles' barriers (one arrival a warp a phase); the walk
+// starts with them, followed by a CTA barrier.
+template <class Traits>
+__device__ __forceinline__ void init_tile_barriers(ChunkSmem<Traits>& s) {
+  if constexpr (Traits::kBulkRows) {
+    if (threadIdx.x < Traits::kBuffers) ptx::mbarrier_init(ptx::smem_address(&s.rows_landed[threadIdx.x]), Traits::kWarps);
+  }
+}
+
+// Bulk rows: waits for use `use` (0, 1, ...) of tile `buffer` to land.
+template <class Traits>
+__device__ __forceinline__ void wait_tile(ChunkSmem<Traits>& s, int buffer, int use) {
+  if constexpr (Traits::kBulkRows) ptx::mbarrier_wait_parity(ptx::smem_address(&s.rows_landed[buffer]), use & 1);
 }
 
 // The query heads a CTA serves: kHeads (16 or 64) from `first`, of which
@@ -159,12 +224,72 @@ __device__ __forceinline__ void issue_score_set(float (&d)[Traits::kHeads / 2], 
   }
 }
 
+// Stores this warpgroup's partial S^T (the wgmma fragment: rows = columns of
+// the chunk 16 warp + lane/4 (+8), heads 8j + 2(lane%4) (+1)) as
+// scores[warpgroup][head][column].
+template <class Traits>
+__device__ __forceinline__ void store_scores(ChunkSmem<Traits>& s, const float (&d)[Traits::kHeads / 2]) {
+  const int warpgroup = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  const int column = 16 * warp + lane / 4, head = 2 * (lane % 4);
+  float(&scores)[Traits::kHeads][Traits::kScoreRowFloats] = s.scores[warpgroup];
+#pragma unroll
+  for (int j = 0; j < Traits::kHeads / 8; ++j) {
+    scores[8 * j + head][column] = d[4 * j + 0];
+    scores[8 * j + head + 1][column] = d[4 * j + 1];
+    scores[8 * j + head][column + 8] = d[4 * j + 2];
+    scores[8 * j + head + 1][column + 8] = d[4 * j + 3];
+  }
+}
+
+// Partial S^T = K Q^T (64 columns x 16 heads) of this warpgroup's half of
+// the dims, K from registers (bulk rows): each warp loads the mma A fragment
+// of its 16 rows with one ldmatrix.x4 a k-step, from the row-major tile.
+// The k-steps' accumulator sets and their FP32 sum are those of
+// score_chunk_from_tiles: ((s0 + s1) + s2) + s3.
+template <class Traits>
+__device__ __forceinline__ void score_chunk_from_registers(ChunkSmem<Traits>& s, int buffer) {
+  static_assert(Traits::kHeads == 16, "K from registers: the 16-head kernels");
+  const int warpgroup = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  const int piece0 = warpgroup * Traits::kPiecesPerWarpgroup;
+  // ldmatrix.x4: matrices (rows 0-7, bytes 0-15), (rows 8-15, 0-15), (0-7, 16-31), (8-15, 16-31) of a k-step.
+  const int row = 16 * warp + (lane & 7) + ((lane >> 3) & 1) * 8;
+  const uint32_t a_base = ptx::smem_address(&s.kv[buffer][row][piece0 * 16 + (lane >> 4) * 16]);
+  const uint64_t q = ptx::wgmma_descriptor(ptx::smem_address(&s.q[0][piece0][0][0]), Traits::kCoreBytes,
+                                           Traits::kRowGroupBytes);
+  constexpr int kPerSet = Traits::kStepsPerAccumulator, kSets = Traits::kScoreSets, kBatch = Traits::kScoreBatch;
+  float partial[kSets][Traits::kHeads / 2];
+#pragma unroll
+  for (int first = 0; first < Traits::kScoreSteps; first += kBatch) {
+    uint32_t a[kBatch][4];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) ptx::ldmatrix_x4(a[j], a_base + (first + j) * 32);
+    ptx::wgmma_fence();  // the A registers were just written
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int k = first + j;
+      const uint64_t b = ptx::wgmma_descriptor_advance(q, k * 2 * Traits::kCoreBytes);
+      if constexpr (Traits::kBf16) {
+        ptx::wgmma_bf16_64x16x16_rs(partial[k / kPerSet], a[j], b, k % kPerSet != 0);
+      } else {
+        ptx::wgmma_e4m3_64x16x32_rs(partial[k / kPerSet], a[j], b, k % kPerSet != 0);
+      }
+    }
+    ptx::wgmma_commit();
+    ptx::wgmma_wait_all();
+  }
+#pragma unroll
+  for (int set = 1; set < kSets; ++set)
+#pragma unroll
+    for (int i = 0; i < Traits::kHeads / 2; ++i) partial[0][i] += partial[set][i];
+  store_scores<Traits>(s, partial[0]);
+}
+
 // Partial S^T = K Q^T (64 columns x kHeads heads) of this warpgroup's half of
 // the dims, with wgmma on the FP8 or BF16 tiles: no conversion, each operand
 // byte read once. Stored as scores[warpgroup][head][column].
 template <class Traits>
-__device__ __forceinline__ void score_chunk(ChunkSmem<Traits>& s, int buffer) {
-  const int warpgroup = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+__device__ __forceinline__ void score_chunk_from_tiles(ChunkSmem<Traits>& s, int buffer) {
+  const int warpgroup = threadIdx.x / 128;
   const int piece0 = warpgroup * Traits::kPiecesPerWarpgroup;
   const uint64_t kv = ptx::wgmma_descriptor(ptx::smem_address(&s.kv[buffer][0][piece0][0][0]), Traits::kCoreBytes,
                                             Traits::kRowGroupBytes);
@@ -199,16 +324,16 @@ __device__ __forceinline__ void score_chunk(ChunkSmem<Traits>& s, int buffer) {
 #pragma unroll
       for (int i = 0; i < kRegs; ++i) partial[0][i] += partial[set][i];
   }
-  const float(&d)[kRegs] = partial[0];
-  // Fragment: rows (columns of the chunk) 16 warp + lane/4 (+8), heads 8j + 2(lane%4) (+1).
-  const int column = 16 * warp + lane / 4, head = 2 * (lane % 4);
-  float(&scores)[Traits::kHeads][Traits::kScoreRowFloats] = s.scores[warpgroup];
-#pragma unroll
-  for (int j = 0; j < Traits::kHeads / 8; ++j) {
-    scores[8 * j + head][column] = d[4 * j + 0];
-    scores[8 * j + head + 1][column] = d[4 * j + 1];
-    scores[8 * j + head][column + 8] = d[4 * j + 2];
-    scores[8 * j + head + 1][column + 8] = d[4 * j + 3];
+  store_scores<Traits>(s, partial[0]);
+}
+
+// Partial S^T = K Q^T of this warpgroup's half of the dims into scores.
+template <class Traits>
+__device__ __forceinline__ void score_chunk(ChunkSmem<Traits>& s, int buffer) {
+  if constexpr (Traits::kBulkRows) {
+    score_chunk_from_registers<Traits>(s, buffer);
+  } else {
+    score_chunk_from_tiles<Traits>(s, buffer);
   }
 }
 
@@ -296,6 +421,17 @@ __device__ __forceinline__ void softmax_chunk(ChunkSmem<Traits>& s, int buffer, 
   }
 }
 
+// Shared-memory address of byte `byte` of row `row` of KV tile `buffer`, in
+// either tile layout (row-major padded rows, or core matrices).
+template <class Traits>
+__device__ __forceinline__ uint32_t kv_address(const ChunkSmem<Traits>& s, int buffer, int row, int byte) {
+  if constexpr (Traits::kBulkRows) {
+    return ptx::smem_address(&s.kv[buffer][row][byte]);
+  } else {
+    return ptx::smem_address(&s.kv[buffer][row / 8][byte / 16][row % 8][byte % 16]);
+  }
+}
+
 // Shared-memory address of this lane's ldmatrix.x4 rows of P for head tile 0
 // (rows = heads, 16 columns from column 0); tile t is 16 rows further.
 template <class Traits>
@@ -319,7 +455,7 @@ __device__ __forceinline__ void accumulate_dims_bf16(ChunkSmem<Traits>& s, int b
   const uint32_t hi_base = prob_fragment_base<Traits>(s, 0), lo_base = prob_fragment_base<Traits>(s, 1);
   // Matrices of an ldmatrix.x4.trans: rows k..k+7 / k+8..k+15 (row groups) x dims d..d+7 / d+8..d+15 (pieces).
   const int piece0 = (warp * Traits::kDimsPerWarp + first_group * 32) / 8 + (lane >> 4);
-  const uint32_t v_base = ptx::smem_address(&s.kv[buffer][(lane >> 3) & 1][piece0][lane & 7][0]);
+  const uint32_t v_base = kv_address<Traits>(s, buffer, ((lane >> 3) & 1) * 8 + (lane & 7), piece0 * 16);
 #pragma unroll
   for (int kk = 0; kk < Traits::kChunkColumns / 16; ++kk) {
     uint32_t hi[kTiles][4], lo[kTiles][4];
@@ -333,7 +469,7 @@ __device__ __forceinline__ void accumulate_dims_bf16(ChunkSmem<Traits>& s, int b
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         uint32_t r[4];
-        ptx::ldmatrix_x4_trans(r, v_base + kk * 2 * Traits::kRowGroupBytes + (4 * g + 2 * half) * Traits::kCoreBytes);
+        ptx::ldmatrix_x4_trans(r, v_base + kk * Traits::kTileRows16Bytes + (4 * g + 2 * half) * Traits::kTilePieceBytes);
 #pragma unroll
         for (int t = 0; t < kTiles; ++t) {
           ptx::mma_bf16_16x8x16(acc[t][g][half][0], lo[t], r[0], r[1]);
@@ -362,7 +498,7 @@ __device__ __forceinline__ void accumulate_dims_fp8(ChunkSmem<Traits>& s, int bu
   const int d0 = warp * Traits::kDimsPerWarp + first_group * 32;
   const uint32_t p_base = prob_fragment_base<Traits>(s, 0);
   // Matrices of an ldmatrix.x4: rows k..k+7 / k+8..k+15 (row groups) x dims d..d+15 / d+16..d+31 (pieces).
-  const uint32_t v_base = ptx::smem_address(&s.kv[buffer][(lane >> 3) & 1][d0 / 16 + (lane >> 4)][lane & 7][0]);
+  const uint32_t v_base = kv_address<Traits>(s, buffer, ((lane >> 3) & 1) * 8 + (lane & 7), (d0 / 16 + (lane >> 4)) * 16);
 #pragma unroll
   for (int kk = 0; kk < Traits::kChunkColumns / 16; ++kk) {
     uint32_t a[kLoadPerTile ? 1 : kTiles][4];
@@ -375,7 +511,7 @@ __device__ __forceinline__ void accumulate_dims_fp8(ChunkSmem<Traits>& s, int bu
 #pragma unroll
     for (int g = 0; g < kGroups; ++g) {
       uint32_t r[4];
-      ptx::ldmatrix_x4_trans(r, v_base + kk * 2 * Traits::kRowGroupBytes + g * 2 * Traits::kCoreBytes);
+      ptx::ldmatrix_x4_trans(r, v_base + kk * Traits::kTileRows16Bytes + g * 2 * Traits::kTilePieceBytes);
       uint32_t b[2][2][2];  // [half][even / odd dims][rows k.. / k+8..]
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
@@ -546,8 +682,12 @@ __device__ __forceinline__ void walk_chunks_two_tiles(ChunkSmem<Traits>& s, cons
                                                       const TokenScope& scope, int first, int count, int per_group,
                                                       ChunkPv& pv) {
   constexpr int kColumns = Traits::kChunkColumns;
-  gather_chunk<Traits>(s, p, first * kColumns, chunk_index<Traits>(p, scope.token, first * kColumns), scope.len,
-                       scope.window, scope.count_out_of_range, 0);
+  const int32_t first_index = chunk_index<Traits>(p, scope.token, first * kColumns);
+  if constexpr (Traits::kBulkRows) {
+    init_tile_barriers<Traits>(s);
+    __syncthreads();
+  }
+  gather_chunk<Traits>(s, p, first * kColumns, first_index, scope.len, scope.window, scope.count_out_of_range, 0);
   if (count > 1) stage_chunk_indices<Traits>(s, p, scope.token, (first + 1) * kColumns, 1);
   ptx::cp_async_commit();
   ptx::launch_dependents();
@@ -555,6 +695,7 @@ __device__ __forceinline__ void walk_chunks_two_tiles(ChunkSmem<Traits>& s, cons
   for (int i = 0; i < count; ++i) {
     const int buffer = i % Traits::kBuffers;
     phase_mark(i, 0);
+    wait_tile<Traits>(s, buffer, i / Traits::kBuffers);
     ptx::cp_async_wait_group<0>();
     ptx::fence_proxy_async_shared();  // the copies are read by wgmma (async proxy)
     // Chunk i's rows and chunk i + 1's indices are visible; chunk i - 1's P V is done with the other tile.
@@ -582,6 +723,10 @@ __device__ __forceinline__ void walk_chunks_one_tile(ChunkSmem<Traits>& s, const
                                                      const TokenScope& scope, int first, int count, int per_group,
                                                      ChunkPv& pv) {
   constexpr int kColumns = Traits::kChunkColumns;
+  if constexpr (Traits::kBulkRows) {
+    init_tile_barriers<Traits>(s);
+    __syncthreads();
+  }
   for (int i = 0; i < count; ++i) {
     const int column0 = (first + i) * kColumns;
     if (i > 0) __syncthreads();  // chunk i - 1's P V is done with the tile
@@ -592,6 +737,7 @@ __device__ __forceinline__ void walk_chunks_one_tile(ChunkSmem<Traits>& s, const
       ptx::launch_dependents();
       if (threadIdx.x < Traits::kHeads) s.sink_log2[threadIdx.x] = scope.sink * kLog2e;
     }
+    wait_tile<Traits>(s, 0, i);
     ptx::cp_async_wait_group<0>();
     ptx::fence_proxy_async_shared();  // the copies are read by wgmma (async proxy)
     __syncthreads();

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "sparse_decode/dsv4_decode.h"
 
@@ -70,6 +71,17 @@ struct Dsv4Traits {
   static constexpr int kProbParts = kBf16 ? 2 : 1;
   static constexpr int kDimsPerWarp = kHeadDim / kWarps;             // O = P V: dims split over warps
   static constexpr int kDimGroups = kDimsPerWarp / 32;               // ldmatrix.x4.trans groups of a warp
+  // 16-head kernels: each gathered row is one bulk copy (TMA) into a
+  // row-major tile, rows padded by 16 bytes (8 rows of an ldmatrix on
+  // distinct banks); Q K^T takes K from registers. 64-head kernels keep
+  // cp.async into wgmma's core matrices (docs/kernels/large_batch.md).
+  static constexpr bool kBulkRows = kHeads == 16;
+  static constexpr int kTileRowBytes = kRowBytes + 16;
+  // Bytes between 16-row blocks and between 16-byte pieces of a row in the KV tile.
+  static constexpr int kTileRows16Bytes = kBulkRows ? 16 * kTileRowBytes : 2 * kRowGroupBytes;
+  static constexpr int kTilePieceBytes = kBulkRows ? 16 : kCoreBytes;
+  // Q K^T from registers: k-steps whose K fragments are loaded before one wgmma batch.
+  static constexpr int kScoreBatch = 4;
   static constexpr int kScoreRowFloats = kChunkColumns + 4;  // +4: the wgmma fragment stores spread over banks
   static constexpr int kProbRowHalves = kChunkColumns + 8;   // +8: ldmatrix rows on distinct banks
   // A token's chunks form at most 16 groups of equal length; each group's
@@ -110,6 +122,11 @@ struct Dsv4Traits {
   static_assert(kThreads % kHeads == 0, "reduction: a thread serves one head");
   static_assert(kDimsPerWarp % (4 * kGranuleDims) == 0, "a thread's P V fragment is 4 dims of its two heads");
   static_assert(kPieces % (kThreads / 8) == 0, "load_query: each pass of the CTA copies 32 pieces of 8 heads");
+  static_assert(kTileRowBytes % 16 == 0 && (kTileRowBytes / 4) % 32 == 4,
+                "bulk rows: 16-byte aligned, consecutive rows 4 banks apart (ldmatrix without conflicts)");
+  static_assert(kRowBytes % 512 == 0, "bulk rows: a warp zero-fills a masked row 512 bytes a store");
+  static_assert(kScoreSteps % kScoreBatch == 0 && kScoreBatch % kStepsPerAccumulator == 0 || kBf16,
+                "Q K^T from registers: whole accumulator sets a batch (FP8)");
 };
 
 // The 4 values of granule g travel in the order (n-tile 0, n-tile 1) x
@@ -146,11 +163,18 @@ template <int kColumns>
 struct StagedIndices<1, kColumns> {};
 
 // What both kernels keep per chunk.
+// A KV tile: row-major padded rows (bulk copies) or wgmma's core matrices
+// [row group][16-byte piece][row % 8][16] (cp.async).
+template <class Traits>
+using KvTile = std::conditional_t<Traits::kBulkRows, uint8_t[Traits::kChunkColumns][Traits::kTileRowBytes],
+                                  uint8_t[Traits::kChunkColumns / 8][Traits::kPieces][8][16]>;
+
 template <class Traits>
 struct ChunkSmem {
   static constexpr int kHeads = Traits::kHeads;
-  uint8_t kv[Traits::kBuffers][Traits::kChunkColumns / 8][Traits::kPieces][8][16];  // gathered rows: K and V
-  uint8_t q[kHeads / 8][Traits::kPieces][8][16];
+  KvTile<Traits> kv[Traits::kBuffers];  // gathered rows: K and V
+  uint64_t rows_landed[Traits::kBuffers];  // bulk rows: a tile's copies completed (one arrival a warp)
+  alignas(16) uint8_t q[kHeads / 8][Traits::kPieces][8][16];
   float scores[Traits::kWarpgroups][kHeads][Traits::kScoreRowFloats];  // each warpgroup's share of Q K^T
   // exp2(score - running max): FP16 bits (FP8 rows) or BF16 hi, lo bits (BF16 rows)
   uint16_t probs[Traits::kProbParts][kHeads][Traits::kProbRowHalves];
