@@ -148,12 +148,13 @@ __device__ __forceinline__ void gather_chunk(ChunkSmem<Traits>& s, const Dsv4Par
   }
 }
 
-// Bulk rows: the tiles' barriers (one arrival a warp a phase); the walk
-// starts with them, followed by a CTA barrier.
+// Bulk rows: the tiles' barriers (one arrival a warp a phase), initialized
+// by load_query before any copy into shared memory and a CTA barrier.
 template <class Traits>
 __device__ __forceinline__ void init_tile_barriers(ChunkSmem<Traits>& s) {
   if constexpr (Traits::kBulkRows) {
     if (threadIdx.x < Traits::kBuffers) ptx::mbarrier_init(ptx::smem_address(&s.rows_landed[threadIdx.x]), Traits::kWarps);
+    __syncthreads();
   }
 }
 
@@ -184,6 +185,7 @@ __device__ __forceinline__ HeadGroup head_group(const Dsv4Params& p, int group) 
 template <class Traits>
 __device__ __forceinline__ void load_query(ChunkSmem<Traits>& s, const Dsv4Params& p, int64_t token,
                                            HeadGroup heads) {
+  init_tile_barriers<Traits>(s);  // once a CTA, before its first copy
   constexpr int kPiecesPerPass = Traits::kThreads / 8;
   const int head = threadIdx.x % 8;
   const uint8_t* row = p.q + token * p.q_token_stride + (heads.first + head) * p.q_head_stride;
@@ -241,14 +243,49 @@ __device__ __forceinline__ void store_scores(ChunkSmem<Traits>& s, const float (
   }
 }
 
-// Partial S^T = K Q^T (64 columns x 16 heads) of this warpgroup's half of
-// the dims, K from registers (bulk rows): each warp loads the mma A fragment
-// of its 16 rows with one ldmatrix.x4 a k-step, from the row-major tile.
-// The k-steps' accumulator sets and their FP32 sum are those of
-// score_chunk_from_tiles: ((s0 + s1) + s2) + s3.
+// One wgmma k-step of Q K^T with K from registers (the mma A fragment).
+template <class Traits>
+__device__ __forceinline__ void issue_score_step(float (&d)[Traits::kHeads / 2], const uint32_t (&a)[4], uint64_t q,
+                                                 int k, bool accumulate) {
+  const uint64_t b = ptx::wgmma_descriptor_advance(q, k * 2 * Traits::kCoreBytes);
+  if constexpr (Traits::kBf16) {
+    ptx::wgmma_bf16_64x16x16_rs(d, a, b, accumulate);
+  } else if constexpr (Traits::kHeads == 16) {
+    ptx::wgmma_e4m3_64x16x32_rs(d, a, b, accumulate);
+  } else {
+    ptx::wgmma_e4m3_64x64x32_rs(d, a, b, accumulate);
+  }
+}
+
+// Loads the K fragments of k-steps [first, first + kSteps) and issues them
+// into accumulator sets: k-step k goes to partial[slot(k / kPerSet)], the
+// first k-step of a set overwriting it; one commit and wait.
+template <class Traits, int kSteps, int kSlots, class Slot>
+__device__ __forceinline__ void score_batch(float (&partial)[kSlots][Traits::kHeads / 2], uint32_t a_base, uint64_t q,
+                                            int first, Slot&& slot) {
+  constexpr int kPerSet = Traits::kStepsPerAccumulator;
+  uint32_t a[kSteps][4];
+#pragma unroll
+  for (int j = 0; j < kSteps; ++j) ptx::ldmatrix_x4(a[j], a_base + (first + j) * 32);
+  ptx::wgmma_fence();  // the A registers were just written
+#pragma unroll
+  for (int j = 0; j < kSteps; ++j) {
+    const int k = first + j;
+    issue_score_step<Traits>(partial[slot(k / kPerSet)], a[j], q, k, k % kPerSet != 0);
+  }
+  ptx::wgmma_commit();
+  ptx::wgmma_wait_all();
+}
+
+// Partial S^T = K Q^T (64 columns x kHeads heads) of this warpgroup's half
+// of the dims, K from registers (bulk rows): each warp loads the mma A
+// fragment of its 16 rows with one ldmatrix.x4 a k-step, from the row-major
+// tile. The accumulator sets and their FP32 sum in set order, ((s0 + s1) +
+// s2) + s3, are those of score_chunk_from_tiles. 16 heads: all sets live,
+// loaded kScoreBatch k-steps at a time; 64 heads: sets 0 and 1, then each
+// later set into slot 1.
 template <class Traits>
 __device__ __forceinline__ void score_chunk_from_registers(ChunkSmem<Traits>& s, int buffer) {
-  static_assert(Traits::kHeads == 16, "K from registers: the 16-head kernels");
   const int warpgroup = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
   const int piece0 = warpgroup * Traits::kPiecesPerWarpgroup;
   // ldmatrix.x4: matrices (rows 0-7, bytes 0-15), (rows 8-15, 0-15), (0-7, 16-31), (8-15, 16-31) of a k-step.
@@ -256,31 +293,31 @@ __device__ __forceinline__ void score_chunk_from_registers(ChunkSmem<Traits>& s,
   const uint32_t a_base = ptx::smem_address(&s.kv[buffer][row][piece0 * 16 + (lane >> 4) * 16]);
   const uint64_t q = ptx::wgmma_descriptor(ptx::smem_address(&s.q[0][piece0][0][0]), Traits::kCoreBytes,
                                            Traits::kRowGroupBytes);
-  constexpr int kPerSet = Traits::kStepsPerAccumulator, kSets = Traits::kScoreSets, kBatch = Traits::kScoreBatch;
-  float partial[kSets][Traits::kHeads / 2];
+  constexpr int kPerSet = Traits::kStepsPerAccumulator, kSets = Traits::kScoreSets, kLive = Traits::kLiveScoreSets;
+  constexpr int kRegs = Traits::kHeads / 2;
+  float partial[kLive][kRegs];
+  if constexpr (kLive == kSets) {
 #pragma unroll
-  for (int first = 0; first < Traits::kScoreSteps; first += kBatch) {
-    uint32_t a[kBatch][4];
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) ptx::ldmatrix_x4(a[j], a_base + (first + j) * 32);
-    ptx::wgmma_fence();  // the A registers were just written
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const int k = first + j;
-      const uint64_t b = ptx::wgmma_descriptor_advance(q, k * 2 * Traits::kCoreBytes);
-      if constexpr (Traits::kBf16) {
-        ptx::wgmma_bf16_64x16x16_rs(partial[k / kPerSet], a[j], b, k % kPerSet != 0);
-      } else {
-        ptx::wgmma_e4m3_64x16x32_rs(partial[k / kPerSet], a[j], b, k % kPerSet != 0);
-      }
+    for (int first = 0; first < Traits::kScoreSteps; first += Traits::kScoreBatch) {
+      score_batch<Traits, Traits::kScoreBatch>(partial, a_base, q, first, [](int set) { return set; });
     }
-    ptx::wgmma_commit();
-    ptx::wgmma_wait_all();
+#pragma unroll
+    for (int set = 1; set < kSets; ++set)
+#pragma unroll
+      for (int i = 0; i < kRegs; ++i) partial[0][i] += partial[set][i];
+  } else {
+    score_batch<Traits, kLive * kPerSet>(partial, a_base, q, 0, [](int set) { return set; });
+#pragma unroll
+    for (int set = 1; set < kLive; ++set)
+#pragma unroll
+      for (int i = 0; i < kRegs; ++i) partial[0][i] += partial[set][i];
+#pragma unroll
+    for (int set = kLive; set < kSets; ++set) {
+      score_batch<Traits, kPerSet>(partial, a_base, q, set * kPerSet, [](int) { return 1; });
+#pragma unroll
+      for (int i = 0; i < kRegs; ++i) partial[0][i] += partial[1][i];
+    }
   }
-#pragma unroll
-  for (int set = 1; set < kSets; ++set)
-#pragma unroll
-    for (int i = 0; i < Traits::kHeads / 2; ++i) partial[0][i] += partial[set][i];
   store_scores<Traits>(s, partial[0]);
 }
 
@@ -683,10 +720,6 @@ __device__ __forceinline__ void walk_chunks_two_tiles(ChunkSmem<Traits>& s, cons
                                                       ChunkPv& pv) {
   constexpr int kColumns = Traits::kChunkColumns;
   const int32_t first_index = chunk_index<Traits>(p, scope.token, first * kColumns);
-  if constexpr (Traits::kBulkRows) {
-    init_tile_barriers<Traits>(s);
-    __syncthreads();
-  }
   gather_chunk<Traits>(s, p, first * kColumns, first_index, scope.len, scope.window, scope.count_out_of_range, 0);
   if (count > 1) stage_chunk_indices<Traits>(s, p, scope.token, (first + 1) * kColumns, 1);
   ptx::cp_async_commit();
@@ -723,10 +756,6 @@ __device__ __forceinline__ void walk_chunks_one_tile(ChunkSmem<Traits>& s, const
                                                      const TokenScope& scope, int first, int count, int per_group,
                                                      ChunkPv& pv) {
   constexpr int kColumns = Traits::kChunkColumns;
-  if constexpr (Traits::kBulkRows) {
-    init_tile_barriers<Traits>(s);
-    __syncthreads();
-  }
   for (int i = 0; i < count; ++i) {
     const int column0 = (first + i) * kColumns;
     if (i > 0) __syncthreads();  // chunk i - 1's P V is done with the tile

@@ -71,11 +71,11 @@ struct Dsv4Traits {
   static constexpr int kProbParts = kBf16 ? 2 : 1;
   static constexpr int kDimsPerWarp = kHeadDim / kWarps;             // O = P V: dims split over warps
   static constexpr int kDimGroups = kDimsPerWarp / 32;               // ldmatrix.x4.trans groups of a warp
-  // 16-head kernels: each gathered row is one bulk copy (TMA) into a
-  // row-major tile, rows padded by 16 bytes (8 rows of an ldmatrix on
-  // distinct banks); Q K^T takes K from registers. 64-head kernels keep
-  // cp.async into wgmma's core matrices (docs/kernels/large_batch.md).
-  static constexpr bool kBulkRows = kHeads == 16;
+  // Each gathered row is one bulk copy (TMA) into a row-major tile, rows
+  // padded by 16 bytes (8 rows of an ldmatrix on distinct banks); Q K^T
+  // takes K from registers. false: cp.async into wgmma's core matrices
+  // (docs/kernels/large_batch.md, "Fifth session").
+  static constexpr bool kBulkRows = true;
   static constexpr int kTileRowBytes = kRowBytes + 16;
   // Bytes between 16-row blocks and between 16-byte pieces of a row in the KV tile.
   static constexpr int kTileRows16Bytes = kBulkRows ? 16 * kTileRowBytes : 2 * kRowGroupBytes;
