@@ -98,16 +98,30 @@ __device__ __forceinline__ void gather_chunk_cp_async(ChunkSmem<Traits>& s, cons
   }
 }
 
+// A row copy a lane issues later (bulk rows): see gather_chunk_bulk.
+struct PendingRow {
+  const uint8_t* src = nullptr;
+  uint32_t dst = 0;
+  uint32_t barrier = 0;
+  uint32_t bytes = 0;  // 0: nothing pending
+};
+
+__device__ __forceinline__ void issue_pending_row(const PendingRow& row) {
+  if (row.bytes != 0) ptx::cp_async_bulk_g2s(row.dst, row.src, row.bytes, row.barrier);
+}
+
 // Gathers the chunk's rows into row-major KV tile `buffer` by bulk copies:
 // lane l < 8 of warp w copies row 8w + l (one 512- or 1024-byte copy),
 // completing on rows_landed[buffer] (one arrival a warp, with the bytes it
 // copies). Rows not copied (masked columns) are zero-filled by the warp
 // first, so NaN in their rows never reaches the MMAs. The issuing lanes do
 // not wait for the copies: the math of the current chunk runs meanwhile.
+// Lanes from `issue_now` on return their copy instead of issuing it (the
+// caller issues it later with issue_pending_row, before the tile's wait).
 template <class Traits>
-__device__ __forceinline__ void gather_chunk_bulk(ChunkSmem<Traits>& s, const Dsv4Params& p, int column0,
-                                                  int32_t index, int len, int window, bool count_out_of_range,
-                                                  int buffer) {
+__device__ __forceinline__ PendingRow gather_chunk_bulk(ChunkSmem<Traits>& s, const Dsv4Params& p, int column0,
+                                                        int32_t index, int len, int window, bool count_out_of_range,
+                                                        int buffer, int issue_now) {
   constexpr int kRows = Traits::kGatherRowsPerWarp;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int column = column0 + warp * kRows + lane % kRows;
@@ -132,19 +146,29 @@ __device__ __forceinline__ void gather_chunk_bulk(ChunkSmem<Traits>& s, const Ds
   const uint32_t barrier = ptx::smem_address(&s.rows_landed[buffer]);
   if (lane == 0) ptx::mbarrier_arrive_expect_tx(barrier, __popc(copied) * Traits::kRowBytes);
   __syncwarp();  // the expected bytes before any copy completes
+  PendingRow row;
   if (lane < kRows && load) {
-    const uint8_t* src = swa ? p.swa.data + row_offset(p.swa, index) : p.compressed.data + row_offset(p.compressed, index);
-    ptx::cp_async_bulk_g2s(ptx::smem_address(&s.kv[buffer][warp * kRows + lane][0]), src, Traits::kRowBytes, barrier);
+    row.src = swa ? p.swa.data + row_offset(p.swa, index) : p.compressed.data + row_offset(p.compressed, index);
+    row.dst = ptx::smem_address(&s.kv[buffer][warp * kRows + lane][0]);
+    row.barrier = barrier;
+    row.bytes = Traits::kRowBytes;
+    if (lane < issue_now) {
+      issue_pending_row(row);
+      row.bytes = 0;
+    }
   }
+  return row;
 }
 
 template <class Traits>
-__device__ __forceinline__ void gather_chunk(ChunkSmem<Traits>& s, const Dsv4Params& p, int column0, int32_t index,
-                                             int len, int window, bool count_out_of_range, int buffer) {
+__device__ __forceinline__ PendingRow gather_chunk(ChunkSmem<Traits>& s, const Dsv4Params& p, int column0,
+                                                   int32_t index, int len, int window, bool count_out_of_range,
+                                                   int buffer, int issue_now = Traits::kGatherRowsPerWarp) {
   if constexpr (Traits::kBulkRows) {
-    gather_chunk_bulk<Traits>(s, p, column0, index, len, window, count_out_of_range, buffer);
+    return gather_chunk_bulk<Traits>(s, p, column0, index, len, window, count_out_of_range, buffer, issue_now);
   } else {
     gather_chunk_cp_async<Traits>(s, p, column0, index, len, window, count_out_of_range, buffer);
+    return {};
   }
 }
 
@@ -695,9 +719,10 @@ __device__ __forceinline__ GroupAccumulator<Traits, GroupEnd> accumulate_groups(
 // `per_group` chunks from the walk's first.
 template <class Traits, class ChunkPv>
 __device__ __forceinline__ void chunk_math(ChunkSmem<Traits>& s, const TokenScope& scope, int i, int count,
-                                           int per_group, int buffer, ChunkPv& pv) {
+                                           int per_group, int buffer, ChunkPv& pv, const PendingRow& pending = {}) {
   score_chunk<Traits>(s, buffer);
   phase_mark(i, 3);
+  issue_pending_row(pending);  // the rest of the next chunk's rows, off the first issue's queue
   __syncthreads();
   phase_mark(i, 4);
   const bool group_start = i % per_group == 0;
@@ -734,16 +759,21 @@ __device__ __forceinline__ void walk_chunks_two_tiles(ChunkSmem<Traits>& s, cons
     // Chunk i's rows and chunk i + 1's indices are visible; chunk i - 1's P V is done with the other tile.
     __syncthreads();
     phase_mark(i, 1);
+    PendingRow pending;
     if (i + 1 < count) {
       const int column0 = (first + i + 1) * kColumns;
-      gather_chunk<Traits>(s, p, column0, staged_index<Traits>(s, p, column0, (i + 1) % Traits::kBuffers),
-                           scope.len, scope.window, scope.count_out_of_range, buffer ^ 1);
+      pending = gather_chunk<Traits>(s, p, column0, staged_index<Traits>(s, p, column0, (i + 1) % Traits::kBuffers),
+                                     scope.len, scope.window, scope.count_out_of_range, buffer ^ 1,
+                                     Traits::kGatherIssueNow);
       if (i + 2 < count) stage_chunk_indices<Traits>(s, p, scope.token, column0 + kColumns, i % Traits::kBuffers);
       ptx::cp_async_commit();
     }
     phase_mark(i, 2);
-    if (p.skip_stages & 4) continue;
-    chunk_math<Traits>(s, scope, i, count, per_group, buffer, pv);
+    if (p.skip_stages & 4) {
+      issue_pending_row(pending);
+      continue;
+    }
+    chunk_math<Traits>(s, scope, i, count, per_group, buffer, pv, pending);
   }
 }
 
