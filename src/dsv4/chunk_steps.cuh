@@ -722,7 +722,7 @@ __device__ __forceinline__ void chunk_math(ChunkSmem<Traits>& s, const TokenScop
                                            int per_group, int buffer, ChunkPv& pv, const PendingRow& pending = {}) {
   score_chunk<Traits>(s, buffer);
   phase_mark(i, 3);
-  issue_pending_row(pending);  // the rest of the next chunk's rows, off the first issue's queue
+  issue_pending_row(pending);  // the rest of the next chunk's rows (64 heads: kGatherIssueNow)
   __syncthreads();
   phase_mark(i, 4);
   const bool group_start = i % per_group == 0;
@@ -736,7 +736,8 @@ __device__ __forceinline__ void chunk_math(ChunkSmem<Traits>& s, const TokenScop
 
 // Two KV tiles: the rows of chunk i + 1 (and the indices of chunk i + 2) are
 // in flight during chunk i's math. They are issued after the wait and fence
-// for chunk i's rows, so that the fence never waits on them. The first
+// for chunk i's rows (the index cp.async: so that the wait never waits on
+// them). The first
 // gather releases dependent grids (PDL); the sinks reach shared memory after
 // it, so that their load never delays it.
 template <class Traits, class ChunkPv>
@@ -755,7 +756,9 @@ __device__ __forceinline__ void walk_chunks_two_tiles(ChunkSmem<Traits>& s, cons
     phase_mark(i, 0);
     wait_tile<Traits>(s, buffer, i / Traits::kBuffers);
     ptx::cp_async_wait_group<0>();
-    ptx::fence_proxy_async_shared();  // the copies are read by wgmma (async proxy)
+    // Q (cp.async) is read by wgmma, and chunk i - 1's reads of the other tile
+    // must precede the bulk copies into it: both cross the async proxy.
+    ptx::fence_proxy_async_shared();
     // Chunk i's rows and chunk i + 1's indices are visible; chunk i - 1's P V is done with the other tile.
     __syncthreads();
     phase_mark(i, 1);
@@ -788,7 +791,11 @@ __device__ __forceinline__ void walk_chunks_one_tile(ChunkSmem<Traits>& s, const
   constexpr int kColumns = Traits::kChunkColumns;
   for (int i = 0; i < count; ++i) {
     const int column0 = (first + i) * kColumns;
-    if (i > 0) __syncthreads();  // chunk i - 1's P V is done with the tile
+    if (i > 0) {
+      // Chunk i - 1's reads of the tile (generic proxy) before the bulk copies into it (async proxy).
+      ptx::fence_proxy_async_shared();
+      __syncthreads();
+    }
     gather_chunk<Traits>(s, p, column0, chunk_index<Traits>(p, scope.token, column0), scope.len, scope.window,
                          scope.count_out_of_range, 0);
     ptx::cp_async_commit();
@@ -798,7 +805,7 @@ __device__ __forceinline__ void walk_chunks_one_tile(ChunkSmem<Traits>& s, const
     }
     wait_tile<Traits>(s, 0, i);
     ptx::cp_async_wait_group<0>();
-    ptx::fence_proxy_async_shared();  // the copies are read by wgmma (async proxy)
+    ptx::fence_proxy_async_shared();  // Q (cp.async) is read by wgmma (async proxy)
     __syncthreads();
     if (p.skip_stages & 4) continue;
     chunk_math<Traits>(s, scope, i, count, per_group, 0, pv);

@@ -27,7 +27,7 @@ constexpr int resident_ctas(size_t smem_bytes) {
 
 // kDType: the element type of q and of the KV rows. kBuffers: KV tiles; with
 // 2 the next chunk's gather lands during this one's math, with 1 the gather
-// waits for the tile (a CTA of one chunk loses nothing, and a BF16 tile is 64 KiB).
+// waits for the tile (a CTA of one chunk loses nothing, and a BF16 tile is 65 KiB).
 template <int kHeads_, DType kDType_, int kBuffers_>
 struct Dsv4Traits {
   static constexpr int kHeads = kHeads_;  // query heads a CTA: 16 or 64 (one gathered tile serves them all)
@@ -40,8 +40,9 @@ struct Dsv4Traits {
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kRowBytes = kHeadDim * kElementBytes;  // FP8: 512, BF16: 1024
   static constexpr int kBuffers = kBuffers_;
-  // KV and Q tiles are stored as wgmma's K-major core matrices (8 rows x 16
-  // bytes, 128 contiguous bytes): [row group][16-byte piece][row % 8][16].
+  // The Q tile (and the KV tiles without kBulkRows) is stored as wgmma's
+  // K-major core matrices (8 rows x 16 bytes, 128 contiguous bytes):
+  // [row group][16-byte piece][row % 8][16].
   static constexpr int kPieces = kRowBytes / 16;          // 16-byte pieces of a row
   static constexpr int kCoreBytes = 8 * 16;               // one core matrix
   static constexpr int kRowGroupBytes = kPieces * kCoreBytes;
@@ -247,7 +248,7 @@ struct SplitWorkspace {
 // The instantiations the launcher uses (cluster_*_h16.cu, stream_*_h16.cu).
 // The cluster kernel holds one KV tile (a CTA has one chunk up to W = 1024)
 // so that its 35 KiB of FP32 receive slots fit: FP8 at 2 CTAs an SM; BF16
-// (a 64 KiB tile) at 1. The stream kernel keeps two tiles (FP8: 2 CTAs an
+// (a 65 KiB tile) at 1. The stream kernel keeps two tiles (FP8: 2 CTAs an
 // SM, BF16: 1; docs/kernels/bf16.md).
 using ClusterTraitsFp8 = Dsv4Traits<16, DType::kFloat8E4M3, 1>;
 using StreamTraitsFp8 = Dsv4Traits<16, DType::kFloat8E4M3, 2>;
@@ -272,6 +273,6 @@ static_assert(resident_ctas(sizeof(ClusterSmem<ClusterTraitsFp8>)) == 2 &&
                   resident_ctas(sizeof(SplitSmem<SplitTraitsFp8>)) == 2,
               "the FP8 kernels were measured at 2 CTAs an SM");
 static_assert(sizeof(StreamSmem<StreamTraitsFp8H64>) <= kMaxSmemPerCta,
-              "64 heads: two 32 KiB KV tiles, the 32 KiB Q tile and 34 KiB of scores fit one CTA an SM");
+              "64 heads: two 33 KiB KV tiles, the 32 KiB Q tile and 34 KiB of scores fit one CTA an SM");
 
 }  // namespace sparse_decode::dsv4
