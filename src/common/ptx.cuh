@@ -183,15 +183,6 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-// D (64 x 16, FP32) (+)= A (64 x 32 E4M3, smem) * B (32 x 16 E4M3, smem), both K-major.
-__device__ __forceinline__ void wgmma_e4m3_64x16x32(float (&d)[8], uint64_t a, uint64_t b, bool accumulate) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %10, 0;\n"
-      " wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));
-}
-
 // D (64 x 16, FP32) (+)= A (64 x 32 E4M3, registers: the mma.m16n8k32 A
 // fragment of the warp's 16 rows) * B (32 x 16 E4M3, smem, K-major).
 __device__ __forceinline__ void wgmma_e4m3_64x16x32_rs(float (&d)[8], const uint32_t (&a)[4], uint64_t b,
@@ -212,33 +203,6 @@ __device__ __forceinline__ void wgmma_bf16_64x16x16_rs(float (&d)[8], const uint
       "%12, p, 1, 1, 0;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(static_cast<int>(accumulate)));
-}
-
-// D (64 x 16, FP32) (+)= A (64 x 16 BF16, smem) * B (16 x 16 BF16, smem), both
-// K-major (no transpose): the same core-matrix tiles and descriptors as the
-// FP8 form, a k-step again 32 bytes of a row.
-__device__ __forceinline__ void wgmma_bf16_64x16x16(float (&d)[8], uint64_t a, uint64_t b, bool accumulate) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %10, 0;\n"
-      " wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));
-}
-
-// D (64 x 64, FP32) (+)= A (64 x 32 E4M3, smem) * B (32 x 64 E4M3, smem), both
-// K-major: the 64-head score (docs/kernels/heads64.md). Fragment as the n16
-// form's, 8 column groups: d[4j..4j+3] are columns 8j + 2(lane % 4) (+1).
-__device__ __forceinline__ void wgmma_e4m3_64x64x32(float (&d)[32], uint64_t a, uint64_t b, bool accumulate) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
-      " wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));
 }
 
 // D (64 x 64, FP32) (+)= A (64 x 32 E4M3, registers) * B (32 x 64 E4M3, smem, K-major).

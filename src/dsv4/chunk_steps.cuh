@@ -63,42 +63,7 @@ __device__ __forceinline__ int32_t staged_index(const ChunkSmem<Traits>& s, cons
   return column0 + offset < p.width ? s.staged.index[slot][offset] : -1;
 }
 
-// Gathers the chunk's rows into KV tile `buffer`: warp w takes row group w
-// (rows 8w..8w+7); lane l copies pieces l/8, l/8 + 4, ... of row 8w + l%8, so
-// each copy instruction of a warp fills four whole core matrices (no bank
-// conflicts). Masked columns read nothing and are zero-filled, so NaN in
-// their rows never reaches the MMAs. `index` is chunk_index() of the chunk.
-template <class Traits>
-__device__ __forceinline__ void gather_chunk_cp_async(ChunkSmem<Traits>& s, const Dsv4Params& p, int column0, int32_t index,
-                                             int len, int window, bool count_out_of_range, int buffer) {
-  constexpr int kRows = Traits::kGatherRowsPerWarp;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int column = column0 + warp * kRows + lane % kRows;
-  const bool swa = column < kSwaColumns;
-  const int64_t rows = swa ? p.swa.rows : p.compressed.rows;
-  const bool listed = index >= 0 && column < len && (!swa || column < window);
-  const bool active = listed && index < rows;
-  if (listed && !active && lane < kRows && count_out_of_range) atomicAdd(p.out_of_range_count, 1);
-  __syncwarp();  // reconverge before the barriers that follow
-  const uint8_t* src = !active ? p.swa.data
-                       : swa   ? p.swa.data + row_offset(p.swa, index)
-                               : p.compressed.data + row_offset(p.compressed, index);
-  const uint32_t mask = __ballot_sync(0xffffffffu, active) & ((1u << kRows) - 1);
-  if (lane == 0) s.column_mask[buffer][warp] = static_cast<uint8_t>(mask);
-  const int row = lane % kRows;
-  const uint32_t dst = ptx::smem_address(&s.kv[buffer][warp][lane / kRows][row][0]);
-  constexpr int kLanesPerRow = 32 / kRows;
-#pragma unroll
-  for (int i = 0; i < Traits::kPieces / kLanesPerRow; ++i) {
-    // A masked column's copy reads nothing (source size 0): its address is
-    // never dereferenced, so every copy takes base + immediate offset.
-    const int piece = lane / kRows + i * kLanesPerRow;
-    const bool load = active && !(p.skip_stages & 1);
-    ptx::cp_async_16(dst + i * kLanesPerRow * Traits::kCoreBytes, src + piece * 16, load ? 16u : 0u);
-  }
-}
-
-// A row copy a lane issues later (bulk rows): see gather_chunk_bulk.
+// A row copy a lane issues later: see gather_chunk.
 struct PendingRow {
   const uint8_t* src = nullptr;
   uint32_t dst = 0;
@@ -110,7 +75,7 @@ __device__ __forceinline__ void issue_pending_row(const PendingRow& row) {
   if (row.bytes != 0) ptx::cp_async_bulk_g2s(row.dst, row.src, row.bytes, row.barrier);
 }
 
-// Gathers the chunk's rows into row-major KV tile `buffer` by bulk copies:
+// Gathers the chunk's rows into KV tile `buffer` (row-major, padded rows) by bulk copies:
 // lane l < 8 of warp w copies row 8w + l (one 512- or 1024-byte copy),
 // completing on rows_landed[buffer] (one arrival a warp, with the bytes it
 // copies). Rows not copied (masked columns) are zero-filled by the warp
@@ -119,9 +84,9 @@ __device__ __forceinline__ void issue_pending_row(const PendingRow& row) {
 // Lanes from `issue_now` on return their copy instead of issuing it (the
 // caller issues it later with issue_pending_row, before the tile's wait).
 template <class Traits>
-__device__ __forceinline__ PendingRow gather_chunk_bulk(ChunkSmem<Traits>& s, const Dsv4Params& p, int column0,
-                                                        int32_t index, int len, int window, bool count_out_of_range,
-                                                        int buffer, int issue_now) {
+__device__ __forceinline__ PendingRow gather_chunk(ChunkSmem<Traits>& s, const Dsv4Params& p, int column0,
+                                                   int32_t index, int len, int window, bool count_out_of_range,
+                                                   int buffer, int issue_now = Traits::kGatherRowsPerWarp) {
   constexpr int kRows = Traits::kGatherRowsPerWarp;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int column = column0 + warp * kRows + lane % kRows;
@@ -160,32 +125,18 @@ __device__ __forceinline__ PendingRow gather_chunk_bulk(ChunkSmem<Traits>& s, co
   return row;
 }
 
-template <class Traits>
-__device__ __forceinline__ PendingRow gather_chunk(ChunkSmem<Traits>& s, const Dsv4Params& p, int column0,
-                                                   int32_t index, int len, int window, bool count_out_of_range,
-                                                   int buffer, int issue_now = Traits::kGatherRowsPerWarp) {
-  if constexpr (Traits::kBulkRows) {
-    return gather_chunk_bulk<Traits>(s, p, column0, index, len, window, count_out_of_range, buffer, issue_now);
-  } else {
-    gather_chunk_cp_async<Traits>(s, p, column0, index, len, window, count_out_of_range, buffer);
-    return {};
-  }
-}
-
-// Bulk rows: the tiles' barriers (one arrival a warp a phase), initialized
-// by load_query before any copy into shared memory and a CTA barrier.
+// The tiles' barriers (one arrival a warp a phase), initialized by
+// load_query before any copy into shared memory and a CTA barrier.
 template <class Traits>
 __device__ __forceinline__ void init_tile_barriers(ChunkSmem<Traits>& s) {
-  if constexpr (Traits::kBulkRows) {
-    if (threadIdx.x < Traits::kBuffers) ptx::mbarrier_init(ptx::smem_address(&s.rows_landed[threadIdx.x]), Traits::kWarps);
-    __syncthreads();
-  }
+  if (threadIdx.x < Traits::kBuffers) ptx::mbarrier_init(ptx::smem_address(&s.rows_landed[threadIdx.x]), Traits::kWarps);
+  __syncthreads();
 }
 
-// Bulk rows: waits for use `use` (0, 1, ...) of tile `buffer` to land.
+// Waits for use `use` (0, 1, ...) of tile `buffer` to land.
 template <class Traits>
 __device__ __forceinline__ void wait_tile(ChunkSmem<Traits>& s, int buffer, int use) {
-  if constexpr (Traits::kBulkRows) ptx::mbarrier_wait_parity(ptx::smem_address(&s.rows_landed[buffer]), use & 1);
+  ptx::mbarrier_wait_parity(ptx::smem_address(&s.rows_landed[buffer]), use & 1);
 }
 
 // The query heads a CTA serves: kHeads (16 or 64) from `first`, of which
@@ -222,30 +173,6 @@ __device__ __forceinline__ void load_query(ChunkSmem<Traits>& s, const Dsv4Param
       const bool exists = j == 0 || head + 8 * j < heads.count;
       ptx::cp_async_16(ptx::smem_address(&s.q[j][piece][head][0]), exists ? src + 8 * j * p.q_head_stride : src,
                        exists ? 16u : 0u);
-    }
-  }
-}
-
-// k-steps [set * kStepsPerAccumulator, +kStepsPerAccumulator) of S^T = K Q^T
-// into accumulator set d (wgmma N = kHeads), the first one overwriting it.
-// kv_desc, q_desc: descriptors of the tiles' first k-step; step k advances
-// them (one add a descriptor instead of rebuilding it: the SASS built each
-// from its address, ~100 instructions a warp a chunk).
-template <class Traits>
-__device__ __forceinline__ void issue_score_set(float (&d)[Traits::kHeads / 2], uint64_t kv_desc, uint64_t q_desc,
-                                                int set) {
-  constexpr int kPerSet = Traits::kStepsPerAccumulator;
-#pragma unroll
-  for (int k = set * kPerSet; k < (set + 1) * kPerSet; ++k) {  // one k-step = two 16-byte pieces
-    const uint32_t offset = k * 2 * Traits::kCoreBytes;
-    const uint64_t a = ptx::wgmma_descriptor_advance(kv_desc, offset);
-    const uint64_t b = ptx::wgmma_descriptor_advance(q_desc, offset);
-    if constexpr (Traits::kBf16) {
-      ptx::wgmma_bf16_64x16x16(d, a, b, k % kPerSet != 0);
-    } else if constexpr (Traits::kHeads == 16) {
-      ptx::wgmma_e4m3_64x16x32(d, a, b, k % kPerSet != 0);
-    } else {
-      ptx::wgmma_e4m3_64x64x32(d, a, b, k % kPerSet != 0);
     }
   }
 }
@@ -302,14 +229,15 @@ __device__ __forceinline__ void score_batch(float (&partial)[kSlots][Traits::kHe
 }
 
 // Partial S^T = K Q^T (64 columns x kHeads heads) of this warpgroup's half
-// of the dims, K from registers (bulk rows): each warp loads the mma A
-// fragment of its 16 rows with one ldmatrix.x4 a k-step, from the row-major
-// tile. The accumulator sets and their FP32 sum in set order, ((s0 + s1) +
-// s2) + s3, are those of score_chunk_from_tiles. 16 heads: all sets live,
+// of the dims, K from registers: wgmma cannot read an FP8 operand from the
+// row-major tile, so each warp loads the mma A fragment of its 16 rows with
+// one ldmatrix.x4 a k-step. FP8 wgmma accumulates with reduced precision:
+// each run of kStepsPerAccumulator k-steps has its own accumulator set,
+// summed in FP32 in set order ((s0 + s1) + s2) + s3. 16 heads: all sets live,
 // loaded kScoreBatch k-steps at a time; 64 heads: sets 0 and 1, then each
 // later set into slot 1.
 template <class Traits>
-__device__ __forceinline__ void score_chunk_from_registers(ChunkSmem<Traits>& s, int buffer) {
+__device__ __forceinline__ void score_chunk(ChunkSmem<Traits>& s, int buffer) {
   const int warpgroup = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
   const int piece0 = warpgroup * Traits::kPiecesPerWarpgroup;
   // ldmatrix.x4: matrices (rows 0-7, bytes 0-15), (rows 8-15, 0-15), (0-7, 16-31), (8-15, 16-31) of a k-step.
@@ -343,59 +271,6 @@ __device__ __forceinline__ void score_chunk_from_registers(ChunkSmem<Traits>& s,
     }
   }
   store_scores<Traits>(s, partial[0]);
-}
-
-// Partial S^T = K Q^T (64 columns x kHeads heads) of this warpgroup's half of
-// the dims, with wgmma on the FP8 or BF16 tiles: no conversion, each operand
-// byte read once. Stored as scores[warpgroup][head][column].
-template <class Traits>
-__device__ __forceinline__ void score_chunk_from_tiles(ChunkSmem<Traits>& s, int buffer) {
-  const int warpgroup = threadIdx.x / 128;
-  const int piece0 = warpgroup * Traits::kPiecesPerWarpgroup;
-  const uint64_t kv = ptx::wgmma_descriptor(ptx::smem_address(&s.kv[buffer][0][piece0][0][0]), Traits::kCoreBytes,
-                                            Traits::kRowGroupBytes);
-  const uint64_t q = ptx::wgmma_descriptor(ptx::smem_address(&s.q[0][piece0][0][0]), Traits::kCoreBytes,
-                                           Traits::kRowGroupBytes);
-  // Each run of kStepsPerAccumulator k-steps gets its own accumulator set,
-  // summed in FP32 in set order: ((s0 + s1) + s2) + s3. The first batch
-  // fills all kLiveScoreSets sets (at 16 heads: every set, one wait); each
-  // later batch refills sets 1.. and adds them to set 0 after its wait.
-  constexpr int kSets = Traits::kScoreSets, kLive = Traits::kLiveScoreSets, kRegs = Traits::kHeads / 2;
-  float partial[kLive][kRegs];
-  ptx::wgmma_fence();
-#pragma unroll
-  for (int set = 0; set < kLive; ++set) issue_score_set<Traits>(partial[set], kv, q, set);
-  ptx::wgmma_commit();
-  ptx::wgmma_wait_all();
-#pragma unroll
-  for (int set = 1; set < kLive; ++set)
-#pragma unroll
-    for (int i = 0; i < kRegs; ++i) partial[0][i] += partial[set][i];
-#pragma unroll
-  for (int first = kLive; first < kSets; first += kLive - 1) {
-    ptx::wgmma_fence();  // the sets' registers were read since their last wgmma
-#pragma unroll
-    for (int set = 1; set < kLive && first + set - 1 < kSets; ++set) {
-      issue_score_set<Traits>(partial[set], kv, q, first + set - 1);
-    }
-    ptx::wgmma_commit();
-    ptx::wgmma_wait_all();
-#pragma unroll
-    for (int set = 1; set < kLive && first + set - 1 < kSets; ++set)
-#pragma unroll
-      for (int i = 0; i < kRegs; ++i) partial[0][i] += partial[set][i];
-  }
-  store_scores<Traits>(s, partial[0]);
-}
-
-// Partial S^T = K Q^T of this warpgroup's half of the dims into scores.
-template <class Traits>
-__device__ __forceinline__ void score_chunk(ChunkSmem<Traits>& s, int buffer) {
-  if constexpr (Traits::kBulkRows) {
-    score_chunk_from_registers<Traits>(s, buffer);
-  } else {
-    score_chunk_from_tiles<Traits>(s, buffer);
-  }
 }
 
 // Rounds 4 probabilities for P V and stores them at probs[..][head][column]:
@@ -482,15 +357,10 @@ __device__ __forceinline__ void softmax_chunk(ChunkSmem<Traits>& s, int buffer, 
   }
 }
 
-// Shared-memory address of byte `byte` of row `row` of KV tile `buffer`, in
-// either tile layout (row-major padded rows, or core matrices).
+// Shared-memory address of byte `byte` of row `row` of KV tile `buffer`.
 template <class Traits>
 __device__ __forceinline__ uint32_t kv_address(const ChunkSmem<Traits>& s, int buffer, int row, int byte) {
-  if constexpr (Traits::kBulkRows) {
-    return ptx::smem_address(&s.kv[buffer][row][byte]);
-  } else {
-    return ptx::smem_address(&s.kv[buffer][row / 8][byte / 16][row % 8][byte % 16]);
-  }
+  return ptx::smem_address(&s.kv[buffer][row][byte]);
 }
 
 // Shared-memory address of this lane's ldmatrix.x4 rows of P for head tile 0

@@ -8,7 +8,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <type_traits>
 
 #include "sparse_decode/dsv4_decode.h"
 
@@ -40,9 +39,8 @@ struct Dsv4Traits {
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kRowBytes = kHeadDim * kElementBytes;  // FP8: 512, BF16: 1024
   static constexpr int kBuffers = kBuffers_;
-  // The Q tile (and the KV tiles without kBulkRows) is stored as wgmma's
-  // K-major core matrices (8 rows x 16 bytes, 128 contiguous bytes):
-  // [row group][16-byte piece][row % 8][16].
+  // The Q tile is stored as wgmma's K-major core matrices (8 rows x 16
+  // bytes, 128 contiguous bytes): [row group][16-byte piece][row % 8][16].
   static constexpr int kPieces = kRowBytes / 16;          // 16-byte pieces of a row
   static constexpr int kCoreBytes = 8 * 16;               // one core matrix
   static constexpr int kRowGroupBytes = kPieces * kCoreBytes;
@@ -72,15 +70,13 @@ struct Dsv4Traits {
   static constexpr int kProbParts = kBf16 ? 2 : 1;
   static constexpr int kDimsPerWarp = kHeadDim / kWarps;             // O = P V: dims split over warps
   static constexpr int kDimGroups = kDimsPerWarp / 32;               // ldmatrix.x4.trans groups of a warp
-  // Each gathered row is one bulk copy (TMA) into a row-major tile, rows
+  // Each gathered row is one bulk copy (TMA) into a row-major KV tile, rows
   // padded by 16 bytes (8 rows of an ldmatrix on distinct banks); Q K^T
-  // takes K from registers. false: cp.async into wgmma's core matrices
-  // (docs/kernels/large_batch.md, "Fifth session").
-  static constexpr bool kBulkRows = true;
+  // takes K from registers (docs/kernels/large_batch.md, "Fifth session").
   static constexpr int kTileRowBytes = kRowBytes + 16;
   // Bytes between 16-row blocks and between 16-byte pieces of a row in the KV tile.
-  static constexpr int kTileRows16Bytes = kBulkRows ? 16 * kTileRowBytes : 2 * kRowGroupBytes;
-  static constexpr int kTilePieceBytes = kBulkRows ? 16 : kCoreBytes;
+  static constexpr int kTileRows16Bytes = 16 * kTileRowBytes;
+  static constexpr int kTilePieceBytes = 16;
   // Rows a gather lane group copies at the top of a chunk; the rest after the
   // scores. Measured (large_batch.md): 64 heads gain from splitting the copy
   // issue (and spill less), 16 heads lose 2.5 %.
@@ -168,11 +164,9 @@ template <int kColumns>
 struct StagedIndices<1, kColumns> {};
 
 // What both kernels keep per chunk.
-// A KV tile: row-major padded rows (bulk copies) or wgmma's core matrices
-// [row group][16-byte piece][row % 8][16] (cp.async).
+// A KV tile: row-major rows padded to kTileRowBytes (one bulk copy a row).
 template <class Traits>
-using KvTile = std::conditional_t<Traits::kBulkRows, uint8_t[Traits::kChunkColumns][Traits::kTileRowBytes],
-                                  uint8_t[Traits::kChunkColumns / 8][Traits::kPieces][8][16]>;
+using KvTile = uint8_t[Traits::kChunkColumns][Traits::kTileRowBytes];
 
 template <class Traits>
 struct ChunkSmem {
