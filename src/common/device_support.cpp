@@ -58,4 +58,20 @@ Status OncePerDevice::run() {
   return cuda_status(error, what_);
 }
 
+Status launch_kernel(const void* kernel, int64_t ctas, int threads, size_t smem, bool pdl, CUstream_st* stream,
+                     void* params, const char* what) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(ctas));
+  config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute;
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  void* kernel_args[] = {params};
+  return cuda_status(cudaLaunchKernelExC(&config, kernel, kernel_args), what);
+}
+
 }  // namespace sparse_decode

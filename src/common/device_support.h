@@ -1,10 +1,14 @@
 // Whether the current CUDA device can run this build's kernels (sm_90a).
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <string>
 
 #include "sparse_decode/status.h"
+
+struct CUstream_st;
 
 namespace sparse_decode {
 
@@ -15,6 +19,12 @@ Status hopper_device_status(const std::string& prefix);
 
 // Ok, or CudaError "what: <CUDA's message>" for `error` (a cudaError_t).
 Status cuda_status(int error, const char* what);
+
+// Launches `kernel` (one parameter struct at `params`) on `ctas` x `threads`
+// with `smem` bytes of dynamic shared memory, as a programmatic dependent
+// launch when `pdl`; the result as cuda_status(..., what).
+Status launch_kernel(const void* kernel, int64_t ctas, int threads, size_t smem, bool pdl, CUstream_st* stream,
+                     void* params, const char* what);
 
 // Set-up that must run once for each device (kernel attributes belong to a
 // device's context): the first call on a device runs it, later calls return

@@ -67,22 +67,6 @@ DsaParams make_params(const DsaDecodeArgs& a, void* workspace) {
   return p;
 }
 
-Status launch(const void* kernel, int64_t ctas, int threads, size_t smem, bool pdl, CUstream_st* stream,
-              DsaParams& p, const char* what) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(ctas));
-  config.blockDim = dim3(threads);
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  cudaLaunchAttribute attribute;
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  void* kernel_args[] = {&p};
-  return cuda_status(cudaLaunchKernelExC(&config, kernel, kernel_args), what);
-}
-
 }  // namespace
 
 Status dsa_kernels_support(const DsaDecodeArgs& args) {
@@ -101,14 +85,14 @@ Status launch_dsa(const DsaDecodeArgs& args, void* workspace, CUstream_st* strea
   const void* split = fp8 ? reinterpret_cast<const void*>(&dsa_split_kernel<true>)
                           : reinterpret_cast<const void*>(&dsa_split_kernel<false>);
   const size_t smem = fp8 ? sizeof(DsaSmem<true>) : sizeof(DsaSmem<false>);
-  if (Status status = launch(split, args.num_rows * args.splits, DsaTraits::kThreads, smem, args.enable_pdl, stream, p,
-                             "launching the dsa_decode split kernel");
+  if (Status status = launch_kernel(split, args.num_rows * args.splits, DsaTraits::kThreads, smem, args.enable_pdl,
+                                    stream, &p, "launching the dsa_decode split kernel");
       !status.ok()) {
     return status;
   }
   if (args.splits == 1) return Status::Ok();
-  return launch(reinterpret_cast<const void*>(&dsa_combine_kernel), args.num_rows, DsaCombineTraits::kThreads, 0, true,
-                stream, p, "launching the dsa_decode combine kernel");
+  return launch_kernel(reinterpret_cast<const void*>(&dsa_combine_kernel), args.num_rows, DsaCombineTraits::kThreads, 0,
+                       true, stream, &p, "launching the dsa_decode combine kernel");
 }
 
 }  // namespace sparse_decode::dsa

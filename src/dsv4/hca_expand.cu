@@ -99,20 +99,9 @@ int32_t hca_expanded_width(int32_t max_pages, int64_t page_size) {
 }
 
 Status launch_hca_expand(const HcaExpandParams& params, bool pdl, CUstream_st* stream) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(params.num_tokens));
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = 0;
-  config.stream = stream;
-  cudaLaunchAttribute attribute;
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
   HcaExpandParams p = params;
-  void* kernel_args[] = {&p};
-  return cuda_status(cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(&hca_expand_kernel), kernel_args),
-                     "launching the dsv4_decode_hca expand kernel");
+  return launch_kernel(reinterpret_cast<const void*>(&hca_expand_kernel), params.num_tokens, kThreads, 0, pdl, stream,
+                       &p, "launching the dsv4_decode_hca expand kernel");
 }
 
 }  // namespace sparse_decode::dsv4

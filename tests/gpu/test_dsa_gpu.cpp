@@ -224,6 +224,13 @@ void check_output(const std::vector<uint16_t>& out, const DsaDecodeArgs& args, c
   EXPECT_GT(checked_rows, 0) << "no active row with keys: the run proves little";
 }
 
+// Visible keys of row r, counted per region column.
+std::map<int32_t, int32_t> visible_keys_per_column(const DsaDecodeArgs& a, int64_t r) {
+  std::map<int32_t, int32_t> per_column;
+  for (const reference::DsaKey& key : reference::dsa_visible_keys(a, r)) ++per_column[key.column];
+  return per_column;
+}
+
 // Rows whose visible keys of some region column are cut by the position
 // (fewer than block_size keys from one column).
 int64_t rows_with_cut_blocks(const DsaProblem& p) {
@@ -231,8 +238,7 @@ int64_t rows_with_cut_blocks(const DsaProblem& p) {
   int64_t rows = 0;
   for (int64_t r = 0; r < a.num_rows; ++r) {
     if (!p.active[r]) continue;
-    std::map<int32_t, int32_t> per_column;
-    for (const reference::DsaKey& key : reference::dsa_visible_keys(a, r)) ++per_column[key.column];
+    const std::map<int32_t, int32_t> per_column = visible_keys_per_column(a, r);
     bool cut = false;
     for (const auto& [column, count] : per_column) cut |= count < a.block_size;
     rows += cut;
@@ -246,9 +252,7 @@ int32_t max_live_regions(const DsaProblem& p) {
   int32_t most = 0;
   for (int64_t r = 0; r < a.num_rows; ++r) {
     if (!p.active[r]) continue;
-    std::map<int32_t, int32_t> per_column;
-    for (const reference::DsaKey& key : reference::dsa_visible_keys(a, r)) ++per_column[key.column];
-    most = std::max(most, static_cast<int32_t>(per_column.size()));
+    most = std::max(most, static_cast<int32_t>(visible_keys_per_column(a, r).size()));
   }
   return most;
 }
