@@ -114,6 +114,10 @@ __device__ __forceinline__ void mbarrier_init(uint32_t barrier, uint32_t arrival
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t barrier, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(barrier), "r"(bytes) : "memory");
 }
+// Release form: the arriving thread's earlier shared-memory reads and writes come first.
+__device__ __forceinline__ void mbarrier_arrive(uint32_t barrier) {
+  asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];\n" ::"r"(barrier) : "memory");
+}
 __device__ __forceinline__ void mbarrier_wait_parity(uint32_t barrier, uint32_t parity) {
   uint32_t done = 0;
   while (!done) {
@@ -125,6 +129,22 @@ __device__ __forceinline__ void mbarrier_wait_parity(uint32_t barrier, uint32_t 
         : "r"(barrier), "r"(parity)
         : "memory");
   }
+}
+
+// A CTA barrier among `threads` threads (whole warps) on hardware barrier `id` (0 is __syncthreads').
+__device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Registers of the executing warpgroup's threads (all of its warps execute it):
+// give some back to the CTA's pool, or take some from it (waits until there are).
+template <int kRegisters>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+template <int kRegisters>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
 }
 
 // Stores to a peer CTA's shared memory that complete bytes on its mbarrier

@@ -31,6 +31,18 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&pair);
 }
 
+// A barrier among the math warps: __syncthreads without producers; with a
+// producer warpgroup, hardware barrier 1 among the kThreads math threads
+// (the producers never wait on the math).
+template <class Traits>
+__device__ __forceinline__ void math_sync() {
+  if constexpr (Traits::kProducerWarps == 0) {
+    __syncthreads();
+  } else {
+    ptx::named_barrier_sync(1, Traits::kThreads);
+  }
+}
+
 // The index this thread's gather lane reads for the chunk at `column0`
 // (-1 past the width), from global memory: the first chunk's.
 template <class Traits>
@@ -125,11 +137,56 @@ __device__ __forceinline__ PendingRow gather_chunk(ChunkSmem<Traits>& s, const D
   return row;
 }
 
-// The tiles' barriers (one arrival a warp a phase), initialized by
-// load_query before any copy into shared memory and a CTA barrier.
+// With a producer warpgroup: producer warp w copies rows kProducerRows * w
+// + l of the chunk (lane l < kProducerRows), as gather_chunk does for the
+// math warps: masked rows zero-filled, one arrival a producer warp with the
+// bytes it copies, the column mask of its rows.
+template <class Traits>
+__device__ __forceinline__ void produce_chunk(ChunkSmem<Traits>& s, const Dsv4Params& p, int column0, int32_t index,
+                                              int len, int window, bool count_out_of_range, int buffer) {
+  constexpr int kRows = Traits::kProducerRows;
+  const int producer = threadIdx.x / 32 - Traits::kWarps, lane = threadIdx.x % 32;
+  const int row = producer * kRows + lane;
+  const int column = column0 + row;
+  const bool swa = column < kSwaColumns;
+  const int64_t rows = swa ? p.swa.rows : p.compressed.rows;
+  const bool listed = lane < kRows && index >= 0 && column < len && (!swa || column < window);
+  const bool active = listed && index < rows;
+  if (listed && !active && count_out_of_range) atomicAdd(p.out_of_range_count, 1);
+  __syncwarp();  // reconverge before the ballots
+  const bool load = active && !(p.skip_stages & 1);
+  const uint32_t mask = __ballot_sync(0xffffffffu, active);
+  const uint32_t copied = __ballot_sync(0xffffffffu, load);
+  if (lane < kRows / 8) s.column_mask[buffer][producer * (kRows / 8) + lane] = static_cast<uint8_t>(mask >> (8 * lane));
+  for (uint32_t zero = ~copied & ((1u << kRows) - 1); zero != 0; zero &= zero - 1) {
+    const int zero_row = producer * kRows + __ffs(zero) - 1;
+#pragma unroll
+    for (int part = 0; part < Traits::kRowBytes / 512; ++part) {
+      ptx::st_shared_zero16(ptx::smem_address(&s.kv[buffer][zero_row][part * 512 + lane * 16]));
+    }
+  }
+  __syncwarp();  // the zeros and the mask before the arrival that publishes the tile
+  const uint32_t barrier = ptx::smem_address(&s.rows_landed[buffer]);
+  if (lane == 0) ptx::mbarrier_arrive_expect_tx(barrier, __popc(copied) * Traits::kRowBytes);
+  __syncwarp();  // the expected bytes before any copy completes
+  if (load) {
+    const uint8_t* src = swa ? p.swa.data + row_offset(p.swa, index) : p.compressed.data + row_offset(p.compressed, index);
+    ptx::cp_async_bulk_g2s(ptx::smem_address(&s.kv[buffer][row][0]), src, Traits::kRowBytes, barrier);
+  }
+}
+
+// The tiles' barriers (one arrival a copying warp a phase; with producers,
+// tile_free: one arrival a math warp), initialized by load_query before any
+// copy into shared memory and a CTA barrier.
 template <class Traits>
 __device__ __forceinline__ void init_tile_barriers(ChunkSmem<Traits>& s) {
-  if (threadIdx.x < Traits::kBuffers) ptx::mbarrier_init(ptx::smem_address(&s.rows_landed[threadIdx.x]), Traits::kWarps);
+  constexpr int kCopyingWarps = Traits::kProducerWarps > 0 ? Traits::kProducerWarps : Traits::kWarps;
+  if (threadIdx.x < Traits::kBuffers) {
+    ptx::mbarrier_init(ptx::smem_address(&s.rows_landed[threadIdx.x]), kCopyingWarps);
+    if constexpr (Traits::kProducerWarps > 0) {
+      ptx::mbarrier_init(ptx::smem_address(&s.tile_free[threadIdx.x]), Traits::kWarps);
+    }
+  }
   __syncthreads();
 }
 
@@ -161,6 +218,9 @@ template <class Traits>
 __device__ __forceinline__ void load_query(ChunkSmem<Traits>& s, const Dsv4Params& p, int64_t token,
                                            HeadGroup heads) {
   init_tile_barriers<Traits>(s);  // once a CTA, before its first copy
+  if constexpr (Traits::kProducerWarps > 0) {
+    if (threadIdx.x >= Traits::kThreads) return;  // the producers copy no query
+  }
   constexpr int kPiecesPerPass = Traits::kThreads / 8;
   const int head = threadIdx.x % 8;
   const uint8_t* row = p.q + token * p.q_token_stride + (heads.first + head) * p.q_head_stride;
@@ -593,12 +653,12 @@ __device__ __forceinline__ void chunk_math(ChunkSmem<Traits>& s, const TokenScop
   score_chunk<Traits>(s, buffer);
   phase_mark(i, 3);
   issue_pending_row(pending);  // the rest of the next chunk's rows (64 heads: kGatherIssueNow)
-  __syncthreads();
+  math_sync<Traits>();
   phase_mark(i, 4);
   const bool group_start = i % per_group == 0;
   softmax_chunk<Traits>(s, buffer, scope.scale_log2, group_start);
   phase_mark(i, 5);
-  __syncthreads();
+  math_sync<Traits>();
   phase_mark(i, 6);
   pv(buffer, group_start, i % per_group == per_group - 1 || i == count - 1);
   phase_mark(i, 7);
@@ -682,12 +742,69 @@ __device__ __forceinline__ void walk_chunks_one_tile(ChunkSmem<Traits>& s, const
   }
 }
 
+// The producer warpgroup's walk over chunks [first, first + count) of a
+// token: chunk i goes into tile i % kBuffers once the math warps have
+// released the tile's previous chunk. Each chunk's indices are loaded a
+// chunk ahead, so that their latency hides behind that wait.
+template <class Traits>
+__device__ __forceinline__ void produce_chunks(ChunkSmem<Traits>& s, const Dsv4Params& p, const TokenScope& scope,
+                                               int first, int count) {
+  static_assert(Traits::kProducerRows < 32, "a producer warp's rows are bits of a 32-bit ballot");
+  constexpr int kRows = Traits::kProducerRows, kColumns = Traits::kChunkColumns;
+  const int lane = threadIdx.x % 32;
+  const int row = (threadIdx.x / 32 - Traits::kWarps) * kRows + lane;
+  const int32_t* token_indices = p.indices + scope.token * p.indices_stride;
+  auto index_at = [&](int chunk) {
+    const int column = chunk * kColumns + row;
+    return lane < kRows && column < p.width ? token_indices[column] : -1;
+  };
+  int32_t index = index_at(first);
+  for (int i = 0; i < count; ++i) {
+    const int buffer = i % Traits::kBuffers;
+    const int32_t next = i + 1 < count ? index_at(first + i + 1) : -1;
+    if (i >= Traits::kBuffers) {
+      ptx::mbarrier_wait_parity(ptx::smem_address(&s.tile_free[buffer]), (i / Traits::kBuffers - 1) & 1);
+    }
+    produce_chunk<Traits>(s, p, (first + i) * kColumns, index, scope.len, scope.window, scope.count_out_of_range,
+                          buffer);
+    if (i == 0) ptx::launch_dependents();
+    index = next;
+  }
+}
+
+// The math warps' walk with a producer warpgroup (produce_chunks): chunk i's
+// rows are in tile i % kBuffers once rows_landed says so; after its P V each
+// math warp releases the tile (tile_free) for the producers' next copies.
+template <class Traits, class ChunkPv>
+__device__ __forceinline__ void walk_chunks_fed(ChunkSmem<Traits>& s, const Dsv4Params& p, const TokenScope& scope,
+                                                int count, int per_group, ChunkPv& pv) {
+  if (threadIdx.x < Traits::kHeads) s.sink_log2[threadIdx.x] = scope.sink * kLog2e;
+  ptx::cp_async_wait_group<0>();
+  ptx::fence_proxy_async_shared();  // Q (cp.async) is read by wgmma (async proxy)
+  math_sync<Traits>();
+  for (int i = 0; i < count; ++i) {
+    const int buffer = i % Traits::kBuffers;
+    phase_mark(i, 0);
+    wait_tile<Traits>(s, buffer, i / Traits::kBuffers);
+    phase_mark(i, 1);
+    phase_mark(i, 2);
+    if (!(p.skip_stages & 4)) chunk_math<Traits>(s, scope, i, count, per_group, buffer, pv);
+    // This warp's reads of the tile (generic proxy) before the producers' next bulk copies into it (async proxy).
+    ptx::fence_proxy_async_shared();
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) ptx::mbarrier_arrive(ptx::smem_address(&s.tile_free[buffer]));
+  }
+}
+
 // Walks chunks [first, first + count) of a token with the traits' KV tiles;
-// pv is the P V step (chunk_math).
+// pv is the P V step (chunk_math). With producers the walk starts at chunk
+// `first` of produce_chunks.
 template <class Traits, class ChunkPv>
 __device__ __forceinline__ void walk_chunks(ChunkSmem<Traits>& s, const Dsv4Params& p, const TokenScope& scope,
                                             int first, int count, int per_group, ChunkPv&& pv) {
-  if constexpr (Traits::kBuffers == 2) {
+  if constexpr (Traits::kProducerWarps > 0) {
+    walk_chunks_fed<Traits>(s, p, scope, count, per_group, pv);
+  } else if constexpr (Traits::kBuffers == 2) {
     walk_chunks_two_tiles<Traits>(s, p, scope, first, count, per_group, pv);
   } else {
     walk_chunks_one_tile<Traits>(s, p, scope, first, count, per_group, pv);

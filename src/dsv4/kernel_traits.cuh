@@ -27,7 +27,10 @@ constexpr int resident_ctas(size_t smem_bytes) {
 // kDType: the element type of q and of the KV rows. kBuffers: KV tiles; with
 // 2 the next chunk's gather lands during this one's math, with 1 the gather
 // waits for the tile (a CTA of one chunk loses nothing, and a BF16 tile is 65 KiB).
-template <int kHeads_, DType kDType_, int kBuffers_>
+// kProducerWarps: 0, the math warps issue their rows' copies themselves; 4,
+// a producer warpgroup issues every copy and the math warps only wait
+// (docs/kernels/large_batch.md, "Sixth session").
+template <int kHeads_, DType kDType_, int kBuffers_, int kProducerWarps_ = 0>
 struct Dsv4Traits {
   static constexpr int kHeads = kHeads_;  // query heads a CTA: 16 or 64 (one gathered tile serves them all)
   static constexpr int kHeadTiles = kHeads / 16;  // P V: mma.sync tiles of 16 heads (M = 16)
@@ -35,8 +38,12 @@ struct Dsv4Traits {
   static constexpr bool kBf16 = kDType == DType::kBFloat16;
   static constexpr int kElementBytes = kBf16 ? 2 : 1;
   static constexpr int kChunkColumns = 64;  // KV rows gathered and scored at once
-  static constexpr int kWarps = 8;  // 2 warps a scheduler: one warp's latency chain hides the other's
-  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kWarps = 8;  // math warps: 2 a scheduler, one warp's latency chain hides the other's
+  static constexpr int kThreads = kWarps * 32;  // math threads (threadIdx.x < kThreads)
+  static constexpr int kProducerWarps = kProducerWarps_;
+  static constexpr int kLaunchThreads = kThreads + 32 * kProducerWarps;
+  // Rows of a chunk each producer warp copies (one lane a row).
+  static constexpr int kProducerRows = kProducerWarps > 0 ? kChunkColumns / (kProducerWarps > 0 ? kProducerWarps : 1) : 0;
   static constexpr int kRowBytes = kHeadDim * kElementBytes;  // FP8: 512, BF16: 1024
   static constexpr int kBuffers = kBuffers_;
   // The Q tile is stored as wgmma's K-major core matrices (8 rows x 16
@@ -54,8 +61,11 @@ struct Dsv4Traits {
   static constexpr int kStepsPerAccumulator = kBf16 ? kScoreSteps : 2;
   static constexpr int kScoreSets = kScoreSteps / kStepsPerAccumulator;
   // Accumulator sets live at once (kHeads / 2 floats each): all at 16 heads;
-  // 2 at 64 heads (32 floats a set), next to the 128-float P V fragment.
-  static constexpr int kLiveScoreSets = kHeads == 16 ? kScoreSets : 2;
+  // 2 at 64 heads (32 floats a set), next to the 128-float P V fragment, and
+  // at 16 FP8 heads with producers (104 registers a math thread at 2 CTAs an
+  // SM: 4 live sets spill 192 bytes, 2 spill 44, and measured faster).
+  static constexpr bool kFewRegisters = kHeads > 16 || (kProducerWarps_ > 0 && !kBf16);
+  static constexpr int kLiveScoreSets = kFewRegisters ? 2 : kScoreSets;
   // Softmax: kSoftmaxThreads threads a head, kSoftmaxColumns columns each
   // (16 x 4 at 16 heads, 4 x 16 at 64).
   static constexpr int kSoftmaxThreads = kWarps * 32 / kHeads;
@@ -128,6 +138,25 @@ struct Dsv4Traits {
   static_assert(kRowBytes % 512 == 0, "bulk rows: a warp zero-fills a masked row 512 bytes a store");
   static_assert(kScoreSteps % kScoreBatch == 0 && kScoreBatch % kStepsPerAccumulator == 0 || kBf16,
                 "Q K^T from registers: whole accumulator sets a batch (FP8)");
+  static_assert(kProducerWarps == 0 || (kProducerWarps == 4 && kBuffers == 2),
+                "producers: one warpgroup (setmaxnreg moves registers a warpgroup at a time), two tiles to fill ahead");
+  static_assert(kProducerRows <= 32 && kProducerRows % 8 == 0,
+                "a producer lane copies one row; its warp's rows are whole bytes of column_mask");
+};
+
+// Registers a thread of a kernel with a producer warpgroup holds at
+// `ctas` CTAs an SM: all at launch, then (setmaxnreg) the producers give
+// theirs down to kProducerRegisters and the math warps take them. The pool
+// is what the CTA got at launch; counts are multiples of 8.
+template <class Traits, int kCtas>
+struct ProducerRegisters {
+  static constexpr int kLaunch = (65536 / kCtas / Traits::kLaunchThreads) / 8 * 8;
+  static constexpr int kProducer = 32;
+  static constexpr int kMath =
+      ((kLaunch * Traits::kLaunchThreads - kProducer * 32 * Traits::kProducerWarps) / Traits::kThreads) / 8 * 8;
+  static_assert(kProducer * 32 * Traits::kProducerWarps + kMath * Traits::kThreads <= kLaunch * Traits::kLaunchThreads,
+                "setmaxnreg moves registers within the CTA's launch allocation");
+  static_assert(kMath >= 96, "the math warps need ~100 registers or spill the chunk steps");
 };
 
 // The 4 values of granule g travel in the order (n-tile 0, n-tile 1) x
@@ -163,16 +192,26 @@ struct StagedIndices {
 template <int kColumns>
 struct StagedIndices<1, kColumns> {};
 
+// With a producer warpgroup: tile_free[b] completes when every math warp is
+// done reading tile b (one arrival a math warp), so the producers may refill it.
+template <int kBuffers, bool kProducers>
+struct TileFree {
+  uint64_t tile_free[kBuffers];
+};
+template <int kBuffers>
+struct TileFree<kBuffers, false> {};
+
 // What both kernels keep per chunk.
 // A KV tile: row-major rows padded to kTileRowBytes (one bulk copy a row).
 template <class Traits>
 using KvTile = uint8_t[Traits::kChunkColumns][Traits::kTileRowBytes];
 
+// TileFree is a base: empty without producers, it takes no bytes and moves no member.
 template <class Traits>
-struct ChunkSmem {
+struct ChunkSmem : TileFree<Traits::kBuffers, (Traits::kProducerWarps > 0)> {
   static constexpr int kHeads = Traits::kHeads;
   KvTile<Traits> kv[Traits::kBuffers];  // gathered rows: K and V
-  uint64_t rows_landed[Traits::kBuffers];  // bulk rows: a tile's copies completed (one arrival a warp)
+  uint64_t rows_landed[Traits::kBuffers];  // bulk rows: a tile's copies completed (one arrival a copying warp)
   alignas(16) uint8_t q[kHeads / 8][Traits::kPieces][8][16];
   float scores[Traits::kWarpgroups][kHeads][Traits::kScoreRowFloats];  // each warpgroup's share of Q K^T
   // exp2(score - running max): FP16 bits (FP8 rows) or BF16 hi, lo bits (BF16 rows)
@@ -245,12 +284,12 @@ struct SplitWorkspace {
 // (a 65 KiB tile) at 1. The stream kernel keeps two tiles (FP8: 2 CTAs an
 // SM, BF16: 1; docs/kernels/bf16.md).
 using ClusterTraitsFp8 = Dsv4Traits<16, DType::kFloat8E4M3, 1>;
-using StreamTraitsFp8 = Dsv4Traits<16, DType::kFloat8E4M3, 2>;
+using StreamTraitsFp8 = Dsv4Traits<16, DType::kFloat8E4M3, 2, 4>;
 using ClusterTraitsBf16 = Dsv4Traits<16, DType::kBFloat16, 1>;
-using StreamTraitsBf16 = Dsv4Traits<16, DType::kBFloat16, 2>;
+using StreamTraitsBf16 = Dsv4Traits<16, DType::kBFloat16, 2, 4>;
 // The split kernel: FP8 with two tiles (runs of several groups overlap the
-// next chunk's gather), BF16 with the cluster kernel's one.
-using SplitTraitsFp8 = StreamTraitsFp8;
+// next chunk's gather; the math warps issue the copies), BF16 with the cluster kernel's one.
+using SplitTraitsFp8 = Dsv4Traits<16, DType::kFloat8E4M3, 2>;
 using SplitTraitsBf16 = ClusterTraitsBf16;
 // 64 heads a CTA (stream_fp8_h64.cu, split_fp8_h64.cu): FP8 only, two KV
 // tiles, one CTA an SM (docs/kernels/heads64.md).

@@ -46,6 +46,7 @@ struct KernelSet {
   size_t stream_smem;
   size_t split_smem;
   int combine_slices;
+  int stream_threads;  // with a producer warpgroup, more than kThreads
 };
 
 template <class ClusterT, class StreamT, class SplitT>
@@ -57,7 +58,8 @@ KernelSet kernel_set(const void* cluster, const void* stream, const void* split,
           sizeof(ClusterSmem<ClusterT>),
           sizeof(StreamSmem<StreamT>),
           sizeof(SplitSmem<SplitT>),
-          SplitWorkspace<SplitT>::kCombineSlices};
+          SplitWorkspace<SplitT>::kCombineSlices,
+          StreamT::kLaunchThreads};
 }
 
 KernelSet kernels_for(DType dtype, int group_heads) {
@@ -103,22 +105,27 @@ constexpr int kGroupSizes[] = {Traits16::kHeads, Traits64::kHeads};
 int group_slot(int group_heads) { return group_heads == Traits64::kHeads ? 1 : 0; }
 
 // The cluster kernel serves up to this many (token, 16-head group) pairs,
-// the stream kernel more: the crossovers measured on the H200 at widths 128
-// and 640 (between 48 and 64 tokens) and 2176 (between 64 and 96), see
-// docs/kernels/dispatch.md.
+// the stream kernel more, at widths the split path does not serve (W <= 128:
+// the crossover measured between 48 and 64 tokens, docs/kernels/dispatch.md).
 constexpr int64_t kClusterMaxUnits = 56;
-constexpr int64_t kClusterMaxUnitsWide = 80;  // widths above 1024 (groups of 2+ chunks)
 // The split path (split + combine kernels) serves widths of more than
 // kSplitMinGroups groups (at width 128 it loses to the stream kernel) while
-// the GPU holds at least kSplitMinCtas split CTAs a unit at once (with 2 it
-// ties or loses to the stream kernel); there the cluster kernel keeps only
-// the fewest units above width 1024 (measured at width 2176: cluster faster
-// up to 6 tokens and at 12 and 16, split at 8 and from 24) and none at or
-// below it (width 640: split faster from 1 token). docs/kernels/dispatch.md.
-constexpr int64_t kSplitMinCtas = 3;
+// the GPU holds at least min CTAs a unit at once: 3 at 64 heads; at 16 heads
+// (the stream kernel with a producer warpgroup since the sixth session) 5
+// up to W = 1024 (stream faster from 64 tokens at W = 640, FP8 and BF16)
+// and 4 above (split faster at 64 tokens, stream at 96, W = 2176).
+// The cluster kernel keeps the fewest units: none up to W = 1024 (split
+// faster from 1 token at W = 640), 16 above (measured at W = 2176). Without
+// the split workspace: 16 units (W <= 1024) and 40 (wider), where the
+// stream kernel (~20 and ~56 µs whatever T up to a wave) overtakes it.
 constexpr int32_t kSplitMinGroups = 2;
+constexpr int64_t kSplitMinCtas64Heads = 3;
+constexpr int64_t kSplitMinCtas = 5;
+constexpr int64_t kSplitMinCtasWide = 4;  // widths above 1024 (groups of 2+ chunks)
 constexpr int64_t kClusterMaxUnitsBeforeSplit = 0;
-constexpr int64_t kClusterMaxUnitsBeforeSplitWide = 16;  // widths above 1024
+constexpr int64_t kClusterMaxUnitsBeforeSplitWide = 16;
+constexpr int64_t kClusterMaxUnitsWithoutSplit = 16;
+constexpr int64_t kClusterMaxUnitsWithoutSplitWide = 40;
 
 constexpr int kMaxDevices = 64;
 
@@ -312,15 +319,20 @@ Dsv4Kernel choose_kernel(const Dsv4DecodeArgs& args, bool split_workspace) {
   // Head groups of one token are independent work, like more tokens.
   const int heads = group_heads(args, Dsv4Kernel::kAuto);
   const int64_t units = validation::saturating_mul(args.num_tokens, head_groups(args.num_heads, heads));
-  const bool split = split_workspace && chunk_plan(args.width).groups > kSplitMinGroups &&
-                     split_slots(args.dtype, heads) >= kSplitMinCtas * units;
+  const ChunkPlan plan = chunk_plan(args.width);
+  const bool wide = plan.chunks_per_group > 1;
+  const bool splittable = plan.groups > kSplitMinGroups;
+  const int64_t min_ctas =
+      heads == Traits64::kHeads ? kSplitMinCtas64Heads : wide ? kSplitMinCtasWide : kSplitMinCtas;
+  const bool split = split_workspace && splittable &&
+                     split_slots(args.dtype, heads) >= validation::saturating_mul(min_ctas, units);
   // 64-head calls: only the 64-head kernels (the cluster kernel's 16-head
   // groups would give other bits). The crossover is the 16-head rule's,
   // unmeasured at 64 heads (docs/kernels/heads64.md).
   if (heads == Traits64::kHeads) return split ? Dsv4Kernel::kSplit : Dsv4Kernel::kStream;
-  const bool wide = chunk_plan(args.width).chunks_per_group > 1;
-  const int64_t most = split ? (wide ? kClusterMaxUnitsBeforeSplitWide : kClusterMaxUnitsBeforeSplit)
-                             : (wide ? kClusterMaxUnitsWide : kClusterMaxUnits);
+  const int64_t most = !splittable        ? kClusterMaxUnits
+                       : split_workspace ? (wide ? kClusterMaxUnitsBeforeSplitWide : kClusterMaxUnitsBeforeSplit)
+                                         : (wide ? kClusterMaxUnitsWithoutSplitWide : kClusterMaxUnitsWithoutSplit);
   // No cluster fits without a device or on a partitioned GPU: cluster_max_tokens() is 0.
   if (units <= most && cluster_max_tokens(args.width, args.dtype) > 0) return Dsv4Kernel::kCluster;
   return split ? Dsv4Kernel::kSplit : Dsv4Kernel::kStream;
@@ -357,7 +369,7 @@ Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace
 
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned>(units * (cluster ? plan.groups : split ? p.split_ctas : 1)));
-  config.blockDim = dim3(Traits16::kThreads);
+  config.blockDim = dim3(cluster || split ? Traits16::kThreads : kernels.stream_threads);
   config.dynamicSmemBytes = cluster ? kernels.cluster_smem : split ? kernels.split_smem : kernels.stream_smem;
   config.stream = stream;
   cudaLaunchAttribute attributes[2];
@@ -376,6 +388,7 @@ Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace
   // The combine kernel always overlaps the split kernel's tail (PDL): it
   // waits for the split kernel's results before it reads them.
   config.gridDim = dim3(static_cast<unsigned>(units * kernels.combine_slices));
+  config.blockDim = dim3(Traits16::kThreads);
   config.dynamicSmemBytes = 0;
   attributes[0].val.programmaticStreamSerializationAllowed = 1;
   return cuda_status(cudaLaunchKernelExC(&config, kernels.combine, kernel_args), "launching the dsv4 combine kernel");

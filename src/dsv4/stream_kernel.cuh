@@ -103,7 +103,7 @@ __device__ __forceinline__ void walk_and_fold(StreamSmem<Traits>& smem, const Ds
 }
 
 template <class Traits>
-__global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(StreamSmem<Traits>)))
+__global__ void __launch_bounds__(Traits::kLaunchThreads, resident_ctas(sizeof(StreamSmem<Traits>)))
     stream_kernel(const __grid_constant__ Dsv4Params p) {
   extern __shared__ __align__(16) uint8_t smem_bytes[];
   StreamSmem<Traits>& smem = *reinterpret_cast<StreamSmem<Traits>*>(smem_bytes);
@@ -117,6 +117,16 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(StreamS
   ptx::grid_dependency_wait();
   load_query<Traits>(s, p, token, heads);
   const TokenScope scope = token_scope<Traits>(s, p, token, heads, true, sink);
+  if constexpr (Traits::kProducerWarps > 0) {
+    // The producer warpgroup copies the rows with few registers; the math warps take the rest.
+    using Registers = ProducerRegisters<Traits, resident_ctas(sizeof(StreamSmem<Traits>))>;
+    if (warp >= Traits::kWarps) {
+      ptx::setmaxnreg_dec<Registers::kProducer>();
+      produce_chunks<Traits>(s, p, scope, 0, p.chunks);
+      return;
+    }
+    ptx::setmaxnreg_inc<Registers::kMath>();
+  }
   const float bmm2 = p.bmm2_scale_ptr ? *p.bmm2_scale_ptr : p.bmm2_scale;
 
   // This thread's heads in tile t: 16t + lane / 4 (fragment elements 0, 1) and 16t + lane / 4 + 8 (2, 3).

@@ -680,10 +680,11 @@ TEST_F(Dsv4Gpu, Heads64MaskedColumnsSinksAndWindows) {
   }
 }
 
-// kAuto runs the cluster or the stream kernel where the split kernel's
-// workspace is missing, too small or misaligned: the same bits as the split kernel.
+// kAuto runs the cluster (T = 6) or the stream kernel (T = 48) where the
+// split kernel's workspace is missing, too small or misaligned: the same bits
+// as the split kernel.
 TEST_F(Dsv4Gpu, AutoWithoutTheSplitWorkspaceRunsAnotherKernel) {
-  for (int64_t tokens : {6, 64}) {
+  for (int64_t tokens : {6, 48}) {
     Dsv4ProblemConfig config = config_for(tokens, 640);
     Dsv4Problem problem = testing::make_dsv4_problem(config);
     Dsv4DeviceProblem device(problem);
@@ -713,8 +714,10 @@ TEST_F(Dsv4Gpu, AutoChoosesClusterSplitOrStreamByTokens) {
   args.width = 640;
   args.num_tokens = 1;
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kSplit);
-  args.num_tokens = 64;
+  args.num_tokens = 48;
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kSplit);
+  args.num_tokens = 64;  // the stream kernel from 64 tokens (dispatch.md, sixth session)
+  EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
   args.width = 128;  // 2 groups: no split
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
   args.num_tokens = 6;
