@@ -67,7 +67,7 @@ __device__ __forceinline__ void walk_and_fold(StreamSmem<Traits>& smem, const Ds
         folds.max[tid] = head_state.max, folds.sum[tid] = head_state.sum;
         folds.keep[tid] = w.keep, folds.take[tid] = w.take;
       }
-      __syncthreads();
+      math_sync<Traits>();
       // The __syncwarp ends a dim group: without it ptxas overlaps the two
       // dim groups' MMAs and folds and spills ~100 values (with it, none). The
       // rolled loop it replaces rotated all of out (128 moves) each dim group.
@@ -82,7 +82,7 @@ __device__ __forceinline__ void walk_and_fold(StreamSmem<Traits>& smem, const Ds
         __syncwarp();
       }
     });
-    __syncthreads();
+    math_sync<Traits>();
 #pragma unroll
     for (int t = 0; t < Traits::kHeadTiles; ++t)
 #pragma unroll
