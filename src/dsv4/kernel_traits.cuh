@@ -63,8 +63,9 @@ struct Dsv4Traits {
   // Accumulator sets live at once (kHeads / 2 floats each): all at 16 heads;
   // 2 at 64 heads (32 floats a set), next to the 128-float P V fragment, and
   // at 16 FP8 heads with producers (104 registers a math thread at 2 CTAs an
-  // SM: 4 live sets spill 192 bytes, 2 spill 44, and measured faster).
-  static constexpr bool kFewRegisters = kHeads > 16 || (kProducerWarps_ > 0 && !kBf16);
+  // SM: 4 live sets spill 192 bytes, 2 spill 44, and measured faster; the
+  // deep stream kernel, at 1 CTA an SM, has 232).
+  static constexpr bool kFewRegisters = kHeads > 16 || (kProducerWarps_ > 0 && !kBf16 && kBuffers_ == 2);
   static constexpr int kLiveScoreSets = kFewRegisters ? 2 : kScoreSets;
   // Softmax: kSoftmaxThreads threads a head, kSoftmaxColumns columns each
   // (16 x 4 at 16 heads, 4 x 16 at 64).
@@ -119,7 +120,8 @@ struct Dsv4Traits {
   static_assert(kLiveScoreSets == kScoreSets || (kLiveScoreSets >= 2 && kLiveScoreSets < kScoreSets),
                 "score_chunk: the first batch fills every live set, later batches refill sets 1..");
   static_assert(kDType == DType::kFloat8E4M3 || kDType == DType::kBFloat16, "the kernels read FP8 E4M3 or BF16 rows");
-  static_assert(kBuffers == 1 || kBuffers == 2, "walk_chunks double-buffers or waits for its one tile");
+  static_assert(kBuffers == 1 || kBuffers == 2 || (kBuffers <= 4 && kProducerWarps_ > 0),
+                "walk_chunks double-buffers or waits for its one tile; deeper pipelines need producers");
   static_assert(kRowBytes % 16 == 0 && kPieces % 4 == 0, "a gather lane copies every 4th 16-byte piece of its row");
   static_assert(kScoreSteps % kStepsPerAccumulator == 0, "score accumulators take equal runs of k-steps");
   static_assert(kGatherRowsPerWarp == 8, "a warp gathers one row group (8 rows) of the tile");
@@ -138,8 +140,8 @@ struct Dsv4Traits {
   static_assert(kRowBytes % 512 == 0, "bulk rows: a warp zero-fills a masked row 512 bytes a store");
   static_assert(kScoreSteps % kScoreBatch == 0 && kScoreBatch % kStepsPerAccumulator == 0 || kBf16,
                 "Q K^T from registers: whole accumulator sets a batch (FP8)");
-  static_assert(kProducerWarps == 0 || (kProducerWarps == 4 && kBuffers == 2),
-                "producers: one warpgroup (setmaxnreg moves registers a warpgroup at a time), two tiles to fill ahead");
+  static_assert(kProducerWarps == 0 || (kProducerWarps == 4 && kBuffers >= 2),
+                "producers: one warpgroup (setmaxnreg moves registers a warpgroup at a time), tiles to fill ahead");
   static_assert(kProducerRows <= 32 && kProducerRows % 8 == 0,
                 "a producer lane copies one row; its warp's rows are whole bytes of column_mask");
 };
@@ -291,6 +293,10 @@ using StreamTraitsBf16 = Dsv4Traits<16, DType::kBFloat16, 2, 4>;
 // next chunk's gather; the math warps issue the copies), BF16 with the cluster kernel's one.
 using SplitTraitsFp8 = Dsv4Traits<16, DType::kFloat8E4M3, 2>;
 using SplitTraitsBf16 = ClusterTraitsBf16;
+// The deep stream kernel (stream_deep_fp8_h16.cu) for calls of at most one
+// unit an SM: 4 KV tiles in flight at 1 CTA an SM, so that a lone CTA's
+// chunks do not wait for the row latency (docs/kernels/large_batch.md).
+using StreamDeepTraitsFp8 = Dsv4Traits<16, DType::kFloat8E4M3, 4, 4>;
 // 64 heads a CTA (stream_fp8_h64.cu, split_fp8_h64.cu): FP8 only, two KV
 // tiles, one CTA an SM; the stream kernel with a producer warpgroup (232
 // registers a math thread), the split kernel without (docs/kernels/heads64.md).
@@ -306,6 +312,9 @@ static_assert(resident_ctas(sizeof(ClusterSmem<ClusterTraitsFp8>)) == 2 &&
                   resident_ctas(sizeof(StreamSmem<StreamTraitsFp8>)) == 2 &&
                   resident_ctas(sizeof(SplitSmem<SplitTraitsFp8>)) == 2,
               "the FP8 kernels were measured at 2 CTAs an SM");
+static_assert(sizeof(StreamSmem<StreamDeepTraitsFp8>) <= kMaxSmemPerCta &&
+                  resident_ctas(sizeof(StreamSmem<StreamDeepTraitsFp8>)) == 1,
+              "the deep stream kernel: 4 KV tiles, 1 CTA an SM");
 static_assert(sizeof(StreamSmem<StreamTraitsFp8H64>) <= kMaxSmemPerCta,
               "64 heads: two 33 KiB KV tiles, the 32 KiB Q tile and 34 KiB of scores fit one CTA an SM");
 

@@ -47,6 +47,10 @@ struct KernelSet {
   size_t split_smem;
   int combine_slices;
   int stream_threads;  // with a producer warpgroup, more than kThreads
+  // The deep stream kernel (4 tiles, 1 CTA an SM) for at most one unit an SM; null if none.
+  const void* stream_deep = nullptr;
+  size_t stream_deep_smem = 0;
+  int stream_deep_threads = 0;
 };
 
 template <class ClusterT, class StreamT, class SplitT>
@@ -71,8 +75,12 @@ KernelSet kernels_for(DType dtype, int group_heads) {
     return kernel_set<ClusterTraitsFp8, StreamTraitsFp8H64, SplitTraitsFp8H64>(
         cluster_kernel_fp8_h16(), stream_kernel_fp8_h64(), split_kernel_fp8_h64(), combine_kernel_fp8_h64());
   }
-  return kernel_set<ClusterTraitsFp8, StreamTraitsFp8, SplitTraitsFp8>(
+  KernelSet fp8 = kernel_set<ClusterTraitsFp8, StreamTraitsFp8, SplitTraitsFp8>(
       cluster_kernel_fp8_h16(), stream_kernel_fp8_h16(), split_kernel_fp8_h16(), combine_kernel_fp8_h16());
+  fp8.stream_deep = stream_deep_kernel_fp8_h16();
+  fp8.stream_deep_smem = sizeof(StreamSmem<StreamDeepTraitsFp8>);
+  fp8.stream_deep_threads = StreamDeepTraitsFp8::kLaunchThreads;
+  return fp8;
 }
 
 static_assert(SplitWorkspace<Traits16>::kValueBytes == SplitWorkspace<SplitTraitsBf16>::kValueBytes &&
@@ -146,6 +154,10 @@ int set_kernel_attributes() {
       if (e == cudaSuccess) {
         e = cudaFuncSetAttribute(k.split, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k.split_smem));
       }
+      if (e == cudaSuccess && k.stream_deep) {
+        e = cudaFuncSetAttribute(k.stream_deep, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(k.stream_deep_smem));
+      }
     }
   }
   return e;
@@ -155,6 +167,25 @@ int set_kernel_attributes() {
 Status configure_kernels() {
   static OncePerDevice configured(set_kernel_attributes, "configuring the dsv4 kernels");
   return configured.run();
+}
+
+// The current device's SMs (0 without a device); cached.
+int64_t device_sms() {
+  static std::atomic<int64_t> cache[kMaxDevices] = {};
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  if (device < kMaxDevices && cache[device].load(std::memory_order_relaxed) > 0) {
+    return cache[device].load(std::memory_order_relaxed);
+  }
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  if (device < kMaxDevices) cache[device].store(sms, std::memory_order_relaxed);
+  return sms;
 }
 
 // Split CTAs of `group_heads` heads the current device holds at once (0
@@ -369,8 +400,13 @@ Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace
 
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned>(units * (cluster ? plan.groups : split ? p.split_ctas : 1)));
-  config.blockDim = dim3(cluster || split ? Traits16::kThreads : kernels.stream_threads);
-  config.dynamicSmemBytes = cluster ? kernels.cluster_smem : split ? kernels.split_smem : kernels.stream_smem;
+  // At most one unit an SM: the deep stream kernel (same bits, more rows in flight).
+  const bool deep = !cluster && !split && kernels.stream_deep && units <= device_sms();
+  config.blockDim = dim3(cluster || split ? Traits16::kThreads
+                                          : deep ? kernels.stream_deep_threads : kernels.stream_threads);
+  config.dynamicSmemBytes = cluster ? kernels.cluster_smem
+                            : split ? kernels.split_smem
+                                    : deep ? kernels.stream_deep_smem : kernels.stream_smem;
   config.stream = stream;
   cudaLaunchAttribute attributes[2];
   attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -380,7 +416,7 @@ Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace
   config.attrs = attributes;
   config.numAttrs = cluster ? 2 : 1;
   void* kernel_args[] = {&p};
-  const void* first = cluster ? kernels.cluster : split ? kernels.split : kernels.stream;
+  const void* first = cluster ? kernels.cluster : split ? kernels.split : deep ? kernels.stream_deep : kernels.stream;
   if (Status status = cuda_status(cudaLaunchKernelExC(&config, first, kernel_args), "launching a dsv4 kernel");
       !status.ok() || !split) {
     return status;

@@ -1,0 +1,9 @@
+// Explicit instantiation: the deep stream kernel (4 KV tiles, 1 CTA an SM), FP8 E4M3, 16 heads.
+#include "dsv4/launch.h"
+#include "dsv4/stream_kernel.cuh"
+
+namespace sparse_decode::dsv4 {
+const void* stream_deep_kernel_fp8_h16() {
+  return reinterpret_cast<const void*>(&stream_kernel<StreamDeepTraitsFp8>);
+}
+}  // namespace sparse_decode::dsv4
