@@ -212,7 +212,7 @@ using KvTile = uint8_t[Traits::kChunkColumns][Traits::kTileRowBytes];
 template <class Traits>
 struct ChunkSmem : TileFree<Traits::kBuffers, (Traits::kProducerWarps > 0)> {
   static constexpr int kHeads = Traits::kHeads;
-  KvTile<Traits> kv[Traits::kBuffers];  // gathered rows: K and V
+  alignas(16) KvTile<Traits> kv[Traits::kBuffers];  // gathered rows: K and V (bulk copies: 16-byte aligned rows)
   uint64_t rows_landed[Traits::kBuffers];  // bulk rows: a tile's copies completed (one arrival a copying warp)
   alignas(16) uint8_t q[kHeads / 8][Traits::kPieces][8][16];
   float scores[Traits::kWarpgroups][kHeads][Traits::kScoreRowFloats];  // each warpgroup's share of Q K^T
