@@ -87,21 +87,23 @@ __device__ __forceinline__ void issue_pending_row(const PendingRow& row) {
   if (row.bytes != 0) ptx::cp_async_bulk_g2s(row.dst, row.src, row.bytes, row.barrier);
 }
 
-// Gathers the chunk's rows into KV tile `buffer` (row-major, padded rows) by bulk copies:
-// lane l < 8 of warp w copies row 8w + l (one 512- or 1024-byte copy),
-// completing on rows_landed[buffer] (one arrival a warp, with the bytes it
-// copies). Rows not copied (masked columns) are zero-filled by the warp
-// first, so NaN in their rows never reaches the MMAs. The issuing lanes do
-// not wait for the copies: the math of the current chunk runs meanwhile.
-// Lanes from `issue_now` on return their copy instead of issuing it (the
-// caller issues it later with issue_pending_row, before the tile's wait).
-template <class Traits>
-__device__ __forceinline__ PendingRow gather_chunk(ChunkSmem<Traits>& s, const Dsv4Params& p, int column0,
-                                                   int32_t index, int len, int window, bool count_out_of_range,
-                                                   int buffer, int issue_now = Traits::kGatherRowsPerWarp) {
-  constexpr int kRows = Traits::kGatherRowsPerWarp;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int column = column0 + warp * kRows + lane % kRows;
+// One warp's rows [first_row, first_row + kRows) of a chunk into KV tile
+// `buffer` (row-major, padded rows) by bulk copies: lane l < kRows copies
+// row first_row + l with `index` (one 512- or 1024-byte copy), completing
+// on rows_landed[buffer] (one arrival a warp, with the bytes it copies).
+// Rows not copied (masked columns) are zero-filled by the warp first, so
+// NaN in their rows never reaches the MMAs; the warp writes their bytes of
+// the column mask. The issuing lanes do not wait for the copies. Lanes from
+// `issue_now` on return their copy instead of issuing it (the caller issues
+// it later with issue_pending_row, before the tile's wait).
+template <class Traits, int kRows>
+__device__ __forceinline__ PendingRow copy_rows(ChunkSmem<Traits>& s, const Dsv4Params& p, int first_row, int column0,
+                                                int32_t index, int len, int window, bool count_out_of_range,
+                                                int buffer, int issue_now = kRows) {
+  static_assert(kRows % 8 == 0 && kRows <= 16, "whole bytes of the column mask; rows are bits of a ballot");
+  constexpr uint32_t kRowBits = (1u << kRows) - 1;
+  const int lane = threadIdx.x % 32;
+  const int column = column0 + first_row + lane % kRows;
   const bool swa = column < kSwaColumns;
   const int64_t rows = swa ? p.swa.rows : p.compressed.rows;
   const bool listed = index >= 0 && column < len && (!swa || column < window);
@@ -109,24 +111,24 @@ __device__ __forceinline__ PendingRow gather_chunk(ChunkSmem<Traits>& s, const D
   if (listed && !active && lane < kRows && count_out_of_range) atomicAdd(p.out_of_range_count, 1);
   __syncwarp();  // reconverge before the ballots
   const bool load = active && !(p.skip_stages & 1);
-  const uint32_t mask = __ballot_sync(0xffffffffu, active) & ((1u << kRows) - 1);
-  const uint32_t copied = __ballot_sync(0xffffffffu, load) & ((1u << kRows) - 1);
-  if (lane == 0) s.column_mask[buffer][warp] = static_cast<uint8_t>(mask);
-  for (uint32_t zero = ~copied & ((1u << kRows) - 1); zero != 0; zero &= zero - 1) {
-    const int row = warp * kRows + __ffs(zero) - 1;
+  const uint32_t mask = __ballot_sync(0xffffffffu, active) & kRowBits;
+  const uint32_t copied = __ballot_sync(0xffffffffu, load) & kRowBits;
+  if (lane < kRows / 8) s.column_mask[buffer][first_row / 8 + lane] = static_cast<uint8_t>(mask >> (8 * lane));
+  for (uint32_t zero = ~copied & kRowBits; zero != 0; zero &= zero - 1) {
+    const int row = first_row + __ffs(zero) - 1;
 #pragma unroll
     for (int part = 0; part < Traits::kRowBytes / 512; ++part) {
       ptx::st_shared_zero16(ptx::smem_address(&s.kv[buffer][row][part * 512 + lane * 16]));
     }
   }
-  __syncwarp();  // the zeros before the arrival that publishes the tile
+  __syncwarp();  // the zeros and the mask before the arrival that publishes the tile
   const uint32_t barrier = ptx::smem_address(&s.rows_landed[buffer]);
   if (lane == 0) ptx::mbarrier_arrive_expect_tx(barrier, __popc(copied) * Traits::kRowBytes);
   __syncwarp();  // the expected bytes before any copy completes
   PendingRow row;
   if (lane < kRows && load) {
     row.src = swa ? p.swa.data + row_offset(p.swa, index) : p.compressed.data + row_offset(p.compressed, index);
-    row.dst = ptx::smem_address(&s.kv[buffer][warp * kRows + lane][0]);
+    row.dst = ptx::smem_address(&s.kv[buffer][first_row + lane][0]);
     row.barrier = barrier;
     row.bytes = Traits::kRowBytes;
     if (lane < issue_now) {
@@ -137,42 +139,24 @@ __device__ __forceinline__ PendingRow gather_chunk(ChunkSmem<Traits>& s, const D
   return row;
 }
 
+// The chunk's rows by the math warps: warp w copies rows 8w..8w+7 (copy_rows).
+template <class Traits>
+__device__ __forceinline__ PendingRow gather_chunk(ChunkSmem<Traits>& s, const Dsv4Params& p, int column0,
+                                                   int32_t index, int len, int window, bool count_out_of_range,
+                                                   int buffer, int issue_now = Traits::kGatherRowsPerWarp) {
+  constexpr int kRows = Traits::kGatherRowsPerWarp;
+  return copy_rows<Traits, kRows>(s, p, threadIdx.x / 32 * kRows, column0, index, len, window, count_out_of_range,
+                                  buffer, issue_now);
+}
+
 // With a producer warpgroup: producer warp w copies rows kProducerRows * w
-// + l of the chunk (lane l < kProducerRows), as gather_chunk does for the
-// math warps: masked rows zero-filled, one arrival a producer warp with the
-// bytes it copies, the column mask of its rows.
+// .. + kProducerRows - 1 of the chunk, issuing every copy at once.
 template <class Traits>
 __device__ __forceinline__ void produce_chunk(ChunkSmem<Traits>& s, const Dsv4Params& p, int column0, int32_t index,
                                               int len, int window, bool count_out_of_range, int buffer) {
   constexpr int kRows = Traits::kProducerRows;
-  const int producer = threadIdx.x / 32 - Traits::kWarps, lane = threadIdx.x % 32;
-  const int row = producer * kRows + lane;
-  const int column = column0 + row;
-  const bool swa = column < kSwaColumns;
-  const int64_t rows = swa ? p.swa.rows : p.compressed.rows;
-  const bool listed = lane < kRows && index >= 0 && column < len && (!swa || column < window);
-  const bool active = listed && index < rows;
-  if (listed && !active && count_out_of_range) atomicAdd(p.out_of_range_count, 1);
-  __syncwarp();  // reconverge before the ballots
-  const bool load = active && !(p.skip_stages & 1);
-  const uint32_t mask = __ballot_sync(0xffffffffu, active);
-  const uint32_t copied = __ballot_sync(0xffffffffu, load);
-  if (lane < kRows / 8) s.column_mask[buffer][producer * (kRows / 8) + lane] = static_cast<uint8_t>(mask >> (8 * lane));
-  for (uint32_t zero = ~copied & ((1u << kRows) - 1); zero != 0; zero &= zero - 1) {
-    const int zero_row = producer * kRows + __ffs(zero) - 1;
-#pragma unroll
-    for (int part = 0; part < Traits::kRowBytes / 512; ++part) {
-      ptx::st_shared_zero16(ptx::smem_address(&s.kv[buffer][zero_row][part * 512 + lane * 16]));
-    }
-  }
-  __syncwarp();  // the zeros and the mask before the arrival that publishes the tile
-  const uint32_t barrier = ptx::smem_address(&s.rows_landed[buffer]);
-  if (lane == 0) ptx::mbarrier_arrive_expect_tx(barrier, __popc(copied) * Traits::kRowBytes);
-  __syncwarp();  // the expected bytes before any copy completes
-  if (load) {
-    const uint8_t* src = swa ? p.swa.data + row_offset(p.swa, index) : p.compressed.data + row_offset(p.compressed, index);
-    ptx::cp_async_bulk_g2s(ptx::smem_address(&s.kv[buffer][row][0]), src, Traits::kRowBytes, barrier);
-  }
+  copy_rows<Traits, kRows>(s, p, (threadIdx.x / 32 - Traits::kWarps) * kRows, column0, index, len, window,
+                           count_out_of_range, buffer);
 }
 
 // The tiles' barriers (one arrival a copying warp a phase; with producers,
@@ -749,7 +733,6 @@ __device__ __forceinline__ void walk_chunks_one_tile(ChunkSmem<Traits>& s, const
 template <class Traits>
 __device__ __forceinline__ void produce_chunks(ChunkSmem<Traits>& s, const Dsv4Params& p, const TokenScope& scope,
                                                int first, int count) {
-  static_assert(Traits::kProducerRows < 32, "a producer warp's rows are bits of a 32-bit ballot");
   constexpr int kRows = Traits::kProducerRows, kColumns = Traits::kChunkColumns;
   const int lane = threadIdx.x % 32;
   const int row = (threadIdx.x / 32 - Traits::kWarps) * kRows + lane;
