@@ -747,6 +747,8 @@ __device__ __forceinline__ void produce_chunks(ChunkSmem<Traits>& s, const Dsv4P
     const int32_t next = i + 1 < count ? index_at(first + i + 1) : -1;
     if (i >= Traits::kBuffers) {
       ptx::mbarrier_wait_parity(ptx::smem_address(&s.tile_free[buffer]), (i / Traits::kBuffers - 1) & 1);
+      // This lane's zero fills of the tile's last use (generic proxy) before its bulk copies into it.
+      ptx::fence_proxy_async_shared();
     }
     produce_chunk<Traits>(s, p, (first + i) * kColumns, index, scope.len, scope.window, scope.count_out_of_range,
                           buffer);
@@ -762,6 +764,7 @@ template <class Traits, class ChunkPv>
 __device__ __forceinline__ void walk_chunks_fed(ChunkSmem<Traits>& s, const Dsv4Params& p, const TokenScope& scope,
                                                 int count, int per_group, ChunkPv& pv) {
   if (threadIdx.x < Traits::kHeads) s.sink_log2[threadIdx.x] = scope.sink * kLog2e;
+  ptx::cp_async_commit();  // load_query's copies: wait_group waits for committed groups only
   ptx::cp_async_wait_group<0>();
   ptx::fence_proxy_async_shared();  // Q (cp.async) is read by wgmma (async proxy)
   math_sync<Traits>();

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <iterator>
 #include <string>
+#include <utility>
 
 #include "common/device_support.h"
 #include "common/validation.h"
@@ -25,7 +26,8 @@ template <class Traits>
 constexpr bool kSameGeometry = Traits::kThreads == Traits16::kThreads &&
                                Traits::kChunkColumns == Traits16::kChunkColumns &&
                                Traits::kMaxGroups == Traits16::kMaxGroups;
-static_assert(kSameGeometry<StreamTraitsFp8> && kSameGeometry<ClusterTraitsBf16> && kSameGeometry<StreamTraitsBf16> &&
+static_assert(kSameGeometry<StreamTraitsFp8> && kSameGeometry<StreamDeepTraitsFp8> &&
+                  kSameGeometry<ClusterTraitsBf16> && kSameGeometry<StreamTraitsBf16> &&
                   kSameGeometry<SplitTraitsFp8> && kSameGeometry<SplitTraitsBf16> &&
                   kSameGeometry<StreamTraitsFp8H64> && kSameGeometry<SplitTraitsFp8H64>,
               "chunk_plan, the grid and the block size are shared by every kernel instantiation");
@@ -51,7 +53,21 @@ struct KernelSet {
   const void* stream_deep = nullptr;
   size_t stream_deep_smem = 0;
   int stream_deep_threads = 0;
+  // Registers a thread the stream kernels must be compiled with: their
+  // setmaxnreg moves (ProducerRegisters) assume exactly these.
+  int stream_registers = 0;
+  int stream_deep_registers = 0;
 };
+
+// The launch register count a stream kernel with producers was planned for (0: no producers).
+template <class StreamT>
+constexpr int planned_registers() {
+  if constexpr (StreamT::kProducerWarps > 0) {
+    return ProducerRegisters<StreamT, resident_ctas(sizeof(StreamSmem<StreamT>))>::kLaunch;
+  } else {
+    return 0;
+  }
+}
 
 template <class ClusterT, class StreamT, class SplitT>
 KernelSet kernel_set(const void* cluster, const void* stream, const void* split, const void* combine) {
@@ -63,7 +79,12 @@ KernelSet kernel_set(const void* cluster, const void* stream, const void* split,
           sizeof(StreamSmem<StreamT>),
           sizeof(SplitSmem<SplitT>),
           SplitWorkspace<SplitT>::kCombineSlices,
-          StreamT::kLaunchThreads};
+          StreamT::kLaunchThreads,
+          nullptr,
+          0,
+          0,
+          planned_registers<StreamT>(),
+          0};
 }
 
 KernelSet kernels_for(DType dtype, int group_heads) {
@@ -80,6 +101,7 @@ KernelSet kernels_for(DType dtype, int group_heads) {
   fp8.stream_deep = stream_deep_kernel_fp8_h16();
   fp8.stream_deep_smem = sizeof(StreamSmem<StreamDeepTraitsFp8>);
   fp8.stream_deep_threads = StreamDeepTraitsFp8::kLaunchThreads;
+  fp8.stream_deep_registers = planned_registers<StreamDeepTraitsFp8>();
   return fp8;
 }
 
@@ -157,6 +179,14 @@ int set_kernel_attributes() {
       if (e == cudaSuccess && k.stream_deep) {
         e = cudaFuncSetAttribute(k.stream_deep, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  static_cast<int>(k.stream_deep_smem));
+      }
+      // A producer kernel compiled with other register counts than planned
+      // would wait forever in setmaxnreg.inc: refuse to run it.
+      for (const auto& [kernel, planned] : {std::pair{k.stream, k.stream_registers},
+                                            std::pair{k.stream_deep, k.stream_deep_registers}}) {
+        cudaFuncAttributes attributes{};
+        if (e == cudaSuccess && kernel && planned > 0) e = cudaFuncGetAttributes(&attributes, kernel);
+        if (e == cudaSuccess && kernel && planned > 0 && attributes.numRegs != planned) e = cudaErrorInvalidKernelImage;
       }
     }
   }

@@ -17,6 +17,7 @@ inline constexpr size_t kCount = size_t{kWarpgroups} * kChunks * kMarks;
 // 16-head stream kernel or split kernel to `host` (kCount values); return a
 // cudaError_t. Defined only with the option.
 int read_stream(unsigned long long* host);
+int read_stream_deep(unsigned long long* host);  // the deep stream kernel (at most one unit an SM)
 int read_split(unsigned long long* host);
 
 #if defined(SPARSE_DECODE_PHASE_CLOCKS) && defined(__CUDACC__)

@@ -7,3 +7,9 @@ const void* stream_deep_kernel_fp8_h16() {
   return reinterpret_cast<const void*>(&stream_kernel<StreamDeepTraitsFp8>);
 }
 }  // namespace sparse_decode::dsv4
+
+#if defined(SPARSE_DECODE_PHASE_CLOCKS)
+int sparse_decode::dsv4::phase_clocks::read_stream_deep(unsigned long long* host) {
+  return cudaMemcpyFromSymbol(host, g_clocks, sizeof(g_clocks));
+}
+#endif

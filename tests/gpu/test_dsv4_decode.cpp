@@ -351,6 +351,19 @@ TEST_F(Dsv4Gpu, HolesAndShortLens) {
   check_problem(config, shorten_lens_and_punch_holes);
 }
 
+// Beyond one token an SM (132 on the H200) the forced stream kernel is the
+// two-tile one with 2 CTAs an SM (the deep kernel serves fewer units):
+// holes, short lens and infinite sinks there too.
+TEST_F(Dsv4Gpu, HolesShortLensAndInfiniteSinksBeyondOneTokenAnSm) {
+  Dsv4ProblemConfig config = config_for(200, 640);
+  config.hole_fraction = 0.3;
+  check_problem(config, [](Dsv4Problem& p) {
+    shorten_lens_and_punch_holes(p);
+    for (size_t h = 0; h < p.sinks.size(); h += 5) p.sinks[h] = std::numeric_limits<float>::infinity();
+    for (size_t h = 2; h < p.sinks.size(); h += 5) p.sinks[h] = -std::numeric_limits<float>::infinity();
+  });
+}
+
 TEST_F(Dsv4Gpu, TokensWithNoActiveColumn) {
   Dsv4ProblemConfig config = config_for(12, 640);
   check_problem(config, empty_three_tokens);
@@ -573,9 +586,10 @@ Dsv4Problem select_tokens(const Dsv4Problem& source, const std::vector<int64_t>&
 }
 
 // Tracks 6 tokens of a problem of 5000 through batches of 1, 7, 64, 100 and
-// 5000 (kAuto at 16 heads: W 640 split for 1, 7 and 64; W 2176 cluster for 1
-// and 7, split for 64; stream for 100 and 5000) and expects their bits to
-// stay the same. The forced kernels of check_problem cover the cluster
+// 5000 (kAuto at 16 heads, H200: W 640 split for 1 and 7, the deep stream
+// kernel for 64 and 100; W 2176 cluster for 1 and 7, split for 64, deep
+// stream for 100; the two-tile stream kernel for 5000) and expects their
+// bits to stay the same. The forced kernels of check_problem cover the cluster
 // kernel at W 640.
 void check_batch_invariance(DType dtype, int32_t width, int32_t heads = 16) {
   Dsv4ProblemConfig config = config_for(5000, width, dtype);

@@ -44,12 +44,18 @@ int main(int argc, char** argv) {
     }
     testing::check_cuda(cudaDeviceSynchronize(), "the decode");
   }
-  const int error = kernel == "split" ? clocks::read_split(marks.data()) : clocks::read_stream(marks.data());
+  // A stream call of at most one token an SM runs the deep stream kernel (4 tiles).
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  const int error = kernel == "split"          ? clocks::read_split(marks.data())
+                    : config.tokens <= sms ? clocks::read_stream_deep(marks.data())
+                                           : clocks::read_stream(marks.data());
   testing::check_cuda(error, "reading the clocks");
   int khz = 0;
   cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0);
   std::printf("%s kernel, T = %lld, W = %d, SM clock %d MHz; cycles from the previous mark\n", kernel.c_str(),
               static_cast<long long>(config.tokens), config.width, khz / 1000);
+  // Stream kernels with producers mark no gather step (mark 2 follows mark 1 at once).
   std::printf("wg chunk |  wait+bar  gather  scores  bar  softmax  bar  pv+fold | chunk\n");
   const int chunks = (config.width + 63) / 64;
   for (int wg = 0; wg < clocks::kWarpgroups; ++wg) {
