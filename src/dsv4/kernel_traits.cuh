@@ -43,7 +43,7 @@ struct Dsv4Traits {
   static constexpr int kProducerWarps = kProducerWarps_;
   static constexpr int kLaunchThreads = kThreads + 32 * kProducerWarps;
   // Rows of a chunk each producer warp copies (one lane a row).
-  static constexpr int kProducerRows = kProducerWarps > 0 ? kChunkColumns / (kProducerWarps > 0 ? kProducerWarps : 1) : 0;
+  static constexpr int kProducerRows = kProducerWarps == 4 ? kChunkColumns / 4 : 0;  // 0 or 4 warps (below)
   static constexpr int kRowBytes = kHeadDim * kElementBytes;  // FP8: 512, BF16: 1024
   static constexpr int kBuffers = kBuffers_;
   // The Q tile is stored as wgmma's K-major core matrices (8 rows x 16

@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <iterator>
 #include <string>
-#include <utility>
 
 #include "common/device_support.h"
 #include "common/validation.h"
@@ -36,55 +35,51 @@ static_assert(ClusterTraitsFp8::kHeads == 16 && ClusterTraitsBf16::kHeads == 16 
                   Traits64::kHeads == 64 && SplitTraitsFp8H64::kHeads == 64,
               "head groups: 16 heads, or 64 for the FP8 stream kernel and split path of 64-head calls");
 
+// A stream kernel: its block (with a producer warpgroup, more than
+// kThreads), its dynamic shared memory and, with producers, the registers a
+// thread it must be compiled with (its setmaxnreg moves, ProducerRegisters,
+// assume exactly these; 0 without producers).
+struct StreamKernel {
+  const void* kernel = nullptr;
+  size_t smem = 0;
+  int threads = 0;
+  int registers = 0;
+};
+
+template <class StreamT>
+StreamKernel stream_kernel_of(const void* kernel) {
+  int registers = 0;
+  if constexpr (StreamT::kProducerWarps > 0) {
+    registers = ProducerRegisters<StreamT, resident_ctas(sizeof(StreamSmem<StreamT>))>::kLaunch;
+  }
+  return {kernel, sizeof(StreamSmem<StreamT>), StreamT::kLaunchThreads, registers};
+}
+
 // The kernels of one dtype and head group size, the dynamic shared memory
 // each requests (its plan's size; the combine kernel has none), and the
-// split path's combine slices. The cluster kernel is always the 16-head one.
+// split path's combine slices. The cluster kernel is always the 16-head one;
+// the deep stream kernel (4 tiles, 1 CTA an SM) serves at most one unit an
+// SM where there is one (kernel null where not).
 struct KernelSet {
   const void* cluster;
-  const void* stream;
+  StreamKernel stream;
   const void* split;
   const void* combine;
   size_t cluster_smem;
-  size_t stream_smem;
   size_t split_smem;
   int combine_slices;
-  int stream_threads;  // with a producer warpgroup, more than kThreads
-  // The deep stream kernel (4 tiles, 1 CTA an SM) for at most one unit an SM; null if none.
-  const void* stream_deep = nullptr;
-  size_t stream_deep_smem = 0;
-  int stream_deep_threads = 0;
-  // Registers a thread the stream kernels must be compiled with: their
-  // setmaxnreg moves (ProducerRegisters) assume exactly these.
-  int stream_registers = 0;
-  int stream_deep_registers = 0;
+  StreamKernel stream_deep = {};
 };
-
-// The launch register count a stream kernel with producers was planned for (0: no producers).
-template <class StreamT>
-constexpr int planned_registers() {
-  if constexpr (StreamT::kProducerWarps > 0) {
-    return ProducerRegisters<StreamT, resident_ctas(sizeof(StreamSmem<StreamT>))>::kLaunch;
-  } else {
-    return 0;
-  }
-}
 
 template <class ClusterT, class StreamT, class SplitT>
 KernelSet kernel_set(const void* cluster, const void* stream, const void* split, const void* combine) {
   return {cluster,
-          stream,
+          stream_kernel_of<StreamT>(stream),
           split,
           combine,
           sizeof(ClusterSmem<ClusterT>),
-          sizeof(StreamSmem<StreamT>),
           sizeof(SplitSmem<SplitT>),
-          SplitWorkspace<SplitT>::kCombineSlices,
-          StreamT::kLaunchThreads,
-          nullptr,
-          0,
-          0,
-          planned_registers<StreamT>(),
-          0};
+          SplitWorkspace<SplitT>::kCombineSlices};
 }
 
 KernelSet kernels_for(DType dtype, int group_heads) {
@@ -98,10 +93,7 @@ KernelSet kernels_for(DType dtype, int group_heads) {
   }
   KernelSet fp8 = kernel_set<ClusterTraitsFp8, StreamTraitsFp8, SplitTraitsFp8>(
       cluster_kernel_fp8_h16(), stream_kernel_fp8_h16(), split_kernel_fp8_h16(), combine_kernel_fp8_h16());
-  fp8.stream_deep = stream_deep_kernel_fp8_h16();
-  fp8.stream_deep_smem = sizeof(StreamSmem<StreamDeepTraitsFp8>);
-  fp8.stream_deep_threads = StreamDeepTraitsFp8::kLaunchThreads;
-  fp8.stream_deep_registers = planned_registers<StreamDeepTraitsFp8>();
+  fp8.stream_deep = stream_kernel_of<StreamDeepTraitsFp8>(stream_deep_kernel_fp8_h16());
   return fp8;
 }
 
@@ -170,23 +162,19 @@ int set_kernel_attributes() {
       }
       if (e == cudaSuccess) e = cudaFuncSetAttribute(k.cluster, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
       if (e == cudaSuccess) {
-        e = cudaFuncSetAttribute(k.stream, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(k.stream_smem));
-      }
-      if (e == cudaSuccess) {
         e = cudaFuncSetAttribute(k.split, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k.split_smem));
       }
-      if (e == cudaSuccess && k.stream_deep) {
-        e = cudaFuncSetAttribute(k.stream_deep, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(k.stream_deep_smem));
-      }
-      // A producer kernel compiled with other register counts than planned
-      // would wait forever in setmaxnreg.inc: refuse to run it.
-      for (const auto& [kernel, planned] : {std::pair{k.stream, k.stream_registers},
-                                            std::pair{k.stream_deep, k.stream_deep_registers}}) {
+      for (const StreamKernel& stream : {k.stream, k.stream_deep}) {
+        if (e != cudaSuccess || !stream.kernel) continue;
+        e = cudaFuncSetAttribute(stream.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(stream.smem));
+        // A producer kernel compiled with another register count than planned
+        // would wait forever in setmaxnreg.inc: refuse to run it.
         cudaFuncAttributes attributes{};
-        if (e == cudaSuccess && kernel && planned > 0) e = cudaFuncGetAttributes(&attributes, kernel);
-        if (e == cudaSuccess && kernel && planned > 0 && attributes.numRegs != planned) e = cudaErrorInvalidKernelImage;
+        if (e == cudaSuccess && stream.registers > 0) e = cudaFuncGetAttributes(&attributes, stream.kernel);
+        if (e == cudaSuccess && stream.registers > 0 && attributes.numRegs != stream.registers) {
+          e = cudaErrorInvalidKernelImage;
+        }
       }
     }
   }
@@ -231,14 +219,13 @@ int64_t split_slots(DType dtype, int group_heads) {
       device < kMaxDevices ? &cache[device][dtype_slot(dtype)][group_slot(group_heads)] : nullptr;
   if (cached && cached->load(std::memory_order_relaxed) > 0) return cached->load(std::memory_order_relaxed);
   const KernelSet kernels = kernels_for(dtype, group_heads);
-  int per_sm = 0, sms = 0;
+  int per_sm = 0;
   if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernels.split, Traits16::kThreads, kernels.split_smem) !=
-          cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+      cudaSuccess) {
     cudaGetLastError();
     return 0;
   }
-  const int64_t slots = int64_t{per_sm} * sms;
+  const int64_t slots = int64_t{per_sm} * device_sms();
   if (cached) cached->store(slots, std::memory_order_relaxed);
   return slots;
 }
@@ -431,12 +418,10 @@ Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned>(units * (cluster ? plan.groups : split ? p.split_ctas : 1)));
   // At most one unit an SM: the deep stream kernel (same bits, more rows in flight).
-  const bool deep = !cluster && !split && kernels.stream_deep && units <= device_sms();
-  config.blockDim = dim3(cluster || split ? Traits16::kThreads
-                                          : deep ? kernels.stream_deep_threads : kernels.stream_threads);
-  config.dynamicSmemBytes = cluster ? kernels.cluster_smem
-                            : split ? kernels.split_smem
-                                    : deep ? kernels.stream_deep_smem : kernels.stream_smem;
+  const StreamKernel& streamed =
+      !cluster && !split && kernels.stream_deep.kernel && units <= device_sms() ? kernels.stream_deep : kernels.stream;
+  config.blockDim = dim3(cluster || split ? Traits16::kThreads : streamed.threads);
+  config.dynamicSmemBytes = cluster ? kernels.cluster_smem : split ? kernels.split_smem : streamed.smem;
   config.stream = stream;
   cudaLaunchAttribute attributes[2];
   attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -446,7 +431,7 @@ Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace
   config.attrs = attributes;
   config.numAttrs = cluster ? 2 : 1;
   void* kernel_args[] = {&p};
-  const void* first = cluster ? kernels.cluster : split ? kernels.split : deep ? kernels.stream_deep : kernels.stream;
+  const void* first = cluster ? kernels.cluster : split ? kernels.split : streamed.kernel;
   if (Status status = cuda_status(cudaLaunchKernelExC(&config, first, kernel_args), "launching a dsv4 kernel");
       !status.ok() || !split) {
     return status;

@@ -52,9 +52,6 @@ struct ProbeSmem {
   uint64_t empty[2];
 };
 
-__device__ __forceinline__ void mbarrier_arrive(uint32_t barrier) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(barrier) : "memory");
-}
 // Arrives on `barrier` once this thread's earlier cp.async copies have landed.
 __device__ __forceinline__ void cp_async_arrive_noinc(uint32_t barrier) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(barrier) : "memory");
@@ -95,8 +92,8 @@ __device__ __forceinline__ void bulk_rows(ProbeSmem& s, const uint8_t* pool, con
   if (lane == 0) ptx::mbarrier_arrive_expect_tx(barrier, count * kRowBytes);
   __syncwarp();
   for (int row = first + lane; row < first + count; row += 32) {
-    ptx::cp_async_bulk_g2s(ptx::smem_address(&s.tile[buffer][row][0]), row_source(pool, indices, chunks, chunk, row), kRowBytes,
-                           barrier);
+    const uint8_t* src = row_source(pool, indices, chunks, chunk, row);
+    ptx::cp_async_bulk_g2s(ptx::smem_address(&s.tile[buffer][row][0]), src, kRowBytes, barrier);
   }
 }
 
@@ -105,8 +102,8 @@ __device__ __forceinline__ void ldgsts_rows(ProbeSmem& s, const uint8_t* pool, c
                                             int chunk, int buffer, int first, int count) {
   const int lane = threadIdx.x % 32;
   for (int row = first; row < first + count; ++row) {
-    ptx::cp_async_16(ptx::smem_address(&s.tile[buffer][row][lane * 16]), row_source(pool, indices, chunks, chunk, row) + lane * 16,
-                     16);
+    const uint8_t* src = row_source(pool, indices, chunks, chunk, row) + lane * 16;
+    ptx::cp_async_16(ptx::smem_address(&s.tile[buffer][row][lane * 16]), src, 16);
   }
 }
 
@@ -146,7 +143,7 @@ __global__ void __launch_bounds__(kMathThreads + 32 * producer_warps(kMethod), 2
       acc ^= consume(s, buffer, math_cycles);
       ptx::fence_proxy_async_shared();  // the reads before the next copies into the tile
       __syncwarp();
-      if (lane == 0) mbarrier_arrive(ptx::smem_address(&s.empty[buffer]));
+      if (lane == 0) ptx::mbarrier_arrive(ptx::smem_address(&s.empty[buffer]));
     }
   } else if constexpr (kMethod == kBulkInline) {
     // As the stream kernel: lanes 0-7 of warp w copy rows 8w..8w+7.
@@ -172,13 +169,17 @@ __global__ void __launch_bounds__(kMathThreads + 32 * producer_warps(kMethod), 2
     }
   } else {  // kLdgInline: rows of the next chunk in registers during the math
     uint4 staged[8];
-    for (int r = 0; r < 8; ++r) staged[r] = ldg_nc_v4(row_source(pool, indices, chunks, 0, warp * 8 + r) + lane * 16);
+    for (int r = 0; r < 8; ++r) {
+      staged[r] = ldg_nc_v4(row_source(pool, indices, chunks, 0, warp * 8 + r) + lane * 16);
+    }
     for (int i = 0; i < chunks; ++i) {
       const int buffer = i % 2;
       for (int r = 0; r < 8; ++r) *reinterpret_cast<uint4*>(&s.tile[buffer][warp * 8 + r][lane * 16]) = staged[r];
       __syncthreads();
       if (i + 1 < chunks) {
-        for (int r = 0; r < 8; ++r) staged[r] = ldg_nc_v4(row_source(pool, indices, chunks, i + 1, warp * 8 + r) + lane * 16);
+        for (int r = 0; r < 8; ++r) {
+          staged[r] = ldg_nc_v4(row_source(pool, indices, chunks, i + 1, warp * 8 + r) + lane * 16);
+        }
       }
       acc ^= consume(s, buffer, math_cycles);
       __syncthreads();  // the tile is rewritten at the next store (two tiles would need no barrier; one is simpler)
