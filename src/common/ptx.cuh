@@ -59,10 +59,26 @@ __device__ __forceinline__ void mma_bf16_16x8x16(float (&d)[4], const uint32_t (
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Two E4M3 bytes (low byte first) -> two FP16 (low half first), exact.
-__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint16_t pair) {
-  const __half2_raw halves = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
-  return static_cast<uint32_t>(halves.x) | (static_cast<uint32_t>(halves.y) << 16);
+// The two E4M3 bytes in the low (high) half of `bytes`, low byte first ->
+// two FP16 (low half first), exact. The half is an operand of the one
+// conversion instruction (F2FP ... R.H1): no shift.
+__device__ __forceinline__ uint32_t e4m3x2_low_to_f16x2(uint32_t bytes) {
+  uint32_t halves;
+  asm("{ .reg .b16 low, high;\n"
+      "  mov.b32 {low, high}, %1;\n"
+      "  cvt.rn.f16x2.e4m3x2 %0, low; }\n"
+      : "=r"(halves)
+      : "r"(bytes));
+  return halves;
+}
+__device__ __forceinline__ uint32_t e4m3x2_high_to_f16x2(uint32_t bytes) {
+  uint32_t halves;
+  asm("{ .reg .b16 low, high;\n"
+      "  mov.b32 {low, high}, %1;\n"
+      "  cvt.rn.f16x2.e4m3x2 %0, high; }\n"
+      : "=r"(halves)
+      : "r"(bytes));
+  return halves;
 }
 
 __device__ __forceinline__ float exp2_approx(float x) {
@@ -119,7 +135,26 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t barrier, uint
 __device__ __forceinline__ void mbarrier_arrive(uint32_t barrier) {
   asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];\n" ::"r"(barrier) : "memory");
 }
+// Waits for the phase of `parity` to complete, acquiring at CTA scope (the
+// KV tiles' barriers: bulk copies and this CTA's warps; an acquire at
+// cluster scope invalidates L1 at every wait, CCTL.IVALL). The suspend hint
+// lets a waiting warp sleep until the phase completes instead of retrying
+// every few hundred cycles: retries took issue slots from the math warps.
 __device__ __forceinline__ void mbarrier_wait_parity(uint32_t barrier, uint32_t parity) {
+  constexpr uint32_t kSuspendNanoseconds = 1000000;
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile(
+        "{ .reg .pred ready;\n"
+        "  mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 ready, [%1], %2, %3;\n"
+        "  selp.u32 %0, 1, 0, ready; }\n"
+        : "=r"(done)
+        : "r"(barrier), "r"(parity), "n"(kSuspendNanoseconds)
+        : "memory");
+  }
+}
+// The same at cluster scope: for barriers that peers' DSMEM writes complete.
+__device__ __forceinline__ void mbarrier_wait_parity_cluster(uint32_t barrier, uint32_t parity) {
   uint32_t done = 0;
   while (!done) {
     asm volatile(

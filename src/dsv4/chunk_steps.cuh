@@ -282,7 +282,10 @@ __device__ __forceinline__ void score_batch(float (&partial)[kSlots][Traits::kHe
 // later set into slot 1.
 template <class Traits>
 __device__ __forceinline__ void score_chunk(ChunkSmem<Traits>& s, int buffer) {
-  const int warpgroup = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  // The warpgroup broadcast from lane 0: the compiler then knows it is warp
+  // uniform and builds the Q descriptors in uniform registers.
+  const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
+  const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
   const int piece0 = warpgroup * Traits::kPiecesPerWarpgroup;
   // ldmatrix.x4: matrices (rows 0-7, bytes 0-15), (rows 8-15, 0-15), (0-7, 16-31), (8-15, 16-31) of a k-step.
   const int row = 16 * warp + (lane & 7) + ((lane >> 3) & 1) * 8;
@@ -493,8 +496,8 @@ __device__ __forceinline__ void accumulate_dims_fp8(ChunkSmem<Traits>& s, int bu
         // bytes (k, 2j), (k, 2j+1), (k+1, 2j), (k+1, 2j+1) -> (k, 2j), (k+1, 2j) | (k, 2j+1), (k+1, 2j+1)
         const uint32_t rows_lo = __byte_perm(r[2 * half], 0, 0x3120);
         const uint32_t rows_hi = __byte_perm(r[2 * half + 1], 0, 0x3120);
-        b[half][0][0] = ptx::e4m3x2_to_f16x2(rows_lo & 0xffff), b[half][0][1] = ptx::e4m3x2_to_f16x2(rows_hi & 0xffff);
-        b[half][1][0] = ptx::e4m3x2_to_f16x2(rows_lo >> 16), b[half][1][1] = ptx::e4m3x2_to_f16x2(rows_hi >> 16);
+        b[half][0][0] = ptx::e4m3x2_low_to_f16x2(rows_lo), b[half][0][1] = ptx::e4m3x2_low_to_f16x2(rows_hi);
+        b[half][1][0] = ptx::e4m3x2_high_to_f16x2(rows_lo), b[half][1][1] = ptx::e4m3x2_high_to_f16x2(rows_hi);
       }
 #pragma unroll
       for (int t = 0; t < kTiles; ++t) {
@@ -775,8 +778,9 @@ __device__ __forceinline__ void walk_chunks_fed(ChunkSmem<Traits>& s, const Dsv4
     phase_mark(i, 1);
     phase_mark(i, 2);
     if (!(p.skip_stages & 4)) chunk_math<Traits>(s, scope, i, count, per_group, buffer, pv);
-    // This warp's reads of the tile (generic proxy) before the producers' next bulk copies into it (async proxy).
-    ptx::fence_proxy_async_shared();
+    // The warp's reads of the tile are done (their values fed the MMAs); the
+    // arrive's release orders them before the producers' next copies, as a
+    // consumer releases a stage in CUTLASS's TMA pipelines (no proxy fence).
     __syncwarp();
     if (threadIdx.x % 32 == 0) ptx::mbarrier_arrive(ptx::smem_address(&s.tile_free[buffer]));
   }

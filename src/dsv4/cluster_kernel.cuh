@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(Cluster
     return;
   }
   send_group<Traits>(s, acc, rank, ctas, own_stats);
-  ptx::mbarrier_wait_parity(ptx::smem_address(&s.received_barrier), 0);
+  ptx::mbarrier_wait_parity_cluster(ptx::smem_address(&s.received_barrier), 0);
   with_group_bound<Traits::kMaxGroups>(ctas, [&](auto bound) {
     fold_owned<Traits, decltype(bound)::value>(s, out_head, lse_head, bmm2, rank, ctas, heads.count);
   });

@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(kThreads, 2) exchange_probe(int* wrong) {
     sparse_decode::ptx::st_async_peer(sparse_decode::ptx::map_to_peer(slot, peer), make_uint2(cluster, rank * kHeads + head),
                                       sparse_decode::ptx::map_to_peer(barrier, peer));
   }
-  sparse_decode::ptx::mbarrier_wait_parity(barrier, 0);
+  sparse_decode::ptx::mbarrier_wait_parity_cluster(barrier, 0);
   if (threadIdx.x < ctas * kHeads) {
     const uint32_t source = threadIdx.x / kHeads, head = threadIdx.x % kHeads;
     const uint2 value = s.received[source][head];
