@@ -137,10 +137,24 @@ __device__ __forceinline__ void mbarrier_arrive(uint32_t barrier) {
 }
 // Waits for the phase of `parity` to complete, acquiring at CTA scope (the
 // KV tiles' barriers: bulk copies and this CTA's warps; an acquire at
-// cluster scope invalidates L1 at every wait, CCTL.IVALL). The suspend hint
-// lets a waiting warp sleep until the phase completes instead of retrying
-// every few hundred cycles: retries took issue slots from the math warps.
+// cluster scope invalidates L1 at every wait, CCTL.IVALL).
 __device__ __forceinline__ void mbarrier_wait_parity(uint32_t barrier, uint32_t parity) {
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile(
+        "{ .reg .pred ready;\n"
+        "  mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 ready, [%1], %2;\n"
+        "  selp.u32 %0, 1, 0, ready; }\n"
+        : "=r"(done)
+        : "r"(barrier), "r"(parity)
+        : "memory");
+  }
+}
+// The same for a warp with nothing else to do (a producer waiting for a free
+// tile): the suspend hint lets it sleep until the phase completes instead of
+// retrying every few hundred cycles; the retries took issue slots from the
+// math warps (~450 instructions a chunk).
+__device__ __forceinline__ void mbarrier_sleep_parity(uint32_t barrier, uint32_t parity) {
   constexpr uint32_t kSuspendNanoseconds = 1000000;
   uint32_t done = 0;
   while (!done) {

@@ -749,7 +749,7 @@ __device__ __forceinline__ void produce_chunks(ChunkSmem<Traits>& s, const Dsv4P
     const int buffer = i % Traits::kBuffers;
     const int32_t next = i + 1 < count ? index_at(first + i + 1) : -1;
     if (i >= Traits::kBuffers) {
-      ptx::mbarrier_wait_parity(ptx::smem_address(&s.tile_free[buffer]), (i / Traits::kBuffers - 1) & 1);
+      ptx::mbarrier_sleep_parity(ptx::smem_address(&s.tile_free[buffer]), (i / Traits::kBuffers - 1) & 1);
       // This lane's zero fills of the tile's last use (generic proxy) before its bulk copies into it.
       ptx::fence_proxy_async_shared();
     }
