@@ -150,23 +150,6 @@ __device__ __forceinline__ void mbarrier_wait_parity(uint32_t barrier, uint32_t 
         : "memory");
   }
 }
-// The same for a warp with nothing else to do (a producer waiting for a free
-// tile): the suspend hint lets it sleep until the phase completes instead of
-// retrying every few hundred cycles; the retries took issue slots from the
-// math warps (~450 instructions a chunk).
-__device__ __forceinline__ void mbarrier_sleep_parity(uint32_t barrier, uint32_t parity) {
-  constexpr uint32_t kSuspendNanoseconds = 1000000;
-  uint32_t done = 0;
-  while (!done) {
-    asm volatile(
-        "{ .reg .pred ready;\n"
-        "  mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 ready, [%1], %2, %3;\n"
-        "  selp.u32 %0, 1, 0, ready; }\n"
-        : "=r"(done)
-        : "r"(barrier), "r"(parity), "n"(kSuspendNanoseconds)
-        : "memory");
-  }
-}
 // The same at cluster scope: for barriers that peers' DSMEM writes complete.
 __device__ __forceinline__ void mbarrier_wait_parity_cluster(uint32_t barrier, uint32_t parity) {
   uint32_t done = 0;
@@ -184,6 +167,11 @@ __device__ __forceinline__ void mbarrier_wait_parity_cluster(uint32_t barrier, u
 // A CTA barrier among `threads` threads (whole warps) on hardware barrier `id` (0 is __syncthreads').
 __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+// Arrives on hardware barrier `id` (of `threads` threads) without waiting: the
+// signal of a producer/consumer handoff whose other side waits with named_barrier_sync.
+__device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 // Registers of the executing warpgroup's threads (all of its warps execute it):

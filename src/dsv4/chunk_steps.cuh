@@ -39,7 +39,7 @@ __device__ __forceinline__ void math_sync() {
   if constexpr (Traits::kProducerWarps == 0) {
     __syncthreads();
   } else {
-    ptx::named_barrier_sync(1, Traits::kThreads);
+    ptx::named_barrier_sync(Traits::kMathBarrier, Traits::kThreads);
   }
 }
 
@@ -159,17 +159,13 @@ __device__ __forceinline__ void produce_chunk(ChunkSmem<Traits>& s, const Dsv4Pa
                            count_out_of_range, buffer);
 }
 
-// The tiles' barriers (one arrival a copying warp a phase; with producers,
-// tile_free: one arrival a math warp), initialized by load_query before any
-// copy into shared memory and a CTA barrier.
+// The tiles' barriers (one arrival a copying warp a phase), initialized by
+// load_query before any copy into shared memory and a CTA barrier.
 template <class Traits>
 __device__ __forceinline__ void init_tile_barriers(ChunkSmem<Traits>& s) {
   constexpr int kCopyingWarps = Traits::kProducerWarps > 0 ? Traits::kProducerWarps : Traits::kWarps;
   if (threadIdx.x < Traits::kBuffers) {
     ptx::mbarrier_init(ptx::smem_address(&s.rows_landed[threadIdx.x]), kCopyingWarps);
-    if constexpr (Traits::kProducerWarps > 0) {
-      ptx::mbarrier_init(ptx::smem_address(&s.tile_free[threadIdx.x]), Traits::kWarps);
-    }
   }
   __syncthreads();
 }
@@ -731,8 +727,10 @@ __device__ __forceinline__ void walk_chunks_one_tile(ChunkSmem<Traits>& s, const
 
 // The producer warpgroup's walk over chunks [first, first + count) of a
 // token: chunk i goes into tile i % kBuffers once the math warps have
-// released the tile's previous chunk. Each chunk's indices are loaded a
-// chunk ahead, so that their latency hides behind that wait.
+// released the tile's previous chunk (its hardware barrier: the producers
+// sleep there without retries; an mbarrier wait woke ~30 times a chunk and
+// took ~320 issue slots a chunk from the math warps). Each chunk's indices
+// are loaded a chunk ahead, so that their latency hides behind that wait.
 template <class Traits>
 __device__ __forceinline__ void produce_chunks(ChunkSmem<Traits>& s, const Dsv4Params& p, const TokenScope& scope,
                                                int first, int count) {
@@ -749,7 +747,7 @@ __device__ __forceinline__ void produce_chunks(ChunkSmem<Traits>& s, const Dsv4P
     const int buffer = i % Traits::kBuffers;
     const int32_t next = i + 1 < count ? index_at(first + i + 1) : -1;
     if (i >= Traits::kBuffers) {
-      ptx::mbarrier_sleep_parity(ptx::smem_address(&s.tile_free[buffer]), (i / Traits::kBuffers - 1) & 1);
+      ptx::named_barrier_sync(Traits::kTileFreeBarrier + buffer, Traits::kLaunchThreads);
       // This lane's zero fills of the tile's last use (generic proxy) before its bulk copies into it.
       ptx::fence_proxy_async_shared();
     }
@@ -761,8 +759,10 @@ __device__ __forceinline__ void produce_chunks(ChunkSmem<Traits>& s, const Dsv4P
 }
 
 // The math warps' walk with a producer warpgroup (produce_chunks): chunk i's
-// rows are in tile i % kBuffers once rows_landed says so; after its P V each
-// math warp releases the tile (tile_free) for the producers' next copies.
+// rows are in tile i % kBuffers once rows_landed says so; after its P V the
+// math warps release the tile for the producers' next copies (the tile's
+// hardware barrier; only where a later chunk refills it, so that every
+// arrival meets the producers' wait).
 template <class Traits, class ChunkPv>
 __device__ __forceinline__ void walk_chunks_fed(ChunkSmem<Traits>& s, const Dsv4Params& p, const TokenScope& scope,
                                                 int count, int per_group, ChunkPv& pv) {
@@ -778,11 +778,9 @@ __device__ __forceinline__ void walk_chunks_fed(ChunkSmem<Traits>& s, const Dsv4
     phase_mark(i, 1);
     phase_mark(i, 2);
     if (!(p.skip_stages & 4)) chunk_math<Traits>(s, scope, i, count, per_group, buffer, pv);
-    // The warp's reads of the tile are done (their values fed the MMAs); the
-    // arrive's release orders them before the producers' next copies, as a
-    // consumer releases a stage in CUTLASS's TMA pipelines (no proxy fence).
-    __syncwarp();
-    if (threadIdx.x % 32 == 0) ptx::mbarrier_arrive(ptx::smem_address(&s.tile_free[buffer]));
+    // The warp's reads of the tile are done (their values fed the MMAs), as
+    // when a consumer releases a stage in CUTLASS's TMA pipelines (no proxy fence).
+    if (i + Traits::kBuffers < count) ptx::named_barrier_arrive(Traits::kTileFreeBarrier + buffer, Traits::kLaunchThreads);
   }
 }
 

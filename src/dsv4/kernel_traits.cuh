@@ -44,6 +44,11 @@ struct Dsv4Traits {
   static constexpr int kLaunchThreads = kThreads + 32 * kProducerWarps;
   // Rows of a chunk each producer warp copies (one lane a row).
   static constexpr int kProducerRows = kProducerWarps == 4 ? kChunkColumns / 4 : 0;  // 0 or 4 warps (below)
+  // Hardware barriers besides __syncthreads' 0: the math warps' own
+  // (math_sync), and with producers one a KV tile: the math warps arrive
+  // when done reading the tile, the producers wait there before refilling it.
+  static constexpr int kMathBarrier = 1;
+  static constexpr int kTileFreeBarrier = 2;  // + tile
   static constexpr int kRowBytes = kHeadDim * kElementBytes;  // FP8: 512, BF16: 1024
   static constexpr int kBuffers = kBuffers_;
   // The Q tile is stored as wgmma's K-major core matrices (8 rows x 16
@@ -142,6 +147,7 @@ struct Dsv4Traits {
                 "Q K^T from registers: whole accumulator sets a batch (FP8)");
   static_assert(kProducerWarps == 0 || (kProducerWarps == 4 && kBuffers >= 2),
                 "producers: one warpgroup (setmaxnreg moves registers a warpgroup at a time), tiles to fill ahead");
+  static_assert(kProducerWarps == 0 || kTileFreeBarrier + kBuffers <= 16, "a CTA has 16 hardware barriers");
   static_assert(kProducerRows <= 32 && kProducerRows % 8 == 0,
                 "a producer lane copies one row; its warp's rows are whole bytes of column_mask");
 };
@@ -194,23 +200,13 @@ struct StagedIndices {
 template <int kColumns>
 struct StagedIndices<1, kColumns> {};
 
-// With a producer warpgroup: tile_free[b] completes when every math warp is
-// done reading tile b (one arrival a math warp), so the producers may refill it.
-template <int kBuffers, bool kProducers>
-struct TileFree {
-  uint64_t tile_free[kBuffers];
-};
-template <int kBuffers>
-struct TileFree<kBuffers, false> {};
-
 // What both kernels keep per chunk.
 // A KV tile: row-major rows padded to kTileRowBytes (one bulk copy a row).
 template <class Traits>
 using KvTile = uint8_t[Traits::kChunkColumns][Traits::kTileRowBytes];
 
-// TileFree is a base: empty without producers, it takes no bytes and moves no member.
 template <class Traits>
-struct ChunkSmem : TileFree<Traits::kBuffers, (Traits::kProducerWarps > 0)> {
+struct ChunkSmem {
   static constexpr int kHeads = Traits::kHeads;
   alignas(16) KvTile<Traits> kv[Traits::kBuffers];  // gathered rows: K and V (bulk copies: 16-byte aligned rows)
   uint64_t rows_landed[Traits::kBuffers];  // bulk rows: a tile's copies completed (one arrival a copying warp)
