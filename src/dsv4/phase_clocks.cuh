@@ -11,7 +11,10 @@ namespace sparse_decode::dsv4::phase_clocks {
 inline constexpr int kChunks = 16;   // chunks recorded
 inline constexpr int kMarks = 8;     // steps a chunk (chunk_steps.cuh: walk_chunks_two_tiles, chunk_math)
 inline constexpr int kWarpgroups = 2;
-inline constexpr size_t kCount = size_t{kWarpgroups} * kChunks * kMarks;
+// Row kChunks holds a CTA's span marks (phase_span): 0 entry, 1 walk start,
+// 2 walk end, 3 results stored.
+inline constexpr int kSpanRow = kChunks;
+inline constexpr size_t kCount = size_t{kWarpgroups} * (kChunks + 1) * kMarks;
 
 // Copy the clocks [warpgroup][chunk][mark] of the last launch of the FP8
 // 16-head stream kernel or split kernel to `host` (kCount values); return a
@@ -22,7 +25,7 @@ int read_split(unsigned long long* host);
 
 #if defined(SPARSE_DECODE_PHASE_CLOCKS) && defined(__CUDACC__)
 // One copy a translation unit: read() reads the copy of the kernel's file.
-static __device__ unsigned long long g_clocks[kWarpgroups][kChunks][kMarks];
+static __device__ unsigned long long g_clocks[kWarpgroups][kChunks + 1][kMarks];
 #endif
 
 }  // namespace sparse_decode::dsv4::phase_clocks
@@ -36,6 +39,16 @@ __device__ __forceinline__ void phase_mark(int chunk, int mark) {
   }
 #else
   (void)chunk, (void)mark;
+#endif
+}
+// A mark of CTA 0's span (phase_clocks::kSpanRow), by the first thread of each math warpgroup.
+__device__ __forceinline__ void phase_span(int mark) {
+#if defined(SPARSE_DECODE_PHASE_CLOCKS)
+  if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && threadIdx.x / 128 < phase_clocks::kWarpgroups) {
+    phase_clocks::g_clocks[threadIdx.x / 128][phase_clocks::kSpanRow][mark] = clock64();
+  }
+#else
+  (void)mark;
 #endif
 }
 #endif

@@ -55,6 +55,7 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(SplitSm
   const int64_t token = unit / p.head_groups;
   const HeadGroup heads = head_group<Traits::kHeads>(p, static_cast<int>(unit % p.head_groups));
   if (p.skip_stages & 8) return;
+  phase_span(0);
 
   ptx::grid_dependency_wait();
   load_query<Traits>(s, p, token, heads);
@@ -64,8 +65,11 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(SplitSm
   // The sink enters in the combine kernel's fold only.
   const TokenScope scope = token_scope<Traits>(s, p, token, heads, has_swa_columns, -INFINITY);
   int group = first_group;
+  phase_span(1);
   walk_groups<Traits>(s, p, scope, first, count, p.chunks_per_group, [&](OutputFragment<Traits>& result) {
+    phase_span(2);
     write_group<Traits>(s, p, unit, group++, result);
+    phase_span(3);
   });
 }
 

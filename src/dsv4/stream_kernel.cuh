@@ -112,6 +112,7 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, resident_ctas(sizeof(S
   const HeadGroup heads = head_group<Traits::kHeads>(p, static_cast<int>(blockIdx.x % p.head_groups));
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   if (p.skip_stages & 8) return;
+  phase_span(0);
 
   const float sink = p.sinks && tid < heads.count ? p.sinks[heads.first + tid] : -INFINITY;
   ptx::grid_dependency_wait();
@@ -132,7 +133,9 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, resident_ctas(sizeof(S
   // This thread's heads in tile t: 16t + lane / 4 (fragment elements 0, 1) and 16t + lane / 4 + 8 (2, 3).
   FoldState state[Traits::kHeadTiles][2];
   OutputFragment<Traits> out = {};
+  phase_span(1);
   walk_and_fold<Traits>(smem, p, scope, state, out);
+  phase_span(2);
   if (p.skip_stages & 4) return;
 
   uint16_t* out_token = p.out + token * p.out_token_stride + heads.first * p.out_head_stride;
@@ -163,6 +166,7 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, resident_ctas(sizeof(S
                               tile1[2] * bottom_scale, tile0[3] * bottom_scale, tile1[3] * bottom_scale);
       }
   }
+  phase_span(3);
 }
 
 }  // namespace sparse_decode::dsv4

@@ -60,11 +60,17 @@ int main(int argc, char** argv) {
   const int chunks = (config.width + 63) / 64;
   for (int wg = 0; wg < clocks::kWarpgroups; ++wg) {
     for (int c = 0; c < chunks && c < clocks::kChunks; ++c) {
-      const unsigned long long* m = &marks[(wg * clocks::kChunks + c) * clocks::kMarks];
+      const unsigned long long* m = &marks[(wg * (clocks::kChunks + 1) + c) * clocks::kMarks];
       std::printf("%2d %5d |", wg, c);
       for (int k = 1; k < clocks::kMarks; ++k) std::printf(" %7lld", static_cast<long long>(m[k] - m[k - 1]));
       std::printf(" | %7lld\n", static_cast<long long>(m[clocks::kMarks - 1] - m[0]));
     }
+  }
+  std::printf("CTA 0 span, cycles: entry -> walk start | walk | walk end -> results stored\n");
+  for (int wg = 0; wg < clocks::kWarpgroups; ++wg) {
+    const unsigned long long* m = &marks[(wg * (clocks::kChunks + 1) + clocks::kSpanRow) * clocks::kMarks];
+    std::printf("%2d %7lld | %7lld | %7lld\n", wg, static_cast<long long>(m[1] - m[0]),
+                static_cast<long long>(m[2] - m[1]), static_cast<long long>(m[3] - m[2]));
   }
   return 0;
 }
