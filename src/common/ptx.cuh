@@ -59,25 +59,17 @@ __device__ __forceinline__ void mma_bf16_16x8x16(float (&d)[4], const uint32_t (
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// The two E4M3 bytes in the low (high) half of `bytes`, low byte first ->
-// two FP16 (low half first), exact. The half is an operand of the one
-// conversion instruction (F2FP ... R.H1): no shift.
-__device__ __forceinline__ uint32_t e4m3x2_low_to_f16x2(uint32_t bytes) {
+// The two E4M3 bytes in the low (kHighHalf: high) half of `bytes`, low byte
+// first -> two FP16 (low half first), exact. The half is an operand of the
+// one conversion instruction (F2FP ... R.H1): no shift.
+template <bool kHighHalf>
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t bytes) {
   uint32_t halves;
-  asm("{ .reg .b16 low, high;\n"
-      "  mov.b32 {low, high}, %1;\n"
-      "  cvt.rn.f16x2.e4m3x2 %0, low; }\n"
-      : "=r"(halves)
-      : "r"(bytes));
-  return halves;
-}
-__device__ __forceinline__ uint32_t e4m3x2_high_to_f16x2(uint32_t bytes) {
-  uint32_t halves;
-  asm("{ .reg .b16 low, high;\n"
-      "  mov.b32 {low, high}, %1;\n"
-      "  cvt.rn.f16x2.e4m3x2 %0, high; }\n"
-      : "=r"(halves)
-      : "r"(bytes));
+  if constexpr (kHighHalf) {
+    asm("{ .reg .b16 low, high;\n  mov.b32 {low, high}, %1;\n  cvt.rn.f16x2.e4m3x2 %0, high; }\n" : "=r"(halves) : "r"(bytes));
+  } else {
+    asm("{ .reg .b16 low, high;\n  mov.b32 {low, high}, %1;\n  cvt.rn.f16x2.e4m3x2 %0, low; }\n" : "=r"(halves) : "r"(bytes));
+  }
   return halves;
 }
 
@@ -137,31 +129,28 @@ __device__ __forceinline__ void mbarrier_arrive(uint32_t barrier) {
 }
 // Waits for the phase of `parity` to complete, acquiring at CTA scope (the
 // KV tiles' barriers: bulk copies and this CTA's warps; an acquire at
-// cluster scope invalidates L1 at every wait, CCTL.IVALL).
-__device__ __forceinline__ void mbarrier_wait_parity(uint32_t barrier, uint32_t parity) {
+// cluster scope invalidates L1 at every wait, CCTL.IVALL) or, for barriers
+// that peers' DSMEM writes complete, at cluster scope.
+template <bool kClusterScope>
+__device__ __forceinline__ void mbarrier_wait_parity_at(uint32_t barrier, uint32_t parity) {
+#define SPARSE_DECODE_TRY_WAIT(scope)                                                              \
+  "{ .reg .pred ready;\n  mbarrier.try_wait.parity.acquire." scope ".shared::cta.b64 ready, [%1], %2;\n" \
+  "  selp.u32 %0, 1, 0, ready; }\n"
   uint32_t done = 0;
   while (!done) {
-    asm volatile(
-        "{ .reg .pred ready;\n"
-        "  mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 ready, [%1], %2;\n"
-        "  selp.u32 %0, 1, 0, ready; }\n"
-        : "=r"(done)
-        : "r"(barrier), "r"(parity)
-        : "memory");
+    if constexpr (kClusterScope) {
+      asm volatile(SPARSE_DECODE_TRY_WAIT("cluster") : "=r"(done) : "r"(barrier), "r"(parity) : "memory");
+    } else {
+      asm volatile(SPARSE_DECODE_TRY_WAIT("cta") : "=r"(done) : "r"(barrier), "r"(parity) : "memory");
+    }
   }
+#undef SPARSE_DECODE_TRY_WAIT
 }
-// The same at cluster scope: for barriers that peers' DSMEM writes complete.
+__device__ __forceinline__ void mbarrier_wait_parity(uint32_t barrier, uint32_t parity) {
+  mbarrier_wait_parity_at<false>(barrier, parity);
+}
 __device__ __forceinline__ void mbarrier_wait_parity_cluster(uint32_t barrier, uint32_t parity) {
-  uint32_t done = 0;
-  while (!done) {
-    asm volatile(
-        "{ .reg .pred ready;\n"
-        "  mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 ready, [%1], %2;\n"
-        "  selp.u32 %0, 1, 0, ready; }\n"
-        : "=r"(done)
-        : "r"(barrier), "r"(parity)
-        : "memory");
-  }
+  mbarrier_wait_parity_at<true>(barrier, parity);
 }
 
 // A CTA barrier among `threads` threads (whole warps) on hardware barrier `id` (0 is __syncthreads').

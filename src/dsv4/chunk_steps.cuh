@@ -492,8 +492,8 @@ __device__ __forceinline__ void accumulate_dims_fp8(ChunkSmem<Traits>& s, int bu
         // bytes (k, 2j), (k, 2j+1), (k+1, 2j), (k+1, 2j+1) -> (k, 2j), (k+1, 2j) | (k, 2j+1), (k+1, 2j+1)
         const uint32_t rows_lo = __byte_perm(r[2 * half], 0, 0x3120);
         const uint32_t rows_hi = __byte_perm(r[2 * half + 1], 0, 0x3120);
-        b[half][0][0] = ptx::e4m3x2_low_to_f16x2(rows_lo), b[half][0][1] = ptx::e4m3x2_low_to_f16x2(rows_hi);
-        b[half][1][0] = ptx::e4m3x2_high_to_f16x2(rows_lo), b[half][1][1] = ptx::e4m3x2_high_to_f16x2(rows_hi);
+        b[half][0][0] = ptx::e4m3x2_to_f16x2<false>(rows_lo), b[half][0][1] = ptx::e4m3x2_to_f16x2<false>(rows_hi);
+        b[half][1][0] = ptx::e4m3x2_to_f16x2<true>(rows_lo), b[half][1][1] = ptx::e4m3x2_to_f16x2<true>(rows_hi);
       }
 #pragma unroll
       for (int t = 0; t < kTiles; ++t) {
