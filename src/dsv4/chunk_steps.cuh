@@ -33,7 +33,7 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
 
 // A barrier among the math warps: __syncthreads without producers; with a
 // producer warpgroup, hardware barrier 1 among the kThreads math threads
-// (the producers never wait on the math).
+// (the producers take no part in it; they wait on the tiles' own barriers).
 template <class Traits>
 __device__ __forceinline__ void math_sync() {
   if constexpr (Traits::kProducerWarps == 0) {
@@ -748,7 +748,10 @@ __device__ __forceinline__ void produce_chunks(ChunkSmem<Traits>& s, const Dsv4P
     const int32_t next = i + 1 < count ? index_at(first + i + 1) : -1;
     if (i >= Traits::kBuffers) {
       ptx::named_barrier_sync(Traits::kTileFreeBarrier + buffer, Traits::kLaunchThreads);
-      // This lane's zero fills of the tile's last use (generic proxy) before its bulk copies into it.
+      // Generic-proxy accesses of the tile's last use before the bulk copies
+      // (async proxy) into it: this lane's zero fills, and the math warps'
+      // reads that the barrier ordered before this point. Keep it after the
+      // barrier, unconditional.
       ptx::fence_proxy_async_shared();
     }
     produce_chunk<Traits>(s, p, (first + i) * kColumns, index, scope.len, scope.window, scope.count_out_of_range,

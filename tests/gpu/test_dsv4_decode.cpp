@@ -354,14 +354,19 @@ TEST_F(Dsv4Gpu, HolesAndShortLens) {
 // Beyond one token an SM (132 on the H200) the forced stream kernel is the
 // two-tile one with 2 CTAs an SM (the deep kernel serves fewer units):
 // holes, short lens and infinite sinks there too.
+// Past one token an SM the two-tile stream kernel runs: at width 640 its
+// producers refill each tile (10 chunks), at 128 they never wait (2 chunks).
 TEST_F(Dsv4Gpu, HolesShortLensAndInfiniteSinksBeyondOneTokenAnSm) {
-  Dsv4ProblemConfig config = config_for(200, 640);
-  config.hole_fraction = 0.3;
-  check_problem(config, [](Dsv4Problem& p) {
-    shorten_lens_and_punch_holes(p);
-    for (size_t h = 0; h < p.sinks.size(); h += 5) p.sinks[h] = std::numeric_limits<float>::infinity();
-    for (size_t h = 2; h < p.sinks.size(); h += 5) p.sinks[h] = -std::numeric_limits<float>::infinity();
-  });
+  for (int32_t width : {640, 128}) {
+    Dsv4ProblemConfig config = config_for(200, width);
+    config.hole_fraction = 0.3;
+    SCOPED_TRACE("W " + std::to_string(width));
+    check_problem(config, [](Dsv4Problem& p) {
+      shorten_lens_and_punch_holes(p);
+      for (size_t h = 0; h < p.sinks.size(); h += 5) p.sinks[h] = std::numeric_limits<float>::infinity();
+      for (size_t h = 2; h < p.sinks.size(); h += 5) p.sinks[h] = -std::numeric_limits<float>::infinity();
+    });
+  }
 }
 
 TEST_F(Dsv4Gpu, TokensWithNoActiveColumn) {
