@@ -66,9 +66,13 @@ template <bool kHighHalf>
 __device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t bytes) {
   uint32_t halves;
   if constexpr (kHighHalf) {
-    asm("{ .reg .b16 low, high;\n  mov.b32 {low, high}, %1;\n  cvt.rn.f16x2.e4m3x2 %0, high; }\n" : "=r"(halves) : "r"(bytes));
+    asm("{ .reg .b16 low, high;\n mov.b32 {low, high}, %1;\n cvt.rn.f16x2.e4m3x2 %0, high; }\n"
+        : "=r"(halves)
+        : "r"(bytes));
   } else {
-    asm("{ .reg .b16 low, high;\n  mov.b32 {low, high}, %1;\n  cvt.rn.f16x2.e4m3x2 %0, low; }\n" : "=r"(halves) : "r"(bytes));
+    asm("{ .reg .b16 low, high;\n mov.b32 {low, high}, %1;\n cvt.rn.f16x2.e4m3x2 %0, low; }\n"
+        : "=r"(halves)
+        : "r"(bytes));
   }
   return halves;
 }

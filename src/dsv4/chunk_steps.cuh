@@ -727,10 +727,10 @@ __device__ __forceinline__ void walk_chunks_one_tile(ChunkSmem<Traits>& s, const
 
 // The producer warpgroup's walk over chunks [first, first + count) of a
 // token: chunk i goes into tile i % kBuffers once the math warps have
-// released the tile's previous chunk (its hardware barrier: the producers
-// sleep there without retries; an mbarrier wait woke ~30 times a chunk and
-// took ~320 issue slots a chunk from the math warps). Each chunk's indices
-// are loaded a chunk ahead, so that their latency hides behind that wait.
+// released the tile's previous chunk (on the tile's hardware barrier, where
+// the producers sleep without retrying; docs/kernels/large_batch.md). Each
+// chunk's indices are loaded a chunk ahead, so that their latency hides
+// behind that wait.
 template <class Traits>
 __device__ __forceinline__ void produce_chunks(ChunkSmem<Traits>& s, const Dsv4Params& p, const TokenScope& scope,
                                                int first, int count) {
@@ -783,7 +783,9 @@ __device__ __forceinline__ void walk_chunks_fed(ChunkSmem<Traits>& s, const Dsv4
     if (!(p.skip_stages & 4)) chunk_math<Traits>(s, scope, i, count, per_group, buffer, pv);
     // The warp's reads of the tile are done (their values fed the MMAs), as
     // when a consumer releases a stage in CUTLASS's TMA pipelines (no proxy fence).
-    if (i + Traits::kBuffers < count) ptx::named_barrier_arrive(Traits::kTileFreeBarrier + buffer, Traits::kLaunchThreads);
+    if (i + Traits::kBuffers < count) {
+      ptx::named_barrier_arrive(Traits::kTileFreeBarrier + buffer, Traits::kLaunchThreads);
+    }
   }
 }
 

@@ -66,6 +66,7 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(SplitSm
   const TokenScope scope = token_scope<Traits>(s, p, token, heads, has_swa_columns, -INFINITY);
   int group = first_group;
   phase_span(1);
+  // Span marks 2 and 3 frame each group's write: the last group's remain.
   walk_groups<Traits>(s, p, scope, first, count, p.chunks_per_group, [&](OutputFragment<Traits>& result) {
     phase_span(2);
     write_group<Traits>(s, p, unit, group++, result);

@@ -353,9 +353,8 @@ TEST_F(Dsv4Gpu, HolesAndShortLens) {
 
 // Beyond one token an SM (132 on the H200) the forced stream kernel is the
 // two-tile one with 2 CTAs an SM (the deep kernel serves fewer units):
-// holes, short lens and infinite sinks there too.
-// Past one token an SM the two-tile stream kernel runs: at width 640 its
-// producers refill each tile (10 chunks), at 128 they never wait (2 chunks).
+// holes, short lens and infinite sinks there too, at width 640 (its
+// producers refill each tile) and 128 (2 chunks: they never wait).
 TEST_F(Dsv4Gpu, HolesShortLensAndInfiniteSinksBeyondOneTokenAnSm) {
   for (int32_t width : {640, 128}) {
     Dsv4ProblemConfig config = config_for(200, width);
