@@ -30,7 +30,10 @@ constexpr int resident_ctas(size_t smem_bytes) {
 // kProducerWarps: 0, the math warps issue their rows' copies themselves; 4,
 // a producer warpgroup issues every copy and the math warps only wait
 // (docs/kernels/large_batch.md, "Sixth session").
-template <int kHeads_, DType kDType_, int kBuffers_, int kProducerWarps_ = 0>
+// kDimParts: CTAs that share a (token, head group), each computing all of
+// its scores but P V for 1 / kDimParts of the dims (2: the 64-head stream
+// kernel when the units fill at most half the SMs; docs/kernels/heads64.md).
+template <int kHeads_, DType kDType_, int kBuffers_, int kProducerWarps_ = 0, int kDimParts_ = 1>
 struct Dsv4Traits {
   static constexpr int kHeads = kHeads_;  // query heads a CTA: 16 or 64 (one gathered tile serves them all)
   static constexpr int kHeadTiles = kHeads / 16;  // P V: mma.sync tiles of 16 heads (M = 16)
@@ -86,6 +89,8 @@ struct Dsv4Traits {
   static constexpr int kProbParts = kBf16 ? 2 : 1;
   static constexpr int kDimsPerWarp = kHeadDim / kWarps;             // O = P V: dims split over warps
   static constexpr int kDimGroups = kDimsPerWarp / 32;               // ldmatrix.x4.trans groups of a warp
+  static constexpr int kDimParts = kDimParts_;
+  static constexpr int kOutputDimGroups = kDimGroups / kDimParts;    // the dim groups a warp of this CTA outputs
   // Each gathered row is one bulk copy (TMA) into a row-major KV tile, rows
   // padded by 16 bytes (8 rows of an ldmatrix on distinct banks); Q K^T
   // takes K from registers (docs/kernels/large_batch.md, "Fifth session").
@@ -150,6 +155,9 @@ struct Dsv4Traits {
   static_assert(kProducerWarps == 0 || kTileFreeBarrier + kBuffers <= 16, "a CTA has 16 hardware barriers");
   static_assert(kProducerRows <= 32 && kProducerRows % 8 == 0,
                 "a producer lane copies one row; its warp's rows are whole bytes of column_mask");
+  static_assert(kDimParts == 1 || (kDimParts == 2 && kStreamFoldsByDimGroup && kProducerWarps > 0),
+                "dim parts: the stream kernel that folds a chunk's P V one dim group at a time (64 heads)");
+  static_assert(kDimGroups % kDimParts == 0, "a dim part is whole 32-dim groups of every warp");
 };
 
 // Registers a thread of a kernel with a producer warpgroup holds at
@@ -187,9 +195,10 @@ __host__ __device__ constexpr int granule_dim(int granule, int value) {
 template <class Traits, int kGroups>
 using DimGroupFragment = float[Traits::kHeadTiles][kGroups][2][2][4];
 
-// All the warp's dims: 32 floats a thread at 16 heads, 128 at 64.
+// The warp's dims this CTA outputs: 32 floats a thread at 16 heads, 128 at
+// 64 (64 with two dim parts).
 template <class Traits>
-using OutputFragment = DimGroupFragment<Traits, Traits::kDimGroups>;
+using OutputFragment = DimGroupFragment<Traits, Traits::kOutputDimGroups>;
 
 // The next chunk's indices, copied with this chunk's rows (two KV tiles); a
 // walk with one tile reads each chunk's indices when it gathers the chunk.
@@ -298,6 +307,9 @@ using StreamDeepTraitsFp8 = Dsv4Traits<16, DType::kFloat8E4M3, 4, 4>;
 // registers a math thread), the split kernel without (docs/kernels/heads64.md).
 using StreamTraitsFp8H64 = Dsv4Traits<64, DType::kFloat8E4M3, 2, 4>;
 using SplitTraitsFp8H64 = Dsv4Traits<64, DType::kFloat8E4M3, 2>;
+// The 64-head stream kernel in two dim parts (stream_halves_fp8_h64.cu): two
+// CTAs a unit, for calls of at most one unit per two SMs.
+using StreamHalvesTraitsFp8H64 = Dsv4Traits<64, DType::kFloat8E4M3, 2, 4, 2>;
 
 static_assert(sizeof(ClusterSmem<ClusterTraitsFp8>) <= kMaxSmemPerCta &&
                   sizeof(StreamSmem<StreamTraitsFp8>) <= kMaxSmemPerCta &&
@@ -311,7 +323,8 @@ static_assert(resident_ctas(sizeof(ClusterSmem<ClusterTraitsFp8>)) == 2 &&
 static_assert(sizeof(StreamSmem<StreamDeepTraitsFp8>) <= kMaxSmemPerCta &&
                   resident_ctas(sizeof(StreamSmem<StreamDeepTraitsFp8>)) == 1,
               "the deep stream kernel: 4 KV tiles, 1 CTA an SM");
-static_assert(sizeof(StreamSmem<StreamTraitsFp8H64>) <= kMaxSmemPerCta,
+static_assert(sizeof(StreamSmem<StreamTraitsFp8H64>) <= kMaxSmemPerCta &&
+                  sizeof(StreamSmem<StreamHalvesTraitsFp8H64>) == sizeof(StreamSmem<StreamTraitsFp8H64>),
               "64 heads: two 33 KiB KV tiles, the 32 KiB Q tile and 34 KiB of scores fit one CTA an SM");
 
 }  // namespace sparse_decode::dsv4

@@ -28,7 +28,8 @@ constexpr bool kSameGeometry = Traits::kThreads == Traits16::kThreads &&
 static_assert(kSameGeometry<StreamTraitsFp8> && kSameGeometry<StreamDeepTraitsFp8> &&
                   kSameGeometry<ClusterTraitsBf16> && kSameGeometry<StreamTraitsBf16> &&
                   kSameGeometry<SplitTraitsFp8> && kSameGeometry<SplitTraitsBf16> &&
-                  kSameGeometry<StreamTraitsFp8H64> && kSameGeometry<SplitTraitsFp8H64>,
+                  kSameGeometry<StreamTraitsFp8H64> && kSameGeometry<SplitTraitsFp8H64> &&
+                  kSameGeometry<StreamHalvesTraitsFp8H64>,
               "chunk_plan, the grid and the block size are shared by every kernel instantiation");
 static_assert(ClusterTraitsFp8::kHeads == 16 && ClusterTraitsBf16::kHeads == 16 && StreamTraitsBf16::kHeads == 16 &&
                   SplitTraitsBf16::kHeads == 16 && StreamTraitsFp8::kHeads == 16 && SplitTraitsFp8::kHeads == 16 &&
@@ -36,14 +37,15 @@ static_assert(ClusterTraitsFp8::kHeads == 16 && ClusterTraitsBf16::kHeads == 16 
               "head groups: 16 heads, or 64 for the FP8 stream kernel and split path of 64-head calls");
 
 // A stream kernel: its block (with a producer warpgroup, more than
-// kThreads), its dynamic shared memory and, with producers, the registers a
+// kThreads), its dynamic shared memory, with producers the registers a
 // thread it must be compiled with (its setmaxnreg moves, ProducerRegisters,
-// assume exactly these; 0 without producers).
+// assume exactly these; 0 without producers), and its CTAs a unit.
 struct StreamKernel {
   const void* kernel = nullptr;
   size_t smem = 0;
   int threads = 0;
   int registers = 0;
+  int dim_parts = 1;
 };
 
 template <class StreamT>
@@ -52,14 +54,15 @@ StreamKernel stream_kernel_of(const void* kernel) {
   if constexpr (StreamT::kProducerWarps > 0) {
     registers = ProducerRegisters<StreamT, resident_ctas(sizeof(StreamSmem<StreamT>))>::kLaunch;
   }
-  return {kernel, sizeof(StreamSmem<StreamT>), StreamT::kLaunchThreads, registers};
+  return {kernel, sizeof(StreamSmem<StreamT>), StreamT::kLaunchThreads, registers, StreamT::kDimParts};
 }
 
 // The kernels of one dtype and head group size, the dynamic shared memory
 // each requests (its plan's size; the combine kernel has none), and the
 // split path's combine slices. The cluster kernel is always the 16-head one;
 // the deep stream kernel (4 tiles, 1 CTA an SM) serves at most one unit an
-// SM where there is one (kernel null where not).
+// SM, and the stream kernel in dim halves at most one unit per two SMs,
+// where there is one (kernel null where not).
 struct KernelSet {
   const void* cluster;
   StreamKernel stream;
@@ -69,6 +72,7 @@ struct KernelSet {
   size_t split_smem;
   int combine_slices;
   StreamKernel stream_deep = {};
+  StreamKernel stream_halves = {};
 };
 
 template <class ClusterT, class StreamT, class SplitT>
@@ -88,8 +92,10 @@ KernelSet kernels_for(DType dtype, int group_heads) {
         cluster_kernel_bf16_h16(), stream_kernel_bf16_h16(), split_kernel_bf16_h16(), combine_kernel_bf16_h16());
   }
   if (group_heads == Traits64::kHeads) {
-    return kernel_set<ClusterTraitsFp8, StreamTraitsFp8H64, SplitTraitsFp8H64>(
+    KernelSet fp8 = kernel_set<ClusterTraitsFp8, StreamTraitsFp8H64, SplitTraitsFp8H64>(
         cluster_kernel_fp8_h16(), stream_kernel_fp8_h64(), split_kernel_fp8_h64(), combine_kernel_fp8_h64());
+    fp8.stream_halves = stream_kernel_of<StreamHalvesTraitsFp8H64>(stream_halves_kernel_fp8_h64());
+    return fp8;
   }
   KernelSet fp8 = kernel_set<ClusterTraitsFp8, StreamTraitsFp8, SplitTraitsFp8>(
       cluster_kernel_fp8_h16(), stream_kernel_fp8_h16(), split_kernel_fp8_h16(), combine_kernel_fp8_h16());
@@ -132,7 +138,9 @@ int group_slot(int group_heads) { return group_heads == Traits64::kHeads ? 1 : 0
 constexpr int64_t kClusterMaxUnits = 56;
 // The split path (split + combine kernels) serves widths of more than
 // kSplitMinGroups groups (at width 128 it loses to the stream kernel) while
-// the GPU holds at least min CTAs a unit at once: 3 at 64 heads; at 16 heads
+// the GPU holds at least min CTAs a unit at once: 5 at 64 heads (the stream
+// kernel's dim halves, ~30.5 µs at W = 640 up to 66 units, beat the split
+// path's 35.3 at 32 units; split 21.4 at 16); at 16 heads
 // (the stream kernel with a producer warpgroup since the sixth session) 5
 // up to W = 1024 (stream faster from 64 tokens at W = 640, FP8 and BF16)
 // and 4 above (split faster at 64 tokens, stream at 96, W = 2176).
@@ -141,7 +149,7 @@ constexpr int64_t kClusterMaxUnits = 56;
 // the split workspace: 16 units (W <= 1024) and 40 (wider), where the
 // stream kernel (~20 and ~56 µs whatever T up to a wave) overtakes it.
 constexpr int32_t kSplitMinGroups = 2;
-constexpr int64_t kSplitMinCtas64Heads = 3;
+constexpr int64_t kSplitMinCtas64Heads = 5;
 constexpr int64_t kSplitMinCtas = 5;
 constexpr int64_t kSplitMinCtasWide = 4;  // widths above 1024 (groups of 2+ chunks)
 constexpr int64_t kClusterMaxUnitsBeforeSplit = 0;
@@ -164,7 +172,7 @@ int set_kernel_attributes() {
       if (e == cudaSuccess) {
         e = cudaFuncSetAttribute(k.split, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k.split_smem));
       }
-      for (const StreamKernel& stream : {k.stream, k.stream_deep}) {
+      for (const StreamKernel& stream : {k.stream, k.stream_deep, k.stream_halves}) {
         if (e != cudaSuccess || !stream.kernel) continue;
         e = cudaFuncSetAttribute(stream.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  static_cast<int>(stream.smem));
@@ -375,8 +383,7 @@ Dsv4Kernel choose_kernel(const Dsv4DecodeArgs& args, bool split_workspace) {
   const bool split = split_workspace && splittable &&
                      split_slots(args.dtype, heads) >= validation::saturating_mul(min_ctas, units);
   // 64-head calls: only the 64-head kernels (the cluster kernel's 16-head
-  // groups would give other bits). The crossover is the 16-head rule's,
-  // unmeasured at 64 heads (docs/kernels/heads64.md).
+  // groups would give other bits; docs/kernels/heads64.md).
   if (heads == Traits64::kHeads) return split ? Dsv4Kernel::kSplit : Dsv4Kernel::kStream;
   const int64_t most = !splittable        ? kClusterMaxUnits
                        : split_workspace ? (wide ? kClusterMaxUnitsBeforeSplitWide : kClusterMaxUnitsBeforeSplit)
@@ -415,11 +422,15 @@ Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace
   const int64_t units = args.num_tokens * p.head_groups;
   if (split) p.workspace = static_cast<uint8_t*>(workspace);
 
+  // At most one unit an SM: the deep stream kernel (same bits, more rows in
+  // flight); at 64 heads, at most one unit per two SMs: the dim halves (same bits, twice the CTAs).
+  const StreamKernel& streamed = cluster || split                                               ? kernels.stream
+                                 : kernels.stream_halves.kernel && 2 * units <= device_sms() ? kernels.stream_halves
+                                 : kernels.stream_deep.kernel && units <= device_sms()       ? kernels.stream_deep
+                                                                                             : kernels.stream;
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(units * (cluster ? plan.groups : split ? p.split_ctas : 1)));
-  // At most one unit an SM: the deep stream kernel (same bits, more rows in flight).
-  const StreamKernel& streamed =
-      !cluster && !split && kernels.stream_deep.kernel && units <= device_sms() ? kernels.stream_deep : kernels.stream;
+  config.gridDim = dim3(
+      static_cast<unsigned>(units * (cluster ? plan.groups : split ? p.split_ctas : streamed.dim_parts)));
   config.blockDim = dim3(cluster || split ? Traits16::kThreads : streamed.threads);
   config.dynamicSmemBytes = cluster ? kernels.cluster_smem : split ? kernels.split_smem : streamed.smem;
   config.stream = stream;

@@ -1,5 +1,5 @@
 // The stream kernel of dsv4_decode (large batches): one CTA a (token, head
-// group) walks all of the token's chunks, the next chunk's gather in flight
+// group) (at 64 heads also two, each outputting half of the dims) walks all of the token's chunks, the next chunk's gather in flight
 // during this one's math, and folds each group's P V sum into registers
 // in group order: the same groups and the same fold as the cluster kernel
 // and the split path, so the bits agree. docs/kernels/large_batch.md explains
@@ -42,6 +42,13 @@ __device__ __forceinline__ void fold_dim_groups(OutputFragment<Traits>& out, int
     }
 }
 
+// Which dims this CTA outputs: part k of a unit's kDimParts CTAs (adjacent
+// blocks) outputs dim groups k * kOutputDimGroups.. of every warp.
+template <class Traits>
+__device__ __forceinline__ int dim_part() {
+  return Traits::kDimParts == 1 ? 0 : static_cast<int>(blockIdx.x % Traits::kDimParts);
+}
+
 // Walks the token's chunks and folds every group into out; state[t][b] is
 // then the fold state of head 16t + lane / 4 + 8b.
 // At 16 heads the group's P V fragment accumulates over its chunks and is
@@ -59,6 +66,7 @@ __device__ __forceinline__ void walk_and_fold(StreamSmem<Traits>& smem, const Ds
   if constexpr (Traits::kStreamFoldsByDimGroup) {
     auto& folds = smem.folds;
     const int tid = threadIdx.x;
+    const int first_dim_group = dim_part<Traits>() * Traits::kOutputDimGroups;
     if (tid < Traits::kHeads) folds.max[tid] = -INFINITY, folds.sum[tid] = 0.0f;  // seen after the walk's barriers
     walk_chunks<Traits>(s, p, scope, 0, p.chunks, 1, [&](int buffer, bool, bool) {
       if (tid < Traits::kHeads) {
@@ -72,9 +80,9 @@ __device__ __forceinline__ void walk_and_fold(StreamSmem<Traits>& smem, const Ds
       // dim groups' MMAs and folds and spills ~100 values (with it, none). The
       // rolled loop it replaces rotated all of out (128 moves) each dim group.
 #pragma unroll
-      for (int g = 0; g < Traits::kDimGroups; ++g) {
+      for (int g = 0; g < Traits::kOutputDimGroups; ++g) {
         DimGroupFragment<Traits, 1> group = {};  // a group starts from +0
-        accumulate_dims<Traits, 1>(s, buffer, group, g);
+        accumulate_dims<Traits, 1>(s, buffer, group, first_dim_group + g);
         fold_dim_groups<Traits, 1>(out, g, group, [&](int t, int b) {
           const int head = 16 * t + lane / 4 + 8 * b;
           return FoldWeights{folds.keep[head], folds.take[head]};
@@ -108,8 +116,10 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, resident_ctas(sizeof(S
   extern __shared__ __align__(16) uint8_t smem_bytes[];
   StreamSmem<Traits>& smem = *reinterpret_cast<StreamSmem<Traits>*>(smem_bytes);
   ChunkSmem<Traits>& s = smem.chunk;
-  const int64_t token = blockIdx.x / p.head_groups;
-  const HeadGroup heads = head_group<Traits::kHeads>(p, static_cast<int>(blockIdx.x % p.head_groups));
+  const unsigned unit = blockIdx.x / Traits::kDimParts;  // token * head_groups + head group
+  const int64_t token = unit / p.head_groups;
+  const HeadGroup heads = head_group<Traits::kHeads>(p, static_cast<int>(unit % p.head_groups));
+  const int first_dim_group = dim_part<Traits>() * Traits::kOutputDimGroups;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   if (p.skip_stages & 8) return;
   phase_span(0);
@@ -117,7 +127,8 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, resident_ctas(sizeof(S
   const float sink = p.sinks && tid < heads.count ? p.sinks[heads.first + tid] : -INFINITY;
   ptx::grid_dependency_wait();
   load_query<Traits>(s, p, token, heads);
-  const TokenScope scope = token_scope<Traits>(s, p, token, heads, true, sink);
+  TokenScope scope = token_scope<Traits>(s, p, token, heads, true, sink);
+  scope.count_out_of_range = scope.count_out_of_range && first_dim_group == 0;  // once a column: part 0 counts
   if constexpr (Traits::kProducerWarps > 0) {
     // The producer warpgroup copies the rows with few registers; the math warps take the rest.
     using Registers = ProducerRegisters<Traits, resident_ctas(sizeof(StreamSmem<Traits>))>;
@@ -145,18 +156,19 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, resident_ctas(sizeof(S
     const float top_scale = output_scale(state[t][0], s.sink_log2[top_head], bmm2);
     const float bottom_scale = output_scale(state[t][1], s.sink_log2[bottom_head], bmm2);
     const bool bottom_exists = bottom_head < heads.count;  // not with H = 8
-    if (p.lse && warp == 0 && lane % 4 == 0) {
+    if (p.lse && first_dim_group == 0 && warp == 0 && lane % 4 == 0) {
       float* lse = p.lse + token * p.lse_token_stride + heads.first;
       lse[top_head] = output_lse(state[t][0]);
       if (bottom_exists) lse[bottom_head] = output_lse(state[t][1]);
     }
 #pragma unroll
-    for (int g = 0; g < Traits::kDimGroups; ++g)
+    for (int g = 0; g < Traits::kOutputDimGroups; ++g)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         // Granule lane % 4 of this 16-dim half: its values are (n-tile 0, n-tile 1) x
         // [0], [1] of the top head, [2], [3] of the bottom one.
-        const int first_dim = warp * Traits::kDimsPerWarp + g * 32 + half * 16 + granule_dim<Traits>(lane % 4, 0);
+        const int first_dim =
+            warp * Traits::kDimsPerWarp + (first_dim_group + g) * 32 + half * 16 + granule_dim<Traits>(lane % 4, 0);
         const float(&tile0)[4] = out[t][g][half][0];
         const float(&tile1)[4] = out[t][g][half][1];
         store_granule<Traits>(out_token + top_head * p.out_head_stride, first_dim, tile0[0] * top_scale,

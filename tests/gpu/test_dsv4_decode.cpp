@@ -652,8 +652,9 @@ TEST_F(Dsv4Gpu, BatchInvariance) {
 }
 
 // H = 64 (issue #5): at W = 640 kAuto picks the 64-head split path (batches
-// of 1, 7) or the 64-head stream kernel (64, 100, 5000), never the 16-head
-// cluster kernel; at W = 2176 the 16-head kernels, the cluster kernel included.
+// of 1, 7) or the 64-head stream kernel (64: in dim halves on an H200; 100,
+// 5000: a CTA a unit), never the 16-head cluster kernel; at W = 2176 the
+// 16-head kernels, the cluster kernel included.
 TEST_F(Dsv4Gpu, BatchInvarianceHeads64) {
   for (int32_t width : {640, 2176}) check_batch_invariance(DType::kFloat8E4M3, width, 64);
 }
@@ -667,10 +668,15 @@ TEST_F(Dsv4Gpu, BatchInvarianceHeads64) {
 TEST_F(Dsv4Gpu, Heads64MaskedColumnsSinksAndWindows) {
   for (int32_t heads : {64, 128}) {
     SCOPED_TRACE("H " + std::to_string(heads));
-    Dsv4ProblemConfig holes = config_for(12, 640);
-    holes.heads = heads;
-    holes.hole_fraction = 0.3;
-    check_problem(holes, shorten_lens_and_punch_holes);
+    // A forced kStream runs the dim halves up to one unit per two SMs (12
+    // tokens), the one-CTA-a-unit kernel beyond (100 tokens).
+    for (int64_t tokens : {12, 100}) {
+      Dsv4ProblemConfig holes = config_for(tokens, 640);
+      holes.heads = heads;
+      holes.hole_fraction = 0.3;
+      SCOPED_TRACE("T " + std::to_string(tokens));
+      check_problem(holes, shorten_lens_and_punch_holes);
+    }
     Dsv4ProblemConfig empty = config_for(12, 640);
     empty.heads = heads;
     check_problem(empty, empty_three_tokens);
@@ -767,6 +773,10 @@ TEST_F(Dsv4Gpu, AutoAt64HeadsChoosesSplitOrStream) {
     }
     args.num_tokens = 1;
     EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kSplit);
+    args.num_tokens = 12;  // up to 26 units (132 SMs / 5): split
+    EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kSplit);
+    args.num_tokens = 32;  // the stream kernel's dim halves
+    EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
     args.num_tokens = 5000;
     EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
     args.width = 128;  // 2 groups: no split
