@@ -118,10 +118,10 @@ Status supports(const Dsv4DecodeArgs& args);
 // only where the split kernel runs (kernel == kSplit, or kAuto picks it),
 // 0 for host memory and for arguments that fail validate(). kAuto's pick
 // depends on the current device: ask with the arguments of the call. It
-// grows with T up to where kAuto leaves the split path (on an H200: 88
-// 16-head units x 16 groups x 32.9 KB = 46 MB, or 44 64-head units x 16
-// groups x 131.6 KB = 93 MB with FP8 at H = 64, 128), so one buffer of 96 MiB
-// serves every call there; a T beyond
+// grows with T up to where kAuto leaves the split path (on an H200: 66
+// 16-head units x 16 groups x 32.9 KB = 35 MB above W = 1024, or 26 64-head
+// units x 16 groups x 131.6 KB = 55 MB with FP8 at H = 64, 128), so one
+// buffer of 64 MiB serves every call there; a T beyond
 // any buffer saturates to the largest size_t value instead of wrapping.
 size_t workspace_size(const Dsv4DecodeArgs& args);
 

@@ -521,7 +521,14 @@ __device__ __forceinline__ void accumulate_dims(ChunkSmem<Traits>& s, int buffer
   }
 }
 
-// O += P V for the warp's 64 dims (O restarts at the first chunk of a group).
+// Which dims this CTA outputs: part k of a unit's kDimParts CTAs (adjacent
+// blocks) outputs dim groups k * kOutputDimGroups.. of every warp.
+template <class Traits>
+__device__ __forceinline__ int first_output_dim_group() {
+  return Traits::kDimParts == 1 ? 0 : static_cast<int>(blockIdx.x % Traits::kDimParts) * Traits::kOutputDimGroups;
+}
+
+// O += P V for the warp's dims this CTA outputs (O restarts at the first chunk of a group).
 template <class Traits>
 __device__ __forceinline__ void accumulate_chunk(ChunkSmem<Traits>& s, int buffer, OutputFragment<Traits>& acc,
                                                  bool group_start) {
@@ -531,7 +538,7 @@ __device__ __forceinline__ void accumulate_chunk(ChunkSmem<Traits>& s, int buffe
     // A group starts from +0 (not from 0 * the previous group: -0 and NaN would survive).
     const float top = s.rescale[16 * t + lane / 4], bottom = s.rescale[16 * t + lane / 4 + 8];
 #pragma unroll
-    for (int g = 0; g < Traits::kDimGroups; ++g)
+    for (int g = 0; g < Traits::kOutputDimGroups; ++g)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
@@ -541,7 +548,7 @@ __device__ __forceinline__ void accumulate_chunk(ChunkSmem<Traits>& s, int buffe
           a[2] = group_start ? 0.0f : __fmul_rn(a[2], bottom), a[3] = group_start ? 0.0f : __fmul_rn(a[3], bottom);
         }
   }
-  accumulate_dims<Traits, Traits::kDimGroups>(s, buffer, acc, 0);
+  accumulate_dims<Traits, Traits::kOutputDimGroups>(s, buffer, acc, first_output_dim_group<Traits>());
 }
 
 // SWA columns valid for the token under seq_lens: min(128, position + 1),
@@ -815,7 +822,7 @@ __device__ __forceinline__ void walk_groups(ChunkSmem<Traits>& s, const Dsv4Para
   if (per_group == 1) {
     walk_chunks<Traits>(s, p, scope, first, count, 1, [&](int buffer, bool, bool) {
       OutputFragment<Traits> group = {};
-      accumulate_dims<Traits, Traits::kDimGroups>(s, buffer, group, 0);
+      accumulate_dims<Traits, Traits::kOutputDimGroups>(s, buffer, group, first_output_dim_group<Traits>());
       group_end(group);
     });
   } else {

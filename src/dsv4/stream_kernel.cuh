@@ -1,5 +1,5 @@
 // The stream kernel of dsv4_decode (large batches): one CTA a (token, head
-// group) (at 64 heads also two, each outputting half of the dims) walks all of the token's chunks, the next chunk's gather in flight
+// group) (or two, each outputting half of the dims) walks all of the token's chunks, the next chunk's gather in flight
 // during this one's math, and folds each group's P V sum into registers
 // in group order: the same groups and the same fold as the cluster kernel
 // and the split path, so the bits agree. docs/kernels/large_batch.md explains
@@ -42,13 +42,6 @@ __device__ __forceinline__ void fold_dim_groups(OutputFragment<Traits>& out, int
     }
 }
 
-// Which dims this CTA outputs: part k of a unit's kDimParts CTAs (adjacent
-// blocks) outputs dim groups k * kOutputDimGroups.. of every warp.
-template <class Traits>
-__device__ __forceinline__ int dim_part() {
-  return Traits::kDimParts == 1 ? 0 : static_cast<int>(blockIdx.x % Traits::kDimParts);
-}
-
 // Walks the token's chunks and folds every group into out; state[t][b] is
 // then the fold state of head 16t + lane / 4 + 8b.
 // At 16 heads the group's P V fragment accumulates over its chunks and is
@@ -66,7 +59,7 @@ __device__ __forceinline__ void walk_and_fold(StreamSmem<Traits>& smem, const Ds
   if constexpr (Traits::kStreamFoldsByDimGroup) {
     auto& folds = smem.folds;
     const int tid = threadIdx.x;
-    const int first_dim_group = dim_part<Traits>() * Traits::kOutputDimGroups;
+    const int first_dim_group = first_output_dim_group<Traits>();
     if (tid < Traits::kHeads) folds.max[tid] = -INFINITY, folds.sum[tid] = 0.0f;  // seen after the walk's barriers
     walk_chunks<Traits>(s, p, scope, 0, p.chunks, 1, [&](int buffer, bool, bool) {
       if (tid < Traits::kHeads) {
@@ -105,7 +98,7 @@ __device__ __forceinline__ void walk_and_fold(StreamSmem<Traits>& smem, const Ds
       for (int t = 0; t < Traits::kHeadTiles; ++t)
 #pragma unroll
         for (int b = 0; b < 2; ++b) folds[t][b] = fold_head<Traits>(s, state[t][b], 16 * t + lane / 4 + 8 * b);
-      fold_dim_groups<Traits, Traits::kDimGroups>(out, 0, group, [&](int t, int b) { return folds[t][b]; });
+      fold_dim_groups<Traits, Traits::kOutputDimGroups>(out, 0, group, [&](int t, int b) { return folds[t][b]; });
     });
   }
 }
@@ -119,7 +112,7 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, resident_ctas(sizeof(S
   const unsigned unit = blockIdx.x / Traits::kDimParts;  // token * head_groups + head group
   const int64_t token = unit / p.head_groups;
   const HeadGroup heads = head_group<Traits::kHeads>(p, static_cast<int>(unit % p.head_groups));
-  const int first_dim_group = dim_part<Traits>() * Traits::kOutputDimGroups;
+  const int first_dim_group = first_output_dim_group<Traits>();
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   if (p.skip_stages & 8) return;
   phase_span(0);

@@ -345,10 +345,14 @@ TEST_F(Dsv4Gpu, InfiniteSinks) {
   });
 }
 
+// The forced stream kernel: in dim halves at 48 tokens, the deep kernel at
+// 100 (at most one unit per two SMs, at most one an SM on the H200).
 TEST_F(Dsv4Gpu, HolesAndShortLens) {
-  Dsv4ProblemConfig config = config_for(48, 640);
-  config.hole_fraction = 0.3;
-  check_problem(config, shorten_lens_and_punch_holes);
+  for (int64_t tokens : {48, 100}) {
+    Dsv4ProblemConfig config = config_for(tokens, 640);
+    config.hole_fraction = 0.3;
+    check_problem(config, shorten_lens_and_punch_holes);
+  }
 }
 
 // Beyond one token an SM (132 on the H200) the forced stream kernel is the
@@ -590,11 +594,11 @@ Dsv4Problem select_tokens(const Dsv4Problem& source, const std::vector<int64_t>&
 }
 
 // Tracks 6 tokens of a problem of 5000 through batches of 1, 7, 64, 100 and
-// 5000 (kAuto at 16 heads, H200: W 640 split for 1 and 7, the deep stream
-// kernel for 64 and 100; W 2176 cluster for 1 and 7, split for 64, deep
-// stream for 100; the two-tile stream kernel for 5000) and expects their
-// bits to stay the same. The forced kernels of check_problem cover the cluster
-// kernel at W 640.
+// 5000 (kAuto at 16 heads, H200: W 640 split for 1 and 7, the stream kernel
+// for 64 (FP8: in dim halves) and 100 (FP8: the deep one); W 2176 cluster
+// for 1 and 7, split for 64, the stream kernel for 100; the two-tile stream
+// kernel for 5000) and expects their bits to stay the same. The forced
+// kernels of check_problem cover the cluster kernel at W 640.
 void check_batch_invariance(DType dtype, int32_t width, int32_t heads = 16) {
   Dsv4ProblemConfig config = config_for(5000, width, dtype);
   config.heads = heads;
@@ -704,11 +708,11 @@ TEST_F(Dsv4Gpu, Heads64MaskedColumnsSinksAndWindows) {
   }
 }
 
-// kAuto runs the cluster (T = 6) or the stream kernel (T = 48) where the
+// kAuto runs the cluster (T = 6) or the stream kernel (T = 32) where the
 // split kernel's workspace is missing, too small or misaligned: the same bits
 // as the split kernel.
 TEST_F(Dsv4Gpu, AutoWithoutTheSplitWorkspaceRunsAnotherKernel) {
-  for (int64_t tokens : {6, 48}) {
+  for (int64_t tokens : {6, 32}) {
     Dsv4ProblemConfig config = config_for(tokens, 640);
     Dsv4Problem problem = testing::make_dsv4_problem(config);
     Dsv4DeviceProblem device(problem);
@@ -738,14 +742,22 @@ TEST_F(Dsv4Gpu, AutoChoosesClusterSplitOrStreamByTokens) {
   args.width = 640;
   args.num_tokens = 1;
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kSplit);
-  args.num_tokens = 48;
+  args.num_tokens = 32;
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kSplit);
-  args.num_tokens = 64;  // the stream kernel from 64 tokens (dispatch.md, sixth session)
+  args.num_tokens = 48;  // FP8: the stream kernel's dim halves from 38 tokens (dispatch.md, eighth session)
+  EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
+  args.dtype = DType::kBFloat16;  // BF16: split up to 52 tokens
+  EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kSplit);
+  args.dtype = DType::kFloat8E4M3;
+  args.num_tokens = 64;
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
   args.width = 128;  // 2 groups: no split
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
-  args.num_tokens = 6;
+  args.num_tokens = 6;  // FP8: the stream kernel at every T; BF16: the cluster kernel up to 56 tokens
+  EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
+  args.dtype = DType::kBFloat16;
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kCluster);
+  args.dtype = DType::kFloat8E4M3;
   args.width = 2176;  // above 1024: the cluster kernel up to 16 tokens
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kCluster);
   args.num_tokens = 24;
