@@ -31,7 +31,7 @@ constexpr int resident_ctas(size_t smem_bytes) {
 // a producer warpgroup issues every copy and the math warps only wait
 // (docs/kernels/large_batch.md, "Sixth session").
 // kDimParts: CTAs that share a (token, head group), each computing all of
-// its scores but P V for 1 / kDimParts of the dims (2: the FP8 stream
+// its scores but P V for 1 / kDimParts of the dims (2: the stream
 // kernels when the units fill at most half the SMs; docs/kernels/heads64.md).
 template <int kHeads_, DType kDType_, int kBuffers_, int kProducerWarps_ = 0, int kDimParts_ = 1>
 struct Dsv4Traits {
@@ -155,8 +155,8 @@ struct Dsv4Traits {
   static_assert(kProducerWarps == 0 || kTileFreeBarrier + kBuffers <= 16, "a CTA has 16 hardware barriers");
   static_assert(kProducerRows <= 32 && kProducerRows % 8 == 0,
                 "a producer lane copies one row; its warp's rows are whole bytes of column_mask");
-  static_assert(kDimParts == 1 || (kDimParts == 2 && kProducerWarps > 0 && !kBf16),
-                "dim parts: the FP8 stream kernels (with a producer warpgroup)");
+  static_assert(kDimParts == 1 || (kDimParts == 2 && kProducerWarps > 0),
+                "dim parts: the stream kernels (with a producer warpgroup)");
   static_assert(kDimGroups % kDimParts == 0, "a dim part is whole 32-dim groups of every warp");
 };
 
@@ -307,10 +307,10 @@ using StreamDeepTraitsFp8 = Dsv4Traits<16, DType::kFloat8E4M3, 4, 4>;
 // registers a math thread), the split kernel without (docs/kernels/heads64.md).
 using StreamTraitsFp8H64 = Dsv4Traits<64, DType::kFloat8E4M3, 2, 4>;
 using SplitTraitsFp8H64 = Dsv4Traits<64, DType::kFloat8E4M3, 2>;
-// The deep and the 64-head stream kernels in two dim parts
-// (stream_halves_fp8_h16.cu, stream_halves_fp8_h64.cu): two CTAs a unit,
-// for calls of at most one unit per two SMs.
+// The deep, the BF16 and the 64-head stream kernels in two dim parts
+// (stream_halves_*.cu): two CTAs a unit, for calls of at most one unit per two SMs.
 using StreamHalvesTraitsFp8 = Dsv4Traits<16, DType::kFloat8E4M3, 4, 4, 2>;
+using StreamHalvesTraitsBf16 = Dsv4Traits<16, DType::kBFloat16, 2, 4, 2>;
 using StreamHalvesTraitsFp8H64 = Dsv4Traits<64, DType::kFloat8E4M3, 2, 4, 2>;
 
 static_assert(sizeof(ClusterSmem<ClusterTraitsFp8>) <= kMaxSmemPerCta &&
@@ -323,6 +323,7 @@ static_assert(resident_ctas(sizeof(ClusterSmem<ClusterTraitsFp8>)) == 2 &&
                   resident_ctas(sizeof(SplitSmem<SplitTraitsFp8>)) == 2,
               "the FP8 kernels were measured at 2 CTAs an SM");
 static_assert(sizeof(StreamSmem<StreamHalvesTraitsFp8>) == sizeof(StreamSmem<StreamDeepTraitsFp8>) &&
+                  sizeof(StreamSmem<StreamHalvesTraitsBf16>) == sizeof(StreamSmem<StreamTraitsBf16>) &&
                   sizeof(StreamSmem<StreamDeepTraitsFp8>) <= kMaxSmemPerCta &&
                   resident_ctas(sizeof(StreamSmem<StreamDeepTraitsFp8>)) == 1,
               "the deep stream kernel: 4 KV tiles, 1 CTA an SM");

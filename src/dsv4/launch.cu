@@ -29,7 +29,8 @@ static_assert(kSameGeometry<StreamTraitsFp8> && kSameGeometry<StreamDeepTraitsFp
                   kSameGeometry<ClusterTraitsBf16> && kSameGeometry<StreamTraitsBf16> &&
                   kSameGeometry<SplitTraitsFp8> && kSameGeometry<SplitTraitsBf16> &&
                   kSameGeometry<StreamTraitsFp8H64> && kSameGeometry<SplitTraitsFp8H64> &&
-                  kSameGeometry<StreamHalvesTraitsFp8> && kSameGeometry<StreamHalvesTraitsFp8H64>,
+                  kSameGeometry<StreamHalvesTraitsFp8> && kSameGeometry<StreamHalvesTraitsFp8H64> &&
+                  kSameGeometry<StreamHalvesTraitsBf16>,
               "chunk_plan, the grid and the block size are shared by every kernel instantiation");
 static_assert(ClusterTraitsFp8::kHeads == 16 && ClusterTraitsBf16::kHeads == 16 && StreamTraitsBf16::kHeads == 16 &&
                   SplitTraitsBf16::kHeads == 16 && StreamTraitsFp8::kHeads == 16 && SplitTraitsFp8::kHeads == 16 &&
@@ -88,8 +89,10 @@ KernelSet kernel_set(const void* cluster, const void* stream, const void* split,
 
 KernelSet kernels_for(DType dtype, int group_heads) {
   if (dtype == DType::kBFloat16) {
-    return kernel_set<ClusterTraitsBf16, StreamTraitsBf16, SplitTraitsBf16>(
+    KernelSet bf16 = kernel_set<ClusterTraitsBf16, StreamTraitsBf16, SplitTraitsBf16>(
         cluster_kernel_bf16_h16(), stream_kernel_bf16_h16(), split_kernel_bf16_h16(), combine_kernel_bf16_h16());
+    bf16.stream_halves = stream_kernel_of<StreamHalvesTraitsBf16>(stream_halves_kernel_bf16_h16());
+    return bf16;
   }
   if (group_heads == Traits64::kHeads) {
     KernelSet fp8 = kernel_set<ClusterTraitsFp8, StreamTraitsFp8H64, SplitTraitsFp8H64>(
@@ -133,30 +136,26 @@ int dtype_slot(DType dtype) { return dtype == DType::kBFloat16 ? 1 : 0; }
 constexpr int kGroupSizes[] = {Traits16::kHeads, Traits64::kHeads};
 int group_slot(int group_heads) { return group_heads == Traits64::kHeads ? 1 : 0; }
 
-// The cluster kernel serves up to this many (token, 16-head group) pairs,
-// the stream kernel more, at widths the split path does not serve (W <= 128):
-// BF16 56 (the crossover measured between 48 and 64 tokens); FP8 none (the
-// stream kernel, in dim halves or not, was faster at every T measured in
-// the eighth session; docs/kernels/dispatch.md).
-constexpr int64_t kClusterMaxUnits = 56;
-constexpr int64_t kClusterMaxUnitsFp8 = 0;
 // The split path (split + combine kernels) serves widths of more than
-// kSplitMinGroups groups (at width 128 it loses to the stream kernel) while
+// kSplitMinGroups groups (at width 128 the stream kernel is faster) while
 // the GPU holds at least min CTAs a unit at once. 64 heads: 5 (the stream
 // kernel's dim halves, ~30.5 µs at W = 640 up to 66 units, beat the split
-// path's 35.3 at 32 units; split 21.4 at 16). 16 heads up to W = 1024: FP8
-// 7 (the dim halves beat split from ~38 units: 15.9 against 16.7 at 48,
-// even at 32), BF16 5 (stream faster from 64 tokens at W = 640); above
-// W = 1024 4 (split faster at 64 tokens, stream at 96, W = 2176).
+// path's 35.3 at 32 units; split 21.4 at 16). 16 heads up to W = 1024: 7
+// (the dim halves beat split from ~38 units, FP8 and BF16: FP8 15.9 against
+// 16.7 at 48, BF16 22.6 against 23.8). Above W = 1024: FP8 4 (split 3 %
+// faster at 48 tokens, 1.6 % slower at 64), BF16 6 (split 5 % slower at 48).
 // The cluster kernel keeps the fewest units: none up to W = 1024 (split
-// faster from 1 token at W = 640), 16 above (measured at W = 2176). Without
-// the split workspace: 16 units (W <= 1024) and 40 (wider), where the
-// stream kernel (~20 and ~56 µs whatever T up to a wave) overtakes it.
+// faster from 1 token at W = 640; at W = 128 the stream kernel's halves
+// from 1 token, FP8 6.7 against 7.7 µs, BF16 8.1 against 8.8), 16 above
+// (measured at W = 2176). Without the split workspace: 16 units
+// (W <= 1024) and 40 (wider), where the stream kernel (~20 and ~56 µs
+// whatever T up to a wave) overtakes it (measured before the halves).
+// Measurements: docs/kernels/dispatch.md.
 constexpr int32_t kSplitMinGroups = 2;
 constexpr int64_t kSplitMinCtas64Heads = 5;
-constexpr int64_t kSplitMinCtasFp8 = 7;
-constexpr int64_t kSplitMinCtas = 5;
-constexpr int64_t kSplitMinCtasWide = 4;  // widths above 1024 (groups of 2+ chunks)
+constexpr int64_t kSplitMinCtas = 7;
+constexpr int64_t kSplitMinCtasWideFp8 = 4;  // widths above 1024 (groups of 2+ chunks)
+constexpr int64_t kSplitMinCtasWideBf16 = 6;
 constexpr int64_t kClusterMaxUnitsBeforeSplit = 0;
 constexpr int64_t kClusterMaxUnitsBeforeSplitWide = 16;
 constexpr int64_t kClusterMaxUnitsWithoutSplit = 16;
@@ -385,15 +384,15 @@ Dsv4Kernel choose_kernel(const Dsv4DecodeArgs& args, bool split_workspace) {
   const bool splittable = plan.groups > kSplitMinGroups;
   const bool fp8 = args.dtype == DType::kFloat8E4M3;
   const int64_t min_ctas = heads == Traits64::kHeads ? kSplitMinCtas64Heads
-                           : wide                    ? kSplitMinCtasWide
-                           : fp8                     ? kSplitMinCtasFp8
-                                                     : kSplitMinCtas;
+                           : !wide                   ? kSplitMinCtas
+                           : fp8                     ? kSplitMinCtasWideFp8
+                                                     : kSplitMinCtasWideBf16;
   const bool split = split_workspace && splittable &&
                      split_slots(args.dtype, heads) >= validation::saturating_mul(min_ctas, units);
   // 64-head calls: only the 64-head kernels (the cluster kernel's 16-head
   // groups would give other bits; docs/kernels/heads64.md).
   if (heads == Traits64::kHeads) return split ? Dsv4Kernel::kSplit : Dsv4Kernel::kStream;
-  const int64_t most = !splittable        ? (fp8 ? kClusterMaxUnitsFp8 : kClusterMaxUnits)
+  const int64_t most = !splittable        ? 0
                        : split_workspace ? (wide ? kClusterMaxUnitsBeforeSplitWide : kClusterMaxUnitsBeforeSplit)
                                          : (wide ? kClusterMaxUnitsWithoutSplitWide : kClusterMaxUnitsWithoutSplit);
   // No cluster fits without a device or on a partitioned GPU: cluster_max_tokens() is 0.

@@ -20,6 +20,7 @@ const void* split_kernel_fp8_h16();
 const void* combine_kernel_fp8_h16();
 const void* cluster_kernel_bf16_h16();
 const void* stream_kernel_bf16_h16();
+const void* stream_halves_kernel_bf16_h16();  // two CTAs a unit, half the dims each (stream_halves_bf16_h16.cu)
 const void* split_kernel_bf16_h16();
 const void* combine_kernel_bf16_h16();
 const void* stream_kernel_fp8_h64();  // 64 heads a CTA (stream_fp8_h64.cu, split_fp8_h64.cu)

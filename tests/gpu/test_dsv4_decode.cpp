@@ -744,21 +744,23 @@ TEST_F(Dsv4Gpu, AutoChoosesClusterSplitOrStreamByTokens) {
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kSplit);
   args.num_tokens = 32;
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kSplit);
-  args.num_tokens = 48;  // FP8: the stream kernel's dim halves from 38 tokens (dispatch.md, eighth session)
+  args.num_tokens = 48;  // the stream kernel's dim halves from 38 tokens (dispatch.md, eighth session)
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
-  args.dtype = DType::kBFloat16;  // BF16: split up to 52 tokens
-  EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kSplit);
-  args.dtype = DType::kFloat8E4M3;
   args.num_tokens = 64;
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
-  args.width = 128;  // 2 groups: no split
+  args.width = 128;  // 2 groups: no split, and the stream kernel beats the cluster kernel at every T
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
-  args.num_tokens = 6;  // FP8: the stream kernel at every T; BF16: the cluster kernel up to 56 tokens
+  args.num_tokens = 1;
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
   args.dtype = DType::kBFloat16;
-  EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kCluster);
+  EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
+  args.width = 2176;  // above 1024, BF16: split up to 44 tokens
+  args.num_tokens = 40;
+  EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kSplit);
+  args.num_tokens = 48;
+  EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
   args.dtype = DType::kFloat8E4M3;
-  args.width = 2176;  // above 1024: the cluster kernel up to 16 tokens
+  args.num_tokens = 6;  // above 1024: the cluster kernel up to 16 tokens
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kCluster);
   args.num_tokens = 24;
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kSplit);
