@@ -889,6 +889,7 @@ __device__ __forceinline__ void store_granule(uint16_t* out_head, int first_dim,
 // values in travel order (granule_dim).
 template <class Traits, class Emit>
 __device__ __forceinline__ void emit_group_values(const OutputFragment<Traits>& acc, Emit&& emit) {
+  static_assert(Traits::kDimParts == 1, "the split and cluster kernels send all of a warp's dims");
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 #pragma unroll
   for (int t = 0; t < Traits::kHeadTiles; ++t) {

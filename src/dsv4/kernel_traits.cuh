@@ -196,7 +196,7 @@ template <class Traits, int kGroups>
 using DimGroupFragment = float[Traits::kHeadTiles][kGroups][2][2][4];
 
 // The warp's dims this CTA outputs: 32 floats a thread at 16 heads, 128 at
-// 64 (64 with two dim parts).
+// 64 (half of that with two dim parts).
 template <class Traits>
 using OutputFragment = DimGroupFragment<Traits, Traits::kOutputDimGroups>;
 

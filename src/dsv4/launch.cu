@@ -429,8 +429,9 @@ Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace
   const int64_t units = args.num_tokens * p.head_groups;
   if (split) p.workspace = static_cast<uint8_t*>(workspace);
 
-  // At most one unit an SM: the deep stream kernel (same bits, more rows in
-  // flight); at 64 heads, at most one unit per two SMs: the dim halves (same bits, twice the CTAs).
+  // At most one unit per two SMs: the stream kernel in dim halves (same
+  // bits, twice the CTAs); at most one unit an SM: the deep stream kernel
+  // (FP8, 16 heads: same bits, more rows in flight).
   const StreamKernel& streamed = cluster || split                                               ? kernels.stream
                                  : kernels.stream_halves.kernel && 2 * units <= device_sms() ? kernels.stream_halves
                                  : kernels.stream_deep.kernel && units <= device_sms()       ? kernels.stream_deep

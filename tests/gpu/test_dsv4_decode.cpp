@@ -256,6 +256,19 @@ TEST_F(Dsv4Gpu, WidthsAndTokenCounts) {
     for (int64_t tokens : {1, 6, 12, 48}) check_problem(config_for(tokens, width));
 }
 
+// 100 tokens: a forced kStream runs one CTA a token (FP8: the deep kernel),
+// past the dim halves' 66 units, at the widths where kAuto gives it the
+// most work: W = 128 (2 chunks) and W = 2176 (groups of 3 chunks).
+TEST_F(Dsv4Gpu, OneCtaATokenStreamKernelAtNarrowAndWideWidths) {
+  for (DType dtype : {DType::kFloat8E4M3, DType::kBFloat16})
+    for (int32_t width : {128, 2176}) {
+      Dsv4ProblemConfig config = config_for(100, width, dtype);
+      config.hole_fraction = 0.1;
+      SCOPED_TRACE(dtype_name(dtype));
+      check_problem(config, shorten_lens_and_punch_holes);
+    }
+}
+
 // H = 8 runs as 16 heads with 8 silent ones; 32..128 as groups of 16, and
 // FP8 H = 64, 128 at W <= 1024 as groups of 64 (but the cluster kernel).
 TEST_F(Dsv4Gpu, HeadCounts) {
@@ -595,10 +608,11 @@ Dsv4Problem select_tokens(const Dsv4Problem& source, const std::vector<int64_t>&
 
 // Tracks 6 tokens of a problem of 5000 through batches of 1, 7, 64, 100 and
 // 5000 (kAuto at 16 heads, H200: W 640 split for 1 and 7, the stream kernel
-// for 64 (FP8: in dim halves) and 100 (FP8: the deep one); W 2176 cluster
-// for 1 and 7, split for 64, the stream kernel for 100; the two-tile stream
-// kernel for 5000) and expects their bits to stay the same. The forced
-// kernels of check_problem cover the cluster kernel at W 640.
+// in dim halves for 64, one CTA a token for 100 (FP8: the deep kernel);
+// W 2176 cluster for 1 and 7, for 64 split (FP8) or the halves (BF16), the
+// stream kernel for 100; the two-tile stream kernel for 5000) and expects
+// their bits to stay the same. The forced kernels of check_problem cover
+// the cluster kernel at W 640.
 void check_batch_invariance(DType dtype, int32_t width, int32_t heads = 16) {
   Dsv4ProblemConfig config = config_for(5000, width, dtype);
   config.heads = heads;
