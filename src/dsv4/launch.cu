@@ -146,20 +146,27 @@ int group_slot(int group_heads) { return group_heads == Traits64::kHeads ? 1 : 0
 // faster at 48 tokens, 1.6 % slower at 64), BF16 6 (split 5 % slower at 48).
 // The cluster kernel keeps the fewest units: none up to W = 1024 (split
 // faster from 1 token at W = 640; at W = 128 the stream kernel's halves
-// from 1 token, FP8 6.7 against 7.7 µs, BF16 8.1 against 8.8), 16 above
-// (measured at W = 2176). Without the split workspace: 16 units
-// (W <= 1024) and 40 (wider), where the stream kernel (~20 and ~56 µs
-// whatever T up to a wave) overtakes it (measured before the halves).
-// Measurements: docs/kernels/dispatch.md.
+// from 1 token, FP8 6.7 against 7.7 µs, BF16 8.1 against 8.8); above
+// W = 1024 one wave of its 16-CTA clusters, FP8 16 units (19.5 against
+// split 20.5 at 16, 31.3 against 21.6 at 20), BF16 8 (18.9 against 21.7 at
+// 6, 35.0 against 26.5 at 12). Without the split workspace, against the
+// stream kernel (eighth session, halves included): FP8 20 units at
+// W <= 1024 (12.0 against 15.4 at 20, 18.4 against 15.3 at 24) and 32 above
+// (42.8 against 42.1 at 32, 50.0 against 42.3 at 40); BF16 12 (18.3
+// against 20.4 at 12, 26.1 against 20.5 at 16) and 16 (50.1 against 55.4
+// at 16, 66.5 against 55.8 at 24). Measurements: docs/kernels/dispatch.md.
 constexpr int32_t kSplitMinGroups = 2;
 constexpr int64_t kSplitMinCtas64Heads = 5;
 constexpr int64_t kSplitMinCtas = 7;
 constexpr int64_t kSplitMinCtasWideFp8 = 4;  // widths above 1024 (groups of 2+ chunks)
 constexpr int64_t kSplitMinCtasWideBf16 = 6;
-constexpr int64_t kClusterMaxUnitsBeforeSplit = 0;
-constexpr int64_t kClusterMaxUnitsBeforeSplitWide = 16;
-constexpr int64_t kClusterMaxUnitsWithoutSplit = 16;
-constexpr int64_t kClusterMaxUnitsWithoutSplitWide = 40;
+struct ClusterBounds {
+  int64_t before_split_wide;   // with the split workspace, W > 1024 (none at W <= 1024)
+  int64_t without_split;       // without it, W <= 1024
+  int64_t without_split_wide;  // without it, W > 1024
+};
+constexpr ClusterBounds kClusterBoundsFp8 = {16, 20, 32};
+constexpr ClusterBounds kClusterBoundsBf16 = {8, 12, 16};
 
 constexpr int kMaxDevices = 64;
 
@@ -392,9 +399,10 @@ Dsv4Kernel choose_kernel(const Dsv4DecodeArgs& args, bool split_workspace) {
   // 64-head calls: only the 64-head kernels (the cluster kernel's 16-head
   // groups would give other bits; docs/kernels/heads64.md).
   if (heads == Traits64::kHeads) return split ? Dsv4Kernel::kSplit : Dsv4Kernel::kStream;
+  const ClusterBounds& bounds = fp8 ? kClusterBoundsFp8 : kClusterBoundsBf16;
   const int64_t most = !splittable        ? 0
-                       : split_workspace ? (wide ? kClusterMaxUnitsBeforeSplitWide : kClusterMaxUnitsBeforeSplit)
-                                         : (wide ? kClusterMaxUnitsWithoutSplitWide : kClusterMaxUnitsWithoutSplit);
+                       : split_workspace ? (wide ? bounds.before_split_wide : 0)
+                                         : (wide ? bounds.without_split_wide : bounds.without_split);
   // No cluster fits without a device or on a partitioned GPU: cluster_max_tokens() is 0.
   if (units <= most && cluster_max_tokens(args.width, args.dtype) > 0) return Dsv4Kernel::kCluster;
   return split ? Dsv4Kernel::kSplit : Dsv4Kernel::kStream;
