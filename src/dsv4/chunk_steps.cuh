@@ -593,7 +593,7 @@ struct TokenScope {
   int window;       // active SWA columns by seq_lens (128 without)
   float scale_log2; // bmm1_scale * log2(e)
   float sink;       // this thread's head's sink (threads < kHeads), -inf without sinks
-  bool count_out_of_range;  // the counter is given and this is the token's first head group
+  bool count_out_of_range;  // the counter is given, and this CTA is the token's first head group's (dim part 0)
 };
 
 // A CTA's TokenScope (the window only where it holds SWA columns: with
@@ -608,7 +608,7 @@ __device__ __forceinline__ TokenScope token_scope(ChunkSmem<Traits>& s, const Ds
   scope.window = p.seq_lens && has_swa_columns ? swa_window<Traits>(s, p, token) : kSwaColumns;
   scope.scale_log2 = (p.bmm1_scale_ptr ? *p.bmm1_scale_ptr : p.bmm1_scale) * kLog2e;
   scope.sink = sink;
-  scope.count_out_of_range = p.out_of_range_count && heads.first == 0;
+  scope.count_out_of_range = p.out_of_range_count && heads.first == 0 && first_output_dim_group<Traits>() == 0;
   return scope;
 }
 

@@ -440,10 +440,11 @@ Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace
   // At most one unit per two SMs: the stream kernel in dim halves (same
   // bits, twice the CTAs); at most one unit an SM: the deep stream kernel
   // (FP8, 16 heads: same bits, more rows in flight).
-  const StreamKernel& streamed = cluster || split                                               ? kernels.stream
-                                 : kernels.stream_halves.kernel && 2 * units <= device_sms() ? kernels.stream_halves
-                                 : kernels.stream_deep.kernel && units <= device_sms()       ? kernels.stream_deep
-                                                                                             : kernels.stream;
+  const int64_t sms = cluster || split ? 0 : device_sms();
+  const StreamKernel& streamed = cluster || split                                       ? kernels.stream
+                                 : kernels.stream_halves.kernel && 2 * units <= sms ? kernels.stream_halves
+                                 : kernels.stream_deep.kernel && units <= sms       ? kernels.stream_deep
+                                                                                    : kernels.stream;
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(
       static_cast<unsigned>(units * (cluster ? plan.groups : split ? p.split_ctas : streamed.dim_parts)));

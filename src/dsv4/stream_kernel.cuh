@@ -1,8 +1,9 @@
 // The stream kernel of dsv4_decode (large batches): one CTA a (token, head
-// group) (or two, each outputting half of the dims) walks all of the token's chunks, the next chunk's gather in flight
-// during this one's math, and folds each group's P V sum into registers
-// in group order: the same groups and the same fold as the cluster kernel
-// and the split path, so the bits agree. docs/kernels/large_batch.md explains
+// group) (or two, each outputting half of the dims) walks all of the token's
+// chunks, the next chunk's gather in flight during this one's math, and
+// folds each group's P V sum into registers in group order: the same groups
+// and the same fold as the cluster kernel and the split path, so the bits
+// agree. docs/kernels/large_batch.md explains
 // the design and its measurements; docs/kernels/heads64.md the 64-head form.
 #pragma once
 
@@ -120,8 +121,7 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, resident_ctas(sizeof(S
   const float sink = p.sinks && tid < heads.count ? p.sinks[heads.first + tid] : -INFINITY;
   ptx::grid_dependency_wait();
   load_query<Traits>(s, p, token, heads);
-  TokenScope scope = token_scope<Traits>(s, p, token, heads, true, sink);
-  scope.count_out_of_range = scope.count_out_of_range && first_dim_group == 0;  // once a column: part 0 counts
+  const TokenScope scope = token_scope<Traits>(s, p, token, heads, true, sink);
   if constexpr (Traits::kProducerWarps > 0) {
     // The producer warpgroup copies the rows with few registers; the math warps take the rest.
     using Registers = ProducerRegisters<Traits, resident_ctas(sizeof(StreamSmem<Traits>))>;
