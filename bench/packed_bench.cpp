@@ -18,7 +18,9 @@ namespace {
 
 std::string check_options(const BenchOptions& o) {
   if (o.dtype != DType::kFloat8E4M3) return "--dtype belongs to --layout plain (packed rows are FP8 + BF16)";
-  if (o.kernels.size() != 1 || o.kernels[0] != Dsv4Kernel::kAuto) return "--kernel belongs to --layout plain";
+  if (o.kernels.size() != 1 || o.kernels[0] == Dsv4Kernel::kSplit) {
+    return "--kernel: one of auto, cluster, stream with --layout packed";
+  }
   for (int32_t w : o.widths) {
     if (w < kSwaColumns || w % 4 != 0 || w > kSwaColumns + kPackedMaxWidth) {
       return "--widths: packed widths are 128 SWA + 0..16384 extra columns, a multiple of 4";
@@ -66,7 +68,8 @@ enum class ShapeOutcome { kTimed, kSkipped, kCheckFailed };
 // Checks layer 0, then times the reference gather and the decode of one shape.
 ShapeOutcome run_shape(PackedContext& ctx, const BenchShape& shape, BenchRow& row) {
   const BenchOptions& o = ctx.options;
-  const PackedBenchLayers layers(ctx.pools, shape, o.seed + 7919ull * shape.tokens + shape.width, ctx.stream);
+  PackedBenchLayers layers(ctx.pools, shape, o.seed + 7919ull * shape.tokens + shape.width, ctx.stream);
+  layers.set_kernel(o.kernels[0]);
   if (Status status = supports(layers.layer(0).args); !status.ok()) {
     std::printf("skip T=%lld width=%d heads=%d: %s\n", static_cast<long long>(shape.tokens), shape.width, shape.heads,
                 status.message().c_str());

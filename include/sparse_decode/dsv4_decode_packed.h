@@ -97,6 +97,13 @@ struct Dsv4PackedDecodeArgs {
   // `sinks` before waiting for the previous kernel (they are weights): the
   // previous kernel must not write them; everything else is read after.
   bool enable_pdl = false;
+
+  // Device memory only: which kernel runs. kAuto picks by the batch (the
+  // cluster kernel for small ones, the stream kernel from one (token,
+  // 16-head group) unit per two CTA slots of the GPU); kCluster and kStream
+  // force one (docs/kernels/packed.md); kSplit is not served (NotSupported).
+  // The kernels give results within the accuracy bound but not the same bits.
+  Dsv4Kernel kernel = Dsv4Kernel::kAuto;
 };
 
 // Checks every argument that the host can check. InvalidArgument names the

@@ -10,12 +10,14 @@
 #include "common/device_support.h"
 #include "common/validation.h"
 #include "dsv4/packed_params.h"
+#include "dsv4/packed_stream_traits.cuh"
 #include "dsv4/packed_traits.cuh"
 
 namespace sparse_decode::dsv4 {
 
-// Defined with the kernel's instantiation in packed_kernel_h16.cu.
+// Defined with the kernels' instantiations in packed_kernel_h16.cu and packed_stream_h16.cu.
 const void* packed_kernel_pointer();
+const void* packed_stream_kernel_pointer();
 
 namespace {
 
@@ -25,6 +27,15 @@ int set_kernel_attributes() {
   cudaError_t e = cudaFuncSetAttribute(packed_kernel_pointer(), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(kSmemBytes));
   if (e == cudaSuccess) e = cudaFuncSetAttribute(packed_kernel_pointer(), cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  if (e == cudaSuccess) {
+    e = cudaFuncSetAttribute(packed_stream_kernel_pointer(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(sizeof(PackedStreamSmem)));
+  }
+  // The stream kernel's setmaxnreg plan assumes the launch allocation it was
+  // compiled for: with fewer registers setmaxnreg.inc would wait forever.
+  cudaFuncAttributes attributes{};
+  if (e == cudaSuccess) e = cudaFuncGetAttributes(&attributes, packed_stream_kernel_pointer());
+  if (e == cudaSuccess && attributes.numRegs != PackedStreamTraits::kLaunchRegisters) e = cudaErrorInvalidDeviceFunction;
   return e;
 }
 
@@ -74,7 +85,27 @@ PackedPlan packed_plan(int32_t swa_width, int32_t extra_width, int64_t clusters)
   return plan;
 }
 
+// The stream kernel (one CTA a unit walking all of its chunks) from this
+// many (token, 16-head group) units on: where the cluster plan is down to
+// one or two CTAs a unit (packed.md, "The packed stream kernel").
+constexpr int64_t kStreamMinUnits = kOneWaveCtas / 2;
+
+bool runs_stream_kernel(const Dsv4PackedDecodeArgs& args) {
+  return args.kernel == Dsv4Kernel::kStream ||
+         (args.kernel == Dsv4Kernel::kAuto && clusters_of(args) >= kStreamMinUnits);
+}
+
 Status packed_supports(const Dsv4PackedDecodeArgs& args) {
+  if (args.kernel == Dsv4Kernel::kSplit) {
+    return Status::NotSupported(
+        "dsv4_decode_packed: kernel: kSplit is not served for packed rows (kAuto, kCluster or kStream)");
+  }
+  if (runs_stream_kernel(args)) {
+    if (clusters_of(args) > int64_t{0x7fffffff}) {
+      return Status::NotSupported("dsv4_decode_packed: num_tokens: at most 2^31 - 1 (token, 16-head group) units a call");
+    }
+    return hopper_device_status("dsv4_decode_packed: ");
+  }
   const PackedPlan plan = packed_plan(args.swa.width, args.extra.given() ? args.extra.width : 0, clusters_of(args));
   if (args.num_tokens > int64_t{0x7fffffff} / plan.cluster_ctas) {
     return Status::NotSupported("dsv4_decode_packed: num_tokens: at most " +
@@ -87,7 +118,9 @@ Status packed_supports(const Dsv4PackedDecodeArgs& args) {
 Status launch_packed(const Dsv4PackedDecodeArgs& args, CUstream_st* stream) {
   if (Status status = configure_kernel(); !status.ok()) return status;
   const bool has_extra = args.extra.given();
-  const PackedPlan plan = packed_plan(args.swa.width, has_extra ? args.extra.width : 0, clusters_of(args));
+  const bool stream_kernel = runs_stream_kernel(args);
+  const PackedPlan plan = stream_kernel ? PackedPlan{}
+                                        : packed_plan(args.swa.width, has_extra ? args.extra.width : 0, clusters_of(args));
 
   PackedParams p{};
   p.q = static_cast<const uint16_t*>(args.q);
@@ -107,6 +140,21 @@ Status launch_packed(const Dsv4PackedDecodeArgs& args, CUstream_st* stream) {
   p.out_of_range_count = args.out_of_range_count;
 
   const int head_groups = head_groups_of(args.num_heads);
+  if (stream_kernel) {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(static_cast<unsigned>(clusters_of(args)));
+    config.blockDim = dim3(PackedStreamTraits::kLaunchThreads);
+    config.dynamicSmemBytes = sizeof(PackedStreamSmem);
+    config.stream = stream;
+    cudaLaunchAttribute attribute;
+    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute.val.programmaticStreamSerializationAllowed = args.enable_pdl ? 1 : 0;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    void* kernel_args[] = {&p};
+    return cuda_status(cudaLaunchKernelExC(&config, packed_stream_kernel_pointer(), kernel_args),
+                       "launching the packed-row stream kernel");
+  }
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned>(args.num_tokens * plan.cluster_ctas), head_groups);
   config.blockDim = dim3(PackedTraits::kThreads);

@@ -94,6 +94,10 @@ Status validate(const Dsv4PackedDecodeArgs& args) {
     return invalid("memory: expected kDevice or kHost, got ", static_cast<int>(args.memory));
   }
   if (args.num_tokens < 0) return invalid("num_tokens: expected >= 0, got ", args.num_tokens);
+  if (args.kernel != Dsv4Kernel::kAuto && args.kernel != Dsv4Kernel::kCluster && args.kernel != Dsv4Kernel::kStream &&
+      args.kernel != Dsv4Kernel::kSplit) {
+    return invalid("kernel: expected kAuto, kCluster, kStream or kSplit, got ", static_cast<int>(args.kernel));
+  }
   const int32_t H = args.num_heads;
   if (H != 8 && H != 16 && H != 32 && H != 64 && H != 128) {
     return invalid("num_heads: expected one of 8, 16, 32, 64, 128, got ", H);

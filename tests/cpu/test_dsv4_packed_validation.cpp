@@ -54,6 +54,7 @@ std::vector<Refusal> refusals() {
   std::vector<Refusal> list = {
       {"memory", [](A& a) { a.memory = static_cast<MemorySpace>(5); }, "memory: "},
       {"num_tokens_negative", [](A& a) { a.num_tokens = -1; }, "num_tokens: "},
+      {"kernel", [](A& a) { a.kernel = static_cast<Dsv4Kernel>(9); }, "kernel: "},
       {"num_heads_12", [](A& a) { a.num_heads = 12; }, "num_heads: "},
       {"num_heads_0", [](A& a) { a.num_heads = 0; }, "num_heads: "},
       {"num_heads_256", [](A& a) { a.num_heads = 256; }, "num_heads: "},

@@ -127,7 +127,8 @@ Dsv4PackedProblemConfig config_for(uint64_t seed, int64_t tokens, int32_t extra_
   return c;
 }
 
-// Builds the problem, lets `edit` change it, checks the device against the reference.
+// Builds the problem, lets `edit` change it, checks each kernel (kAuto, then
+// the cluster and the stream kernel forced) against the reference; returns kAuto's result.
 DeviceResult check_config(const Dsv4PackedProblemConfig& config,
                           const std::function<void(Dsv4PackedProblem&)>& edit = {},
                           GroupCheck groups = GroupCheck::kEachRow) {
@@ -137,7 +138,14 @@ DeviceResult check_config(const Dsv4PackedProblemConfig& config,
   Dsv4PackedProblem problem = testing::make_dsv4_packed_problem(config);
   if (edit) edit(problem);
   PackedDeviceProblem device(problem);
-  return check_against_reference(problem, device, groups);
+  const DeviceResult automatic = check_against_reference(problem, device, groups);
+  for (Dsv4Kernel kernel : {Dsv4Kernel::kCluster, Dsv4Kernel::kStream}) {
+    SCOPED_TRACE(kernel == Dsv4Kernel::kCluster ? "cluster kernel" : "stream kernel");
+    device.args.kernel = kernel;
+    check_against_reference(problem, device, groups);
+  }
+  device.args.kernel = Dsv4Kernel::kAuto;
+  return automatic;
 }
 
 TEST_F(Dsv4PackedGpu, PageSizesTokenCountsAndWidths) {
@@ -406,6 +414,17 @@ TEST_F(Dsv4PackedGpu, BitwiseIdenticalOverRunsAndBatches) {
     const std::vector<uint16_t> got = device.out.download<uint16_t>();
     EXPECT_EQ(std::memcmp(&got[t * row], &first.out[t * row], row * 2), 0) << "token " << t << " alone";
   }
+}
+
+// kSplit is not served for packed rows: refused, naming the argument, nothing written.
+TEST_F(Dsv4PackedGpu, SplitKernelIsRefused) {
+  Dsv4PackedProblemConfig c = config_for(test::fresh_seed(), 6);
+  Dsv4PackedProblem problem = testing::make_dsv4_packed_problem(c);
+  PackedDeviceProblem device(problem);
+  device.args.kernel = Dsv4Kernel::kSplit;
+  const Status status = dsv4_decode_packed(device.args, nullptr, 0, nullptr);
+  EXPECT_EQ(status.code(), StatusCode::kNotSupported);
+  EXPECT_NE(status.message().find("kernel"), std::string::npos) << status.message();
 }
 
 TEST_F(Dsv4PackedGpu, ZeroTokensLaunchesNothing) {

@@ -1,0 +1,563 @@
+// The packed-row stream kernel of dsv4_decode_packed (large batches): one
+// CTA a (token, 16-head group) walks the token's chunks (SWA, then extra).
+// A producer warpgroup bulk-copies each row's 576 data bytes into a KV tile
+// as they are and writes the row's scales; the math warps read the E4M3
+// bytes with ldmatrix and convert them exactly to FP16 in registers:
+// S = Q K^T with FP16 wgmma (q rewritten to FP16 once, times a power of two
+// per head), each 64-dim scale tile on its own accumulator, scaled in FP32;
+// P V with FP16 mma.sync, the tile's scales folded into P relative to a
+// power-of-two unit per (head, tile) that the warp carries across chunks.
+// docs/kernels/packed.md ("The packed stream kernel") explains it.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "common/ptx.cuh"
+#include "dsv4/packed_params.h"
+#include "dsv4/packed_stream_traits.cuh"
+
+namespace sparse_decode::dsv4::packed_stream {
+
+using Traits = PackedStreamTraits;
+using Smem = PackedStreamSmem;
+inline constexpr float kLog2e = 1.4426950408889634f;
+inline constexpr float kLn2 = 0.6931471805599453f;
+// The unit of an accumulator that has seen nothing yet: any real unit is larger.
+inline constexpr int kNoUnit = -(1 << 20);
+
+__device__ __forceinline__ void math_sync() { ptx::named_barrier_sync(Traits::kMathBarrier, Traits::kThreads); }
+
+// 2^k for k <= 127; 0 below the normal range (k < -126).
+__device__ __forceinline__ float pow2(int k) { return k < -126 ? 0.0f : __int_as_float((k + 127) << 23); }
+
+__device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
+  const __half2 pair = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&pair);
+}
+__device__ __forceinline__ uint32_t bf16x2_bits(float lo, float hi) {
+  const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&pair);
+}
+
+// ---- producers ----
+
+// The index of column `row` of chunk `chunk` of the token (-1 past the
+// segment's width or its len).
+__device__ __forceinline__ int32_t listed_index(const PackedParams& p, int64_t token, int chunk, int row, int swa_len,
+                                                int extra_len) {
+  const bool in_swa = chunk < p.swa.chunks;
+  const PackedSegmentParams& seg = in_swa ? p.swa : p.extra;
+  const int column = (in_swa ? chunk : chunk - p.swa.chunks) * Traits::kChunkColumns + row;
+  const int len = in_swa ? swa_len : extra_len;
+  return column < seg.width && column < len ? seg.indices[token * seg.indices_stride + column] : -1;
+}
+
+// Producer warp w's rows 16w .. 16w + 15 of chunk i into tile i % kBuffers,
+// once the math warps are done with the tile's previous chunk: a bulk copy
+// of the 576 data bytes a row, and the row's 7 scale bytes (plain loads) as
+// byte << 23. Masked rows are zero-filled, scales 0, so that NaN in unused
+// slots never reaches an MMA. Two arrivals on rows_landed a warp: with the
+// expected bytes, then after the scales, zeros and mask are written.
+__device__ __forceinline__ void produce_chunk(Smem& s, const PackedParams& p, int i, int32_t index,
+                                              bool count_out_of_range) {
+  constexpr int kRows = Traits::kProducerRows;
+  const int pw = threadIdx.x / 32 - Traits::kWarps, lane = threadIdx.x % 32;
+  const int buffer = i % Traits::kBuffers;
+  const int row = pw * kRows + lane % kRows;
+  const PackedSegmentParams& seg = i < p.swa.chunks ? p.swa : p.extra;
+  const bool listed = lane < kRows && index >= 0;
+  const bool active = listed && index < seg.rows;
+  if (listed && !active && count_out_of_range) atomicAdd(p.out_of_range_count, 1);
+  const uint8_t* data = nullptr;
+  uint2 scale_bytes = make_uint2(0, 0);
+  if (active) {
+    const uint32_t page = static_cast<uint32_t>(index) / seg.page_size;
+    const uint32_t slot = static_cast<uint32_t>(index) - page * seg.page_size;
+    const uint8_t* page_base = seg.pool + page * seg.page_stride;
+    data = page_base + slot * int64_t{kPackedDataBytes};
+    scale_bytes = *reinterpret_cast<const uint2*>(page_base + seg.scale_offset + slot * int64_t{kPackedScaleBytes});
+  }
+  if (i >= Traits::kBuffers) {
+    ptx::named_barrier_sync(Traits::kTileFreeBarrier + buffer, Traits::kLaunchThreads);
+    // The tile's last use (generic proxy) before the bulk copies (async proxy) into it.
+    ptx::fence_proxy_async_shared();
+  }
+  const uint32_t mask = __ballot_sync(0xffffffffu, active) & ((1u << kRows) - 1);
+  const uint32_t barrier = ptx::smem_address(&s.rows_landed[buffer]);
+  if (lane == 0) ptx::mbarrier_arrive_expect_tx(barrier, __popc(mask) * kPackedDataBytes);
+  __syncwarp();  // the expected bytes before any copy completes
+  if (active) ptx::cp_async_bulk_g2s(ptx::smem_address(&s.kv[buffer][row][0]), data, kPackedDataBytes, barrier);
+  for (uint32_t zero = ~mask & ((1u << kRows) - 1); zero != 0; zero &= zero - 1) {
+    const int r = pw * kRows + __ffs(zero) - 1;
+    for (int byte = lane * 16; byte < kPackedDataBytes; byte += 32 * 16) {
+      ptx::st_shared_zero16(ptx::smem_address(&s.kv[buffer][r][byte]));
+    }
+  }
+  if (lane < kRows) {
+#pragma unroll
+    for (int t = 0; t < Traits::kScaleTiles; ++t) {
+      const uint32_t byte = ((t < 4 ? scale_bytes.x : scale_bytes.y) >> (8 * (t % 4))) & 0xffu;
+      s.scale_bits[buffer][t][row] = byte << 23;
+    }
+  }
+  if (lane < kRows / 8) s.column_mask[buffer][pw * kRows / 8 + lane] = static_cast<uint8_t>(mask >> (8 * lane));
+  __syncwarp();  // the warp's scales, zeros and mask before the arrival that publishes them
+  if (lane == 0) ptx::mbarrier_arrive(barrier);
+}
+
+// The token's chunks by the producer warpgroup, each chunk's indices loaded
+// a chunk ahead so that their latency hides behind the tile's wait.
+__device__ __forceinline__ void produce_chunks(Smem& s, const PackedParams& p, int64_t token, int count,
+                                               bool count_out_of_range) {
+  constexpr int kRows = Traits::kProducerRows;
+  const int lane = threadIdx.x % 32;
+  const int row = (threadIdx.x / 32 - Traits::kWarps) * kRows + lane % kRows;
+  const int swa_len = p.swa.lens ? p.swa.lens[token] : p.swa.width;
+  const int extra_len = p.extra.lens ? p.extra.lens[token] : p.extra.width;
+  int32_t index = lane < kRows ? listed_index(p, token, 0, row, swa_len, extra_len) : -1;
+  for (int i = 0; i < count; ++i) {
+    const int32_t next = i + 1 < count && lane < kRows ? listed_index(p, token, i + 1, row, swa_len, extra_len) : -1;
+    produce_chunk(s, p, i, index, count_out_of_range);
+    if (i == 0) ptx::launch_dependents();
+    index = next;
+  }
+}
+
+// ---- q ----
+
+// The CTA's q heads into the Q tile (BF16, wgmma's K-major core matrices):
+// each thread copies 4 pieces; heads past `count` are zero-filled.
+__device__ __forceinline__ void load_query(Smem& s, const PackedParams& p, int64_t token, int first_head, int count) {
+  const int head = threadIdx.x % 8;
+  const uint16_t* row = p.q + token * p.q_token_stride + (first_head + head) * p.q_head_stride;
+#pragma unroll
+  for (int pass = 0; pass < Traits::kQPieces / (Traits::kThreads / 8); ++pass) {
+    const int piece = threadIdx.x / 8 + pass * (Traits::kThreads / 8);
+#pragma unroll
+    for (int j = 0; j < Traits::kHeads / 8; ++j) {
+      const bool exists = head + 8 * j < count;
+      const uint16_t* src = row + piece * 8 + (exists ? 8 * j * p.q_head_stride : 0);
+      ptx::cp_async_16(ptx::smem_address(&s.q[j][piece][head][0]), src, exists ? 16u : 0u);
+    }
+  }
+  ptx::cp_async_commit();
+  ptx::cp_async_wait_all();
+}
+
+// Rewrites q in place for the scores: dims 0..447 as FP16 times 2^shift
+// (shift: the head's largest |q| over them lands in [2^14, 2^15), so every
+// BF16 value within 2^31 of it is exact), each 16-dim block in the k order
+// that the E4M3 bytes of an ldmatrix give (k 2t, 2t+1 <- dims 4t, 4t+1;
+// k 8+2t, 9+2t <- dims 4t+2, 4t+3); dims 448..511 stay BF16, times 2^shift
+// (exact). score_factor undoes the shift. 16 threads a head, 2 blocks each.
+__device__ __forceinline__ void convert_query(Smem& s, float scale_log2) {
+  const int head = threadIdx.x / 16, part = threadIdx.x % 16;
+  const int blocks[2] = {part, part + 16};
+  uint16_t v[2][16];
+  float amax = 0.0f;
+#pragma unroll
+  for (int b = 0; b < 2; ++b) {
+#pragma unroll
+    for (int piece = 0; piece < 2; ++piece) {
+      const uint4 bits = *reinterpret_cast<const uint4*>(&s.q[head / 8][2 * blocks[b] + piece][head % 8][0]);
+      const uint32_t words[4] = {bits.x, bits.y, bits.z, bits.w};
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        v[b][8 * piece + 2 * w] = static_cast<uint16_t>(words[w] & 0xffffu);
+        v[b][8 * piece + 2 * w + 1] = static_cast<uint16_t>(words[w] >> 16);
+      }
+    }
+    if (blocks[b] < Traits::kFp8Blocks) {
+#pragma unroll
+      for (int d = 0; d < 16; ++d) amax = fmaxf(amax, fabsf(__uint_as_float(uint32_t{v[b][d]} << 16)));
+    }
+  }
+#pragma unroll
+  for (int offset = 1; offset < 16; offset *= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+  int shift = amax > 0.0f ? 14 - (static_cast<int>(__float_as_uint(amax) >> 23) - 127) : 0;
+  shift = shift > 126 ? 126 : shift;
+  const float factor = pow2(shift);
+  // Each thread rewrites only the blocks it read.
+#pragma unroll
+  for (int b = 0; b < 2; ++b) {
+    auto value = [&](int d) { return __uint_as_float(uint32_t{v[b][d]} << 16) * factor; };
+    uint32_t words[2][4];
+    if (blocks[b] < Traits::kFp8Blocks) {
+#pragma unroll
+      for (int k = 0; k < 16; k += 2) {
+        const int dim = k < 8 ? 2 * k : 2 * (k - 8) + 2;  // k and k + 1 <- dims dim, dim + 1
+        words[k / 8][(k % 8) / 2] = half2_bits(value(dim), value(dim + 1));
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < 16; k += 2) words[k / 8][(k % 8) / 2] = bf16x2_bits(value(k), value(k + 1));
+    }
+#pragma unroll
+    for (int piece = 0; piece < 2; ++piece) {
+      *reinterpret_cast<uint4*>(&s.q[head / 8][2 * blocks[b] + piece][head % 8][0]) =
+          make_uint4(words[piece][0], words[piece][1], words[piece][2], words[piece][3]);
+    }
+  }
+  if (part == 0) s.score_factor[head] = scale_log2 * pow2(-shift);
+  ptx::fence_proxy_async_shared();  // the rewritten q is read by wgmma (async proxy)
+  math_sync();
+}
+
+// ---- S = Q K^T ----
+
+// FP32 value of a row's scale: 2^(byte - 127); byte 0 is the subnormal 2^-127.
+__device__ __forceinline__ float scale_value(uint32_t bits) { return __uint_as_float(bits != 0 ? bits : 0x00400000u); }
+
+// Warpgroup g's share of S^T (64 columns x 16 heads) over score tiles 4g ..
+// 4g + 3: tile j < 7 from the E4M3 bytes (two ldmatrix.x4 give its 4 FP16
+// k-steps after an exact conversion), on its own accumulator, then times the
+// rows' scales into the total; tile 7, the BF16 dims, as they are. Stored
+// as scores[warpgroup][head][column].
+__device__ __forceinline__ void score_chunk(Smem& s, int buffer) {
+  const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
+  const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  // ldmatrix.x4: matrices (rows 0-7, bytes 0-15), (rows 8-15, 0-15), (0-7, 16-31), (8-15, 16-31).
+  const int row = 16 * warp + (lane & 7) + ((lane >> 3) & 1) * 8;
+  const uint32_t a_base = ptx::smem_address(&s.kv[buffer][row][(lane >> 4) * 16]);
+  const uint64_t q =
+      ptx::wgmma_descriptor(ptx::smem_address(&s.q[0][0][0][0]), Traits::kCoreBytes, Traits::kQRowGroupBytes);
+  const int column = 16 * warp + lane / 4;  // accumulator rows: column, column + 8
+  float total[8];
+#pragma unroll
+  for (int j = 0; j < Traits::kTilesPerWarpgroup; ++j) {
+    const int tile = Traits::kTilesPerWarpgroup * warpgroup + j;
+    float acc[8];
+    uint32_t a[Traits::kStepsPerTile][4];
+    if (tile < Traits::kScaleTiles) {
+      uint32_t m[2][4];
+      ptx::ldmatrix_x4(m[0], a_base + tile * kPackedTileDims);
+      ptx::ldmatrix_x4(m[1], a_base + tile * kPackedTileDims + 32);
+#pragma unroll
+      for (int k = 0; k < Traits::kStepsPerTile; ++k) {
+        const uint32_t top = m[k / 2][2 * (k % 2)], bottom = m[k / 2][2 * (k % 2) + 1];
+        a[k][0] = ptx::e4m3x2_to_f16x2<false>(top);
+        a[k][1] = ptx::e4m3x2_to_f16x2<false>(bottom);
+        a[k][2] = ptx::e4m3x2_to_f16x2<true>(top);
+        a[k][3] = ptx::e4m3x2_to_f16x2<true>(bottom);
+      }
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < Traits::kStepsPerTile; ++k) {
+        const int block = tile * Traits::kStepsPerTile + k;
+        ptx::wgmma_f16_64x16x16_rs(acc, a[k], ptx::wgmma_descriptor_advance(q, block * 2 * Traits::kCoreBytes), k > 0);
+      }
+      ptx::wgmma_commit();
+      ptx::wgmma_wait_all();
+      const float f_top = scale_value(s.scale_bits[buffer][tile][column]);
+      const float f_bottom = scale_value(s.scale_bits[buffer][tile][column + 8]);
+#pragma unroll
+      for (int r = 0; r < 8; ++r) {
+        const float f = r % 4 < 2 ? f_top : f_bottom;
+        total[r] = j == 0 ? acc[r] * f : __fmaf_rn(acc[r], f, total[r]);
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < Traits::kStepsPerTile; ++k) ptx::ldmatrix_x4(a[k], a_base + Traits::kTailByte + 32 * k);
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < Traits::kStepsPerTile; ++k) {
+        const int block = Traits::kFp8Blocks + k;
+        ptx::wgmma_bf16_64x16x16_rs(acc, a[k], ptx::wgmma_descriptor_advance(q, block * 2 * Traits::kCoreBytes),
+                                    k > 0);
+      }
+      ptx::wgmma_commit();
+      ptx::wgmma_wait_all();
+#pragma unroll
+      for (int r = 0; r < 8; ++r) total[r] += acc[r];
+    }
+  }
+  // Fragment: rows column (+8), heads 8j + 2(lane % 4) (+1).
+  float(&scores)[Traits::kHeads][Traits::kScoreRowFloats] = s.scores[warpgroup];
+  const int head = 2 * (lane % 4);
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    scores[8 * j + head][column] = total[4 * j + 0];
+    scores[8 * j + head + 1][column] = total[4 * j + 1];
+    scores[8 * j + head][column + 8] = total[4 * j + 2];
+    scores[8 * j + head + 1][column + 8] = total[4 * j + 3];
+  }
+}
+
+// ---- softmax ----
+
+// Online softmax over the chunk, 16 threads a head, 4 columns each: P in
+// FP32 (the P V warps round it), the running statistics and the rescale
+// factor of O.
+__device__ __forceinline__ void softmax_chunk(Smem& s, int buffer, bool first) {
+  constexpr int kColumns = Traits::kSoftmaxColumns;
+  const int head = threadIdx.x / Traits::kSoftmaxThreads, part = threadIdx.x % Traits::kSoftmaxThreads;
+  const uint64_t mask = *reinterpret_cast<const uint64_t*>(s.column_mask[buffer]) >> (part * kColumns);
+  const float4 lo = *reinterpret_cast<const float4*>(&s.scores[0][head][part * kColumns]);
+  const float4 hi = *reinterpret_cast<const float4*>(&s.scores[1][head][part * kColumns]);
+  const float factor = s.score_factor[head];
+  float v[kColumns] = {(lo.x + hi.x) * factor, (lo.y + hi.y) * factor, (lo.z + hi.z) * factor,
+                       (lo.w + hi.w) * factor};
+  float chunk_max = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < kColumns; ++i) {
+    if (!((mask >> i) & 1u)) v[i] = -INFINITY;
+    chunk_max = fmaxf(chunk_max, v[i]);
+  }
+#pragma unroll
+  for (int offset = 1; offset < Traits::kSoftmaxThreads; offset *= 2) {
+    chunk_max = fmaxf(chunk_max, __shfl_xor_sync(0xffffffffu, chunk_max, offset));
+  }
+  const float old_max = first ? -INFINITY : s.running_max[head];
+  const float old_sum = first ? 0.0f : s.running_sum[head];
+  const float new_max = fmaxf(old_max, chunk_max);
+  const float base = new_max == -INFINITY ? 0.0f : new_max;  // no active column yet: all p = 0
+  float4 prob;
+  prob.x = ptx::exp2_approx(v[0] - base), prob.y = ptx::exp2_approx(v[1] - base);
+  prob.z = ptx::exp2_approx(v[2] - base), prob.w = ptx::exp2_approx(v[3] - base);
+  *reinterpret_cast<float4*>(&s.probs[head][part * kColumns]) = prob;
+  float sum = (prob.x + prob.y) + (prob.z + prob.w);
+#pragma unroll
+  for (int offset = 1; offset < Traits::kSoftmaxThreads; offset *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  __syncwarp();  // every lane has read the old statistics
+  if (part == 0) {
+    const float rescale = ptx::exp2_approx(old_max - base);  // 0 while old_max is -inf
+    s.rescale[head] = rescale;
+    s.running_sum[head] = __fmaf_rn(old_sum, rescale, sum);
+    s.running_max[head] = new_max;
+  }
+}
+
+// ---- O = P V ----
+
+// A warp's P V accumulator: its 64 dims of heads lane / 4 (values 0, 1)
+// and lane / 4 + 8 (2, 3): [32-dim group][16-dim half][n-tile][4].
+using DimFragment = float[2][2][2][4];
+
+__device__ __forceinline__ void rescale_fragment(DimFragment& acc, float top, float bottom) {
+#pragma unroll
+  for (int g = 0; g < 2; ++g)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int n = 0; n < 2; ++n) {
+        acc[g][h][n][0] *= top, acc[g][h][n][1] *= top;
+        acc[g][h][n][2] *= bottom, acc[g][h][n][3] *= bottom;
+      }
+}
+
+// P V of scale tile w (warp w < 7, dims 64w .. 64w + 63). The weight of
+// column c for head h is P[h][c] 2^(s[c] - 127); as bits, P's plus s << 23
+// (the "key", 0 where P is 0), whose largest value gives the chunk's
+// power-of-two unit of the head. The accumulator's unit E (O = acc 2^E)
+// becomes E' = max(E + log2 of the rescale, chunk unit): acc is scaled by
+// rescale * 2^(E - E') (below 2), and each weight enters as key - (E' + 127)
+// << 23, a float below 2 (flushed to 0 under 2^-126: FP16 would lose it).
+__device__ __forceinline__ void accumulate_scaled_tile(Smem& s, int buffer, DimFragment& acc, int (&unit)[2]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  // keys[k-step][head: top, bottom][columns 2t, 2t + 1 | 2t + 8, 2t + 9]
+  uint32_t keys[4][2][4];
+  uint32_t best[2] = {0, 0};
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    const uint2 scale_lo = *reinterpret_cast<const uint2*>(&s.scale_bits[buffer][warp][16 * kk + 2 * t]);
+    const uint2 scale_hi = *reinterpret_cast<const uint2*>(&s.scale_bits[buffer][warp][16 * kk + 2 * t + 8]);
+    const uint32_t shifts[4] = {scale_lo.x, scale_lo.y, scale_hi.x, scale_hi.y};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint2 p_lo = *reinterpret_cast<const uint2*>(&s.probs[g + 8 * h][16 * kk + 2 * t]);
+      const uint2 p_hi = *reinterpret_cast<const uint2*>(&s.probs[g + 8 * h][16 * kk + 2 * t + 8]);
+      const uint32_t bits[4] = {p_lo.x, p_lo.y, p_hi.x, p_hi.y};
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        keys[kk][h][c] = bits[c] != 0 ? bits[c] + shifts[c] : 0u;
+        best[h] = max(best[h], keys[kk][h][c]);
+      }
+    }
+  }
+  uint32_t floor_bits[2];
+  float factor[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    best[h] = max(best[h], __shfl_xor_sync(0xffffffffu, best[h], 1));
+    best[h] = max(best[h], __shfl_xor_sync(0xffffffffu, best[h], 2));
+    const float rescale = s.rescale[g + 8 * h];
+    const int chunk_unit = static_cast<int>(best[h] >> 23) - 254;
+    const int rescale_log2 = static_cast<int>(__float_as_uint(rescale) >> 23) - 127;
+    // At least -127, so that a masked column's key 0 is below the floor.
+    const int new_unit = max(max(unit[h] + rescale_log2, chunk_unit), -127);
+    factor[h] = rescale * pow2(unit[h] - new_unit);
+    floor_bits[h] = static_cast<uint32_t>(new_unit + 127) << 23;
+    unit[h] = new_unit;
+  }
+  rescale_fragment(acc, factor[0], factor[1]);
+  auto weight = [&](uint32_t key, int h) { return __int_as_float(max(static_cast<int>(key - floor_bits[h]), 0)); };
+  const uint32_t v_base =
+      ptx::smem_address(&s.kv[buffer][((lane >> 3) & 1) * 8 + (lane & 7)][(warp * 4 + (lane >> 4)) * 16]);
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    // A fragment: (top, 2t..), (bottom, 2t..), (top, 2t+8..), (bottom, 2t+8..).
+    const uint32_t a[4] = {half2_bits(weight(keys[kk][0][0], 0), weight(keys[kk][0][1], 0)),
+                           half2_bits(weight(keys[kk][1][0], 1), weight(keys[kk][1][1], 1)),
+                           half2_bits(weight(keys[kk][0][2], 0), weight(keys[kk][0][3], 0)),
+                           half2_bits(weight(keys[kk][1][2], 1), weight(keys[kk][1][3], 1))};
+#pragma unroll
+    for (int dg = 0; dg < 2; ++dg) {
+      uint32_t r[4];
+      ptx::ldmatrix_x4_trans(r, v_base + kk * 16 * Traits::kTileRowBytes + dg * 32);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        // bytes (k, 2j), (k, 2j+1), (k+1, 2j), (k+1, 2j+1) -> (k, 2j), (k+1, 2j) | (k, 2j+1), (k+1, 2j+1)
+        const uint32_t rows_lo = __byte_perm(r[2 * half], 0, 0x3120);
+        const uint32_t rows_hi = __byte_perm(r[2 * half + 1], 0, 0x3120);
+        ptx::mma_f16_16x8x16(acc[dg][half][0], a, ptx::e4m3x2_to_f16x2<false>(rows_lo),
+                             ptx::e4m3x2_to_f16x2<false>(rows_hi));
+        ptx::mma_f16_16x8x16(acc[dg][half][1], a, ptx::e4m3x2_to_f16x2<true>(rows_lo),
+                             ptx::e4m3x2_to_f16x2<true>(rows_hi));
+      }
+    }
+  }
+}
+
+// P V of the BF16 dims (warp 7, dims 448..511): P as BF16 hi + lo (16
+// significant bits), V by ldmatrix.trans from the tile as it is.
+__device__ __forceinline__ void accumulate_tail(Smem& s, int buffer, DimFragment& acc) {
+  const int lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  rescale_fragment(acc, s.rescale[g], s.rescale[g + 8]);
+  const uint32_t v_base = ptx::smem_address(
+      &s.kv[buffer][((lane >> 3) & 1) * 8 + (lane & 7)][Traits::kTailByte + (lane >> 4) * 16]);
+  auto split = [](float2 p, uint32_t& hi, uint32_t& lo) {
+    hi = bf16x2_bits(p.x, p.y);
+    const float hx = __uint_as_float(hi << 16), hy = __uint_as_float(hi & 0xffff0000u);
+    lo = bf16x2_bits(p.x - hx, p.y - hy);
+  };
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    uint32_t hi[4], lo[4];
+    split(*reinterpret_cast<const float2*>(&s.probs[g][16 * kk + 2 * t]), hi[0], lo[0]);
+    split(*reinterpret_cast<const float2*>(&s.probs[g + 8][16 * kk + 2 * t]), hi[1], lo[1]);
+    split(*reinterpret_cast<const float2*>(&s.probs[g][16 * kk + 2 * t + 8]), hi[2], lo[2]);
+    split(*reinterpret_cast<const float2*>(&s.probs[g + 8][16 * kk + 2 * t + 8]), hi[3], lo[3]);
+#pragma unroll
+    for (int dg = 0; dg < 2; ++dg)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        uint32_t r[4];
+        ptx::ldmatrix_x4_trans(r, v_base + kk * 16 * Traits::kTileRowBytes + (4 * dg + 2 * half) * 16);
+        ptx::mma_bf16_16x8x16(acc[dg][half][0], lo, r[0], r[1]);
+        ptx::mma_bf16_16x8x16(acc[dg][half][1], lo, r[2], r[3]);
+        ptx::mma_bf16_16x8x16(acc[dg][half][0], hi, r[0], r[1]);
+        ptx::mma_bf16_16x8x16(acc[dg][half][1], hi, r[2], r[3]);
+      }
+  }
+}
+
+// ---- output ----
+
+// The warp's dims of its two heads, over the softmax sum and the sink, as
+// BF16; lse (natural log, sink excluded) from warp 0.
+__device__ __forceinline__ void store_output(const Smem& s, const PackedParams& p, int64_t token, int first_head,
+                                             int count, const DimFragment& acc, const int (&unit)[2]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  uint16_t* out_token = p.out + token * p.out_token_stride + first_head * p.out_head_stride;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int head = g + 8 * h;
+    if (head >= count) continue;  // H = 8: the padded rows
+    const float max = s.running_max[head], sum = s.running_sum[head];
+    const bool none = max == -INFINITY;  // no active column: zeros, lse = -inf, sink or not
+    float scale = none ? 0.0f : 1.0f / (sum + ptx::exp2_approx(s.sink_log2[head] - max));
+    if (p.lse && warp == 0 && t == 0) {
+      p.lse[token * p.lse_token_stride + first_head + head] = none ? -INFINITY : (max + __log2f(sum)) * kLn2;
+    }
+    uint16_t* out = out_token + head * p.out_head_stride;
+    if (warp < Traits::kScaleTiles) {
+      const int e = unit[h] < -300 ? -300 : unit[h];  // 2^e in two factors: below 2^-126 too
+      const float scale_a = pow2(e / 2), scale_b = pow2(e - e / 2);
+#pragma unroll
+      for (int dg = 0; dg < 2; ++dg)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          // n-tile (half, n) column j is dim 16 half + 2j + n: this thread has dims 4t .. 4t + 3.
+          const float(&even)[4] = acc[dg][half][0];
+          const float(&odd)[4] = acc[dg][half][1];
+          auto value = [&](float x) { return x * scale * scale_a * scale_b; };
+          *reinterpret_cast<uint2*>(out + warp * kPackedTileDims + 32 * dg + 16 * half + 4 * t) =
+              make_uint2(bf16x2_bits(value(even[2 * h]), value(odd[2 * h])),
+                         bf16x2_bits(value(even[2 * h + 1]), value(odd[2 * h + 1])));
+        }
+    } else {
+#pragma unroll
+      for (int dg = 0; dg < 2; ++dg)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          // n-tile n column j is dim 16 half + 8n + j: this thread has 2t, 2t + 1 of each.
+          uint16_t* dims = out + kPackedFp8Dims + 32 * dg + 16 * half + 2 * t;
+#pragma unroll
+          for (int n = 0; n < 2; ++n) {
+            *reinterpret_cast<uint32_t*>(dims + 8 * n) =
+                bf16x2_bits(acc[dg][half][n][2 * h] * scale, acc[dg][half][n][2 * h + 1] * scale);
+          }
+        }
+    }
+  }
+}
+
+// ---- the kernel ----
+
+__global__ void __launch_bounds__(Traits::kLaunchThreads, Traits::kCtasPerSm)
+    packed_stream_kernel(const __grid_constant__ PackedParams p) {
+  extern __shared__ __align__(16) uint8_t smem_bytes[];
+  Smem& s = *reinterpret_cast<Smem*>(smem_bytes);
+  const int head_groups = (p.num_heads + Traits::kHeads - 1) / Traits::kHeads;
+  const int64_t token = blockIdx.x / head_groups;
+  const int first_head = static_cast<int>(blockIdx.x % head_groups) * Traits::kHeads;
+  const int count = min(Traits::kHeads, p.num_heads - first_head);
+  const int tid = threadIdx.x, warp = tid / 32;
+  const int chunks = p.swa.chunks + p.extra.chunks;
+
+  // Sinks are weights: read before the grid dependency wait (PDL).
+  const float sink = p.sinks && tid < count ? p.sinks[first_head + tid] : -INFINITY;
+  if (tid < Traits::kBuffers) ptx::mbarrier_init(ptx::smem_address(&s.rows_landed[tid]), 2 * Traits::kProducerWarps);
+  __syncthreads();
+  ptx::grid_dependency_wait();
+  if (warp >= Traits::kWarps) {
+    ptx::setmaxnreg_dec<Traits::kProducerRegisters>();
+    produce_chunks(s, p, token, chunks, p.out_of_range_count && first_head == 0);
+    return;
+  }
+  ptx::setmaxnreg_inc<Traits::kMathRegisters>();
+  if (tid < Traits::kHeads) s.sink_log2[tid] = sink * kLog2e;
+  load_query(s, p, token, first_head, count);
+  math_sync();
+  convert_query(s, p.scale_log2);
+
+  DimFragment acc = {};
+  int unit[2] = {kNoUnit, kNoUnit};
+  for (int i = 0; i < chunks; ++i) {
+    const int buffer = i % Traits::kBuffers;
+    ptx::mbarrier_wait_parity(ptx::smem_address(&s.rows_landed[buffer]), (i / Traits::kBuffers) & 1);
+    score_chunk(s, buffer);
+    math_sync();
+    softmax_chunk(s, buffer, i == 0);
+    math_sync();
+    if (warp < Traits::kScaleTiles) {
+      accumulate_scaled_tile(s, buffer, acc, unit);
+    } else {
+      accumulate_tail(s, buffer, acc);
+    }
+    // The warp's reads of the tile are done: the producers may refill it.
+    if (i + Traits::kBuffers < chunks) {
+      ptx::named_barrier_arrive(Traits::kTileFreeBarrier + buffer, Traits::kLaunchThreads);
+    }
+  }
+  store_output(s, p, token, first_head, count, acc, unit);
+}
+
+}  // namespace sparse_decode::dsv4::packed_stream
