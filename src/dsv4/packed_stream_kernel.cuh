@@ -251,9 +251,10 @@ __device__ __forceinline__ void score_chunk(Smem& s, int buffer) {
         ptx::wgmma_f16_64x16x16_rs(acc, a[k], ptx::wgmma_descriptor_advance(q, block * 2 * Traits::kCoreBytes), k > 0);
       }
       ptx::wgmma_commit();
+      const uint32_t bits_top = s.scale_bits[buffer][tile][column];  // loaded while the wgmmas run
+      const uint32_t bits_bottom = s.scale_bits[buffer][tile][column + 8];
       ptx::wgmma_wait_all();
-      const float f_top = scale_value(s.scale_bits[buffer][tile][column]);
-      const float f_bottom = scale_value(s.scale_bits[buffer][tile][column + 8]);
+      const float f_top = scale_value(bits_top), f_bottom = scale_value(bits_bottom);
 #pragma unroll
       for (int r = 0; r < 8; ++r) {
         const float f = r % 4 < 2 ? f_top : f_bottom;

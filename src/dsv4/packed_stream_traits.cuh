@@ -80,7 +80,7 @@ struct PackedStreamSmem {
   alignas(8) uint8_t column_mask[T::kBuffers][T::kChunkColumns / 8];
 };
 
-static_assert(sizeof(PackedStreamSmem) + 1024 <= 228 * 1024 / PackedStreamTraits::kCtasPerSm,
+static_assert(sizeof(PackedStreamSmem) + 1024 <= 228 * 1024 / 2,
               "two CTAs an SM");
 
 }  // namespace sparse_decode::dsv4

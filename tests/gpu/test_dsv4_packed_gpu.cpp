@@ -37,6 +37,8 @@ using gpu_test::DeviceResult;
 using gpu_test::kCountStart;
 
 class Dsv4PackedGpu : public gpu_test::GpuTest {};
+// The tests that run once a kernel, forced (kCluster, kStream).
+class Dsv4PackedGpuKernels : public Dsv4PackedGpu, public ::testing::WithParamInterface<Dsv4Kernel> {};
 
 // A packed problem's inputs on the device, out [T, H, 512] BF16, lse [T, H]
 // and the out-of-range counter.
@@ -303,11 +305,12 @@ TEST_F(Dsv4PackedGpu, InfiniteSinks) {
       for (int d = 0; d < kHeadDim; ++d) ASSERT_EQ(r.out[(t * c.heads + h) * kHeadDim + d] & 0x7FFF, 0);
 }
 
-TEST_F(Dsv4PackedGpu, WithPdlAndWithoutLseOrCounter) {
+TEST_P(Dsv4PackedGpuKernels, WithPdlAndWithoutLseOrCounter) {
   Dsv4PackedProblemConfig c = config_for(test::fresh_seed(), 12);
   SCOPED_TRACE(test::seed_message(c.seed));
   Dsv4PackedProblem problem = testing::make_dsv4_packed_problem(c);
   PackedDeviceProblem device(problem);
+  device.args.kernel = GetParam();
   const DeviceResult full = run_device(device);
   device.args.enable_pdl = true;
   device.args.lse = nullptr;
@@ -322,11 +325,12 @@ TEST_F(Dsv4PackedGpu, WithPdlAndWithoutLseOrCounter) {
 // With PDL the kernel may start while the previous kernel still writes q
 // (it releases its dependents first and writes ~200 us later): q, indices
 // and lens must be read after the grid-dependency wait.
-TEST_F(Dsv4PackedGpu, PdlWaitsForTheKernelThatWritesTheQuery) {
+TEST_P(Dsv4PackedGpuKernels, PdlWaitsForTheKernelThatWritesTheQuery) {
   Dsv4PackedProblemConfig c = config_for(test::fresh_seed(), 12);
   SCOPED_TRACE(test::seed_message(c.seed));
   Dsv4PackedProblem problem = testing::make_dsv4_packed_problem(c);
   PackedDeviceProblem device(problem);
+  device.args.kernel = GetParam();
   const DeviceResult expected = run_device(device);
   Dsv4PackedProblemConfig stale_config = c;
   stale_config.seed = c.seed + 1;
@@ -386,12 +390,16 @@ TEST_F(Dsv4PackedGpu, StridedQueryAndOutput) {
 // Repeated runs give the same bits, and a token alone gets the bits it gets
 // in a batch of 12 (both run 10-CTA clusters: batches whose plans differ,
 // packed_plan, may round differently).
-TEST_F(Dsv4PackedGpu, BitwiseIdenticalOverRunsAndBatches) {
+// Each kernel, forced: the same bits run after run, and a token alone gives
+// the bits it gets in the batch (the cluster kernel: while the plan is the
+// same; the stream kernel serves each (token, head group) with one CTA).
+TEST_P(Dsv4PackedGpuKernels, BitwiseIdenticalOverRunsAndBatches) {
   Dsv4PackedProblemConfig c = config_for(test::fresh_seed(), 12);
   c.hole_fraction = 0.1;
   SCOPED_TRACE(test::seed_message(c.seed));
   Dsv4PackedProblem problem = testing::make_dsv4_packed_problem(c);
   PackedDeviceProblem device(problem);
+  device.args.kernel = GetParam();
   const DeviceResult first = run_device(device);
   for (int run = 0; run < 20; ++run) {
     device.out.fill_bytes(static_cast<uint8_t>(run));
@@ -415,6 +423,12 @@ TEST_F(Dsv4PackedGpu, BitwiseIdenticalOverRunsAndBatches) {
     EXPECT_EQ(std::memcmp(&got[t * row], &first.out[t * row], row * 2), 0) << "token " << t << " alone";
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(ClusterAndStream, Dsv4PackedGpuKernels,
+                         ::testing::Values(Dsv4Kernel::kCluster, Dsv4Kernel::kStream),
+                         [](const ::testing::TestParamInfo<Dsv4Kernel>& info) {
+                           return info.param == Dsv4Kernel::kCluster ? "Cluster" : "Stream";
+                         });
 
 // kSplit is not served for packed rows: refused, naming the argument, nothing written.
 TEST_F(Dsv4PackedGpu, SplitKernelIsRefused) {
