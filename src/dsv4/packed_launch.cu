@@ -85,14 +85,18 @@ PackedPlan packed_plan(int32_t swa_width, int32_t extra_width, int64_t clusters)
   return plan;
 }
 
-// The stream kernel (one CTA a unit walking all of its chunks) from this
-// many (token, 16-head group) units on: where the cluster plan is down to
-// one or two CTAs a unit (packed.md, "The packed stream kernel").
-constexpr int64_t kStreamMinUnits = kOneWaveCtas / 2;
+// kAuto runs the stream kernel (one CTA a unit walking all of its chunks)
+// from this many (token, 16-head group) units on, and at every T where a
+// token has at most 2 chunks (SWA only, W <= 128): the measured crossover
+// lies between 40 and 48 units at widths 256, 640 and 1152, and at W = 128
+// the stream kernel was faster from T = 1 (packed.md, "The packed stream kernel").
+constexpr int64_t kStreamMinUnits = 48;
+constexpr int32_t kStreamMaxChunksAlways = 2;
 
 bool runs_stream_kernel(const Dsv4PackedDecodeArgs& args) {
-  return args.kernel == Dsv4Kernel::kStream ||
-         (args.kernel == Dsv4Kernel::kAuto && clusters_of(args) >= kStreamMinUnits);
+  if (args.kernel != Dsv4Kernel::kAuto) return args.kernel == Dsv4Kernel::kStream;
+  const int32_t chunks = chunks_of(args.swa.width) + (args.extra.given() ? chunks_of(args.extra.width) : 0);
+  return clusters_of(args) >= kStreamMinUnits || chunks <= kStreamMaxChunksAlways;
 }
 
 Status packed_supports(const Dsv4PackedDecodeArgs& args) {
