@@ -226,16 +226,21 @@ __device__ __forceinline__ void score_chunk(Smem& s, int buffer) {
   const uint64_t q =
       ptx::wgmma_descriptor(ptx::smem_address(&s.q[0][0][0][0]), Traits::kCoreBytes, Traits::kQRowGroupBytes);
   const int column = 16 * warp + lane / 4;  // accumulator rows: column, column + 8
+  const int first_tile = Traits::kTilesPerWarpgroup * warpgroup;
+  // The next FP8 tile's bytes (two ldmatrix.x4), loaded while this tile's wgmmas run.
+  uint32_t m[2][4];
+  auto load_bytes = [&](int tile) {
+    ptx::ldmatrix_x4(m[0], a_base + tile * kPackedTileDims);
+    ptx::ldmatrix_x4(m[1], a_base + tile * kPackedTileDims + 32);
+  };
+  load_bytes(first_tile);
   float total[8];
 #pragma unroll
   for (int j = 0; j < Traits::kTilesPerWarpgroup; ++j) {
-    const int tile = Traits::kTilesPerWarpgroup * warpgroup + j;
+    const int tile = first_tile + j;
     float acc[8];
     uint32_t a[Traits::kStepsPerTile][4];
     if (tile < Traits::kScaleTiles) {
-      uint32_t m[2][4];
-      ptx::ldmatrix_x4(m[0], a_base + tile * kPackedTileDims);
-      ptx::ldmatrix_x4(m[1], a_base + tile * kPackedTileDims + 32);
 #pragma unroll
       for (int k = 0; k < Traits::kStepsPerTile; ++k) {
         const uint32_t top = m[k / 2][2 * (k % 2)], bottom = m[k / 2][2 * (k % 2) + 1];
@@ -251,6 +256,7 @@ __device__ __forceinline__ void score_chunk(Smem& s, int buffer) {
         ptx::wgmma_f16_64x16x16_rs(acc, a[k], ptx::wgmma_descriptor_advance(q, block * 2 * Traits::kCoreBytes), k > 0);
       }
       ptx::wgmma_commit();
+      if (j + 1 < Traits::kTilesPerWarpgroup && tile + 1 < Traits::kScaleTiles) load_bytes(tile + 1);
       const uint32_t bits_top = s.scale_bits[buffer][tile][column];  // loaded while the wgmmas run
       const uint32_t bits_bottom = s.scale_bits[buffer][tile][column + 8];
       ptx::wgmma_wait_all();
