@@ -28,6 +28,8 @@ inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
 // The unit of an accumulator that has seen nothing yet: any real unit is larger.
 inline constexpr int kNoUnit = -(1 << 20);
+// The least P of an active column: 2^-126, the least normal float.
+inline constexpr float kMinProbability = 1.17549435e-38f;
 
 __device__ __forceinline__ void math_sync() { ptx::named_barrier_sync(Traits::kMathBarrier, Traits::kThreads); }
 
@@ -322,9 +324,12 @@ __device__ __forceinline__ void softmax_chunk(Smem& s, int buffer, bool first) {
   const float old_sum = first ? 0.0f : s.running_sum[head];
   const float new_max = fmaxf(old_max, chunk_max);
   const float base = new_max == -INFINITY ? 0.0f : new_max;  // no active column yet: all p = 0
-  float4 prob;
-  prob.x = ptx::exp2_approx(v[0] - base), prob.y = ptx::exp2_approx(v[1] - base);
-  prob.z = ptx::exp2_approx(v[2] - base), prob.w = ptx::exp2_approx(v[3] - base);
+  // An active column's P is at least 2^-126 (a normal float: P V's keys
+  // need its exponent); a masked column's is 0.
+  auto probability = [&](int i) {
+    return (mask >> i) & 1u ? fmaxf(ptx::exp2_approx(v[i] - base), kMinProbability) : 0.0f;
+  };
+  const float4 prob = make_float4(probability(0), probability(1), probability(2), probability(3));
   *reinterpret_cast<float4*>(&s.probs[head][part * kColumns]) = prob;
   float sum = (prob.x + prob.y) + (prob.z + prob.w);
 #pragma unroll
@@ -358,7 +363,8 @@ __device__ __forceinline__ void rescale_fragment(DimFragment& acc, float top, fl
 
 // P V of scale tile w (warp w < 7, dims 64w .. 64w + 63). The weight of
 // column c for head h is P[h][c] 2^(s[c] - 127); as bits, P's plus s << 23
-// (the "key", 0 where P is 0), whose largest value gives the chunk's
+// (the "key": P of an active column is a normal float, and a masked
+// column has P = 0 and s = 0, so key 0), whose largest value gives the chunk's
 // power-of-two unit of the head. The accumulator's unit E (O = acc 2^E)
 // becomes E' = max(E + log2 of the rescale, chunk unit): acc is scaled by
 // rescale * 2^(E - E') (below 2), and each weight enters as key - (E' + 127)
@@ -381,7 +387,7 @@ __device__ __forceinline__ void accumulate_scaled_tile(Smem& s, int buffer, DimF
       const uint32_t bits[4] = {p_lo.x, p_lo.y, p_hi.x, p_hi.y};
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
-        keys[kk][h][c] = bits[c] != 0 ? bits[c] + shifts[c] : 0u;
+        keys[kk][h][c] = bits[c] + shifts[c];
         best[h] = max(best[h], keys[kk][h][c]);
       }
     }
