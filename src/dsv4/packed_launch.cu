@@ -27,21 +27,34 @@ int set_kernel_attributes() {
   cudaError_t e = cudaFuncSetAttribute(packed_kernel_pointer(), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(kSmemBytes));
   if (e == cudaSuccess) e = cudaFuncSetAttribute(packed_kernel_pointer(), cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  return e;
+}
+
+// Raises the cluster kernel's shared-memory limit and allows 16-CTA clusters.
+Status configure_kernel() {
+  static OncePerDevice configured(set_kernel_attributes, "configuring the packed-row kernel");
+  return configured.run();
+}
+
+int set_stream_kernel_attributes() {
+  // The stream kernel's setmaxnreg plan assumes the launch allocation it was
+  // compiled for: with fewer registers setmaxnreg.inc would wait forever, so
+  // a build that compiled it otherwise is refused (InvalidDeviceFunction).
+  cudaFuncAttributes attributes{};
+  cudaError_t e = cudaFuncGetAttributes(&attributes, packed_stream_kernel_pointer());
+  if (e == cudaSuccess && attributes.numRegs != PackedStreamTraits::kLaunchRegisters) e = cudaErrorInvalidDeviceFunction;
   if (e == cudaSuccess) {
     e = cudaFuncSetAttribute(packed_stream_kernel_pointer(), cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(sizeof(PackedStreamSmem)));
   }
-  // The stream kernel's setmaxnreg plan assumes the launch allocation it was
-  // compiled for: with fewer registers setmaxnreg.inc would wait forever.
-  cudaFuncAttributes attributes{};
-  if (e == cudaSuccess) e = cudaFuncGetAttributes(&attributes, packed_stream_kernel_pointer());
-  if (e == cudaSuccess && attributes.numRegs != PackedStreamTraits::kLaunchRegisters) e = cudaErrorInvalidDeviceFunction;
   return e;
 }
 
-// Raises the kernel's shared-memory limit and allows 16-CTA clusters.
-Status configure_kernel() {
-  static OncePerDevice configured(set_kernel_attributes, "configuring the packed-row kernel");
+// Raises the stream kernel's shared-memory limit, after checking its register count.
+Status configure_stream_kernel() {
+  static_assert(PackedStreamTraits::kLaunchRegisters == 80, "the message below names the register count");
+  static OncePerDevice configured(set_stream_kernel_attributes,
+                                  "configuring the packed-row stream kernel (it must compile to 80 registers a thread)");
   return configured.run();
 }
 
@@ -120,9 +133,9 @@ Status packed_supports(const Dsv4PackedDecodeArgs& args) {
 }
 
 Status launch_packed(const Dsv4PackedDecodeArgs& args, CUstream_st* stream) {
-  if (Status status = configure_kernel(); !status.ok()) return status;
   const bool has_extra = args.extra.given();
   const bool stream_kernel = runs_stream_kernel(args);
+  if (Status status = stream_kernel ? configure_stream_kernel() : configure_kernel(); !status.ok()) return status;
   const PackedPlan plan = stream_kernel ? PackedPlan{}
                                         : packed_plan(args.swa.width, has_extra ? args.extra.width : 0, clusters_of(args));
 

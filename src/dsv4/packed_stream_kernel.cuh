@@ -151,8 +151,9 @@ __device__ __forceinline__ void load_query(Smem& s, const PackedParams& p, int64
 }
 
 // Rewrites q in place for the scores: dims 0..447 as FP16 times 2^shift
-// (shift: the head's largest |q| over them lands in [2^14, 2^15), so every
-// BF16 value within 2^31 of it is exact), each 16-dim block in the k order
+// (shift: the head's largest |q| over all 512 dims lands in [2^14, 2^15),
+// so every BF16 value within 2^31 of it is exact, and the BF16 dims cannot
+// overflow), each 16-dim block in the k order
 // that the E4M3 bytes of an ldmatrix give (k 2t, 2t+1 <- dims 4t, 4t+1;
 // k 8+2t, 9+2t <- dims 4t+2, 4t+3); dims 448..511 stay BF16, times 2^shift
 // (exact). score_factor undoes the shift. 16 threads a head, 2 blocks each.
@@ -173,10 +174,8 @@ __device__ __forceinline__ void convert_query(Smem& s, float scale_log2) {
         v[b][8 * piece + 2 * w + 1] = static_cast<uint16_t>(words[w] >> 16);
       }
     }
-    if (blocks[b] < Traits::kFp8Blocks) {
 #pragma unroll
-      for (int d = 0; d < 16; ++d) amax = fmaxf(amax, fabsf(__uint_as_float(uint32_t{v[b][d]} << 16)));
-    }
+    for (int d = 0; d < 16; ++d) amax = fmaxf(amax, fabsf(__uint_as_float(uint32_t{v[b][d]} << 16)));
   }
 #pragma unroll
   for (int offset = 1; offset < 16; offset *= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));

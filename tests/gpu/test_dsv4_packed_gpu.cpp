@@ -168,6 +168,24 @@ TEST_F(Dsv4PackedGpu, LargerTokenCounts) {
   check_config(wide);
 }
 
+// The stream kernel's CTAs are persistent (two an SM, each walking every
+// gridDim-th (token, head group) unit): batches of more units than CTAs,
+// with several head groups and 8 padded heads, holes and short lens.
+TEST_F(Dsv4PackedGpu, ManyUnitsACta) {
+  const uint64_t seed = test::fresh_seed();
+  struct Case {
+    int heads;
+    int64_t tokens;
+    int32_t extra_width;
+  };
+  for (const Case& k : {Case{64, 160, 512}, Case{8, 700, 0}, Case{16, 600, 128}}) {
+    Dsv4PackedProblemConfig c = config_for(seed + k.heads, k.tokens, k.extra_width);
+    c.heads = k.heads;
+    c.hole_fraction = 0.1;
+    check_config(c);
+  }
+}
+
 TEST_F(Dsv4PackedGpu, OtherHeadCounts) {
   const uint64_t seed = test::fresh_seed();
   for (int heads : {8, 32, 64, 128}) {
@@ -291,6 +309,30 @@ TEST_F(Dsv4PackedGpu, OutOfRangeIndicesAreMaskedAndCounted) {
   }
 }
 
+// Heads whose FP8 dims are 2^100 below their BF16 dims, or 2^40 above: the
+// stream kernel's q shift (FP16 range) must not overflow the BF16 dims or
+// lose the FP8 ones.
+TEST_F(Dsv4PackedGpu, QueryDimsOfVeryDifferentMagnitudes) {
+  Dsv4PackedProblemConfig c = config_for(test::fresh_seed(), 12);
+  check_config(c, [](Dsv4PackedProblem& p) {
+    const int H = p.config.heads;
+    for (int64_t t = 0; t < p.config.tokens; ++t)
+      for (int h = 0; h < H; ++h) {
+        if (h % 4 > 1) continue;
+        const float factor = h % 4 == 0 ? 0x1p-100f : 0x1p40f;
+        uint16_t* q = &p.q[(t * H + h) * kHeadDim];
+        for (int d = 0; d < kPackedFp8Dims; ++d) {
+          uint32_t bits = uint32_t{q[d]} << 16;
+          float value;
+          std::memcpy(&value, &bits, 4);
+          value *= factor;  // exact: a power of two, within BF16's range
+          std::memcpy(&bits, &value, 4);
+          q[d] = static_cast<uint16_t>(bits >> 16);
+        }
+      }
+  });
+}
+
 TEST_F(Dsv4PackedGpu, InfiniteSinks) {
   Dsv4PackedProblemConfig c = config_for(test::fresh_seed(), 6);
   const DeviceResult r = check_config(c, [](Dsv4PackedProblem& p) {
@@ -348,8 +390,8 @@ TEST_P(Dsv4PackedGpuKernels, PdlWaitsForTheKernelThatWritesTheQuery) {
   EXPECT_TRUE(device.out.download<uint16_t>() == expected.out) << "the PDL launch read q before it was written";
 }
 
-// Strided q and out: the padding between heads and tokens is never written.
-TEST_F(Dsv4PackedGpu, StridedQueryAndOutput) {
+// Strided q, out and lse: the padding between heads and tokens is never written.
+TEST_P(Dsv4PackedGpuKernels, StridedQueryAndOutput) {
   Dsv4PackedProblemConfig c = config_for(test::fresh_seed(), 6);
   SCOPED_TRACE(test::seed_message(c.seed));
   Dsv4PackedProblem problem = testing::make_dsv4_packed_problem(c);
@@ -360,6 +402,7 @@ TEST_F(Dsv4PackedGpu, StridedQueryAndOutput) {
     for (int h = 0; h < H; ++h)
       std::memcpy(&q[t * q_token + h * q_head], &problem.q[(t * H + h) * kHeadDim], kHeadDim * 2);
   PackedDeviceProblem device(problem);
+  device.args.kernel = GetParam();
   DeviceBuffer q_device(q), out(static_cast<size_t>(c.tokens) * out_token * 2), lse(c.tokens * lse_token * 4);
   Dsv4PackedDecodeArgs args = device.args;
   args.q = q_device.get();
@@ -384,12 +427,15 @@ TEST_F(Dsv4PackedGpu, StridedQueryAndOutput) {
         ASSERT_EQ(got[t * out_token + h * out_head + d], 0xFFFF);
       EXPECT_EQ(got_lse[t * lse_token + h], contiguous.lse[t * H + h]);
     }
+    for (int64_t e = int64_t{H} * out_head; e < out_token; ++e) ASSERT_EQ(got[t * out_token + e], 0xFFFF);
+    for (int h = H; h < lse_token; ++h) {
+      uint32_t bits;
+      std::memcpy(&bits, &got_lse[t * lse_token + h], 4);
+      ASSERT_EQ(bits, 0xFFFFFFFFu) << "lse padding written";
+    }
   }
 }
 
-// Repeated runs give the same bits, and a token alone gets the bits it gets
-// in a batch of 12 (both run 10-CTA clusters: batches whose plans differ,
-// packed_plan, may round differently).
 // Each kernel, forced: the same bits run after run, and a token alone gives
 // the bits it gets in the batch (the cluster kernel: while the plan is the
 // same; the stream kernel serves each (token, head group) with one CTA).
