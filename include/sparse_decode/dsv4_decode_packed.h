@@ -99,11 +99,11 @@ struct Dsv4PackedDecodeArgs {
   bool enable_pdl = false;
 
   // Device memory only: which kernel runs. kAuto picks by the batch (the
-  // cluster kernel for small ones, the stream kernel from 48 (token,
-  // 16-head group) units on and at every T when W <= 128); kCluster and
-  // kStream force one (docs/kernels/packed.md); kSplit is not served
-  // (NotSupported). The kernels give results within the accuracy bound but
-  // not the same bits.
+  // cluster kernel up to 16 (token, 16-head group) units, the stream kernel
+  // beyond, with two CTAs a unit up to 66 units, and at every T when
+  // W <= 128); kCluster and kStream force one (docs/kernels/packed.md);
+  // kSplit is not served (NotSupported). The kernels give results within
+  // the accuracy bound but not the same bits.
   Dsv4Kernel kernel = Dsv4Kernel::kAuto;
 };
 

@@ -17,7 +17,7 @@ namespace sparse_decode::dsv4 {
 
 // Defined with the kernels' instantiations in packed_kernel_h16.cu and packed_stream_h16.cu.
 const void* packed_kernel_pointer();
-const void* packed_stream_kernel_pointer();
+const void* packed_stream_kernel_pointer(int unit_ctas);  // 1 or 2 CTAs a unit
 
 namespace {
 
@@ -40,12 +40,17 @@ int set_stream_kernel_attributes() {
   // The stream kernel's setmaxnreg plan assumes the launch allocation it was
   // compiled for: with fewer registers setmaxnreg.inc would wait forever, so
   // a build that compiled it otherwise is refused (InvalidDeviceFunction).
-  cudaFuncAttributes attributes{};
-  cudaError_t e = cudaFuncGetAttributes(&attributes, packed_stream_kernel_pointer());
-  if (e == cudaSuccess && attributes.numRegs != PackedStreamTraits::kLaunchRegisters) e = cudaErrorInvalidDeviceFunction;
-  if (e == cudaSuccess) {
-    e = cudaFuncSetAttribute(packed_stream_kernel_pointer(), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(sizeof(PackedStreamSmem)));
+  cudaError_t e = cudaSuccess;
+  for (int unit_ctas : {1, 2}) {
+    cudaFuncAttributes attributes{};
+    if (e == cudaSuccess) e = cudaFuncGetAttributes(&attributes, packed_stream_kernel_pointer(unit_ctas));
+    if (e == cudaSuccess && attributes.numRegs != PackedStreamTraits::kLaunchRegisters) {
+      e = cudaErrorInvalidDeviceFunction;
+    }
+    if (e == cudaSuccess) {
+      e = cudaFuncSetAttribute(packed_stream_kernel_pointer(unit_ctas), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(sizeof(PackedStreamSmem)));
+    }
   }
   return e;
 }
@@ -98,18 +103,29 @@ PackedPlan packed_plan(int32_t swa_width, int32_t extra_width, int64_t clusters)
   return plan;
 }
 
-// kAuto runs the stream kernel (one CTA a unit walking all of its chunks)
-// from this many (token, 16-head group) units on, and at every T where a
-// token has at most 2 chunks (SWA only, W <= 128): the measured crossover
-// lies between 40 and 48 units at widths 256, 640 and 1152, and at W = 128
-// the stream kernel was faster from T = 1 (packed.md, "The packed stream kernel").
-constexpr int64_t kStreamMinUnits = 48;
+// kAuto's choice (packed.md, "Dispatch"; units are (token, 16-head group)
+// pairs): a token of at most 2 chunks (W <= 128) always runs the stream
+// kernel with one CTA a unit; otherwise up to kClusterMaxUnits units the
+// cluster kernel, up to kPairMaxUnits the stream kernel with two CTAs a
+// unit (each walking half of the chunks: one pair an SM of a 132-SM part),
+// beyond it one CTA a unit. Constants, not the device's SM count, so that
+// the choice (and with it the bits) is the same on every Hopper part.
+constexpr int64_t kClusterMaxUnits = 16;
+constexpr int64_t kPairMaxUnits = 66;
 constexpr int32_t kStreamMaxChunksAlways = 2;
+
+int32_t token_chunks(const Dsv4PackedDecodeArgs& args) {
+  return chunks_of(args.swa.width) + (args.extra.given() ? chunks_of(args.extra.width) : 0);
+}
 
 bool runs_stream_kernel(const Dsv4PackedDecodeArgs& args) {
   if (args.kernel != Dsv4Kernel::kAuto) return args.kernel == Dsv4Kernel::kStream;
-  const int32_t chunks = chunks_of(args.swa.width) + (args.extra.given() ? chunks_of(args.extra.width) : 0);
-  return clusters_of(args) >= kStreamMinUnits || chunks <= kStreamMaxChunksAlways;
+  return clusters_of(args) > kClusterMaxUnits || token_chunks(args) <= kStreamMaxChunksAlways;
+}
+
+// CTAs a unit of the stream kernel (kAuto's rule, also when it is forced).
+int stream_unit_ctas(const Dsv4PackedDecodeArgs& args) {
+  return clusters_of(args) <= kPairMaxUnits && token_chunks(args) > kStreamMaxChunksAlways ? 2 : 1;
 }
 
 Status packed_supports(const Dsv4PackedDecodeArgs& args) {
@@ -158,18 +174,22 @@ Status launch_packed(const Dsv4PackedDecodeArgs& args, CUstream_st* stream) {
 
   const int head_groups = head_groups_of(args.num_heads);
   if (stream_kernel) {
+    const int64_t units = clusters_of(args);
+    const int unit_ctas = stream_unit_ctas(args);
     cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(static_cast<unsigned>(clusters_of(args)));
+    config.gridDim = dim3(static_cast<unsigned>(units * unit_ctas));
     config.blockDim = dim3(PackedStreamTraits::kLaunchThreads);
     config.dynamicSmemBytes = sizeof(PackedStreamSmem);
     config.stream = stream;
-    cudaLaunchAttribute attribute;
-    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute.val.programmaticStreamSerializationAllowed = args.enable_pdl ? 1 : 0;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
+    cudaLaunchAttribute attributes[2];
+    attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[0].val.programmaticStreamSerializationAllowed = args.enable_pdl ? 1 : 0;
+    attributes[1].id = cudaLaunchAttributeClusterDimension;
+    attributes[1].val.clusterDim = {static_cast<unsigned>(unit_ctas), 1, 1};
+    config.attrs = attributes;
+    config.numAttrs = 2;
     void* kernel_args[] = {&p};
-    return cuda_status(cudaLaunchKernelExC(&config, packed_stream_kernel_pointer(), kernel_args),
+    return cuda_status(cudaLaunchKernelExC(&config, packed_stream_kernel_pointer(unit_ctas), kernel_args),
                        "launching the packed-row stream kernel");
   }
   cudaLaunchConfig_t config = {};

@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "common/ptx.cuh"
+#include "common/ptx_packed.cuh"
 #include "dsv4/packed_params.h"
 #include "dsv4/packed_stream_traits.cuh"
 
@@ -64,13 +65,13 @@ __device__ __forceinline__ int32_t listed_index(const PackedParams& p, int64_t t
 // byte << 23. Masked rows are zero-filled, scales 0, so that NaN in unused
 // slots never reaches an MMA. Two arrivals on rows_landed a warp: with the
 // expected bytes, then after the scales, zeros and mask are written.
-__device__ __forceinline__ void produce_chunk(Smem& s, const PackedParams& p, int i, int32_t index,
+__device__ __forceinline__ void produce_chunk(Smem& s, const PackedParams& p, int i, int chunk, int32_t index,
                                               bool count_out_of_range) {
   constexpr int kRows = Traits::kProducerRows;
   const int pw = threadIdx.x / 32 - Traits::kWarps, lane = threadIdx.x % 32;
   const int buffer = i % Traits::kBuffers;
   const int row = pw * kRows + lane % kRows;
-  const PackedSegmentParams& seg = i < p.swa.chunks ? p.swa : p.extra;
+  const PackedSegmentParams& seg = chunk < p.swa.chunks ? p.swa : p.extra;
   const bool listed = lane < kRows && index >= 0;
   const bool active = listed && index < seg.rows;
   if (listed && !active && count_out_of_range) atomicAdd(p.out_of_range_count, 1);
@@ -111,19 +112,21 @@ __device__ __forceinline__ void produce_chunk(Smem& s, const PackedParams& p, in
   if (lane == 0) ptx::mbarrier_arrive(barrier);
 }
 
-// The token's chunks by the producer warpgroup, each chunk's indices loaded
-// a chunk ahead so that their latency hides behind the tile's wait.
-__device__ __forceinline__ void produce_chunks(Smem& s, const PackedParams& p, int64_t token, int count,
+// The token's chunks [first, first + count) by the producer warpgroup, each
+// chunk's indices loaded a chunk ahead so that their latency hides behind
+// the tile's wait.
+__device__ __forceinline__ void produce_chunks(Smem& s, const PackedParams& p, int64_t token, int first, int count,
                                                bool count_out_of_range) {
   constexpr int kRows = Traits::kProducerRows;
   const int lane = threadIdx.x % 32;
   const int row = (threadIdx.x / 32 - Traits::kWarps) * kRows + lane % kRows;
   const int swa_len = p.swa.lens ? p.swa.lens[token] : p.swa.width;
   const int extra_len = p.extra.lens ? p.extra.lens[token] : p.extra.width;
-  int32_t index = lane < kRows ? listed_index(p, token, 0, row, swa_len, extra_len) : -1;
+  int32_t index = lane < kRows && count > 0 ? listed_index(p, token, first, row, swa_len, extra_len) : -1;
   for (int i = 0; i < count; ++i) {
-    const int32_t next = i + 1 < count && lane < kRows ? listed_index(p, token, i + 1, row, swa_len, extra_len) : -1;
-    produce_chunk(s, p, i, index, count_out_of_range);
+    const int32_t next =
+        i + 1 < count && lane < kRows ? listed_index(p, token, first + i + 1, row, swa_len, extra_len) : -1;
+    produce_chunk(s, p, i, first + i, index, count_out_of_range);
     if (i == 0) ptx::launch_dependents();
     index = next;
   }
@@ -473,19 +476,26 @@ __device__ __forceinline__ void accumulate_tail(Smem& s, int buffer, DimFragment
 
 // The warp's dims of its two heads, over the softmax sum and the sink, as
 // BF16; lse (natural log, sink excluded) from warp 0.
+// Softmax statistics of one head: the running max (log2 domain) and sum.
+struct HeadStats {
+  float max;
+  float sum;
+};
+
 __device__ __forceinline__ void store_output(const Smem& s, const PackedParams& p, int64_t token, int first_head,
-                                             int count, const DimFragment& acc, const int (&unit)[2]) {
+                                             int count, const DimFragment& acc, const int (&unit)[2],
+                                             const HeadStats (&stats)[2], int h_begin, int h_end) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   uint16_t* out_token = p.out + token * p.out_token_stride + first_head * p.out_head_stride;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int head = g + 8 * h;
-    if (head >= count) continue;  // H = 8: the padded rows
-    const float max = s.running_max[head], sum = s.running_sum[head];
+    if (h < h_begin || h >= h_end || head >= count) continue;  // H = 8: the padded rows
+    const float max = stats[h].max, sum = stats[h].sum;
     const bool none = max == -INFINITY;  // no active column: zeros, lse = -inf, sink or not
     float scale = none ? 0.0f : 1.0f / (sum + ptx::exp2_approx(s.sink_log2[head] - max));
-    if (p.lse && warp == 0 && t == 0) {
+    if (p.lse && warp == 0 && t == 0) {  // warp 0 stores its heads' lse
       p.lse[token * p.lse_token_stride + first_head + head] = none ? -INFINITY : (max + __log2f(sum)) * kLn2;
     }
     uint16_t* out = out_token + head * p.out_head_stride;
@@ -521,18 +531,94 @@ __device__ __forceinline__ void store_output(const Smem& s, const PackedParams& 
   }
 }
 
+// Two CTAs a unit, after both walks: CTA r stores heads lane / 4 + 8 r of
+// every thread's dims. Each thread sends the other head's P V values, its
+// scale unit and (threads < 16) every head's statistics into the peer's
+// exchange area (send_to_peer); after a second cluster barrier each CTA
+// folds the peer's share into its own, rank 0's share first (fold_pair),
+// and returns the statistics of the head it stores in `stats`.
+__device__ __forceinline__ void send_to_peer(Smem& s, const DimFragment& acc, const int (&unit)[2], uint32_t rank) {
+  const int tid = threadIdx.x, warp = tid / 32;
+  const int send = 1 - static_cast<int>(rank);  // the head half the peer stores
+  const uint32_t peer = rank ^ 1u;
+  const uint32_t values = ptx::map_to_peer(ptx::smem_address(&s.exchange.values[tid][0]), peer);
+#pragma unroll
+  for (int dg = 0; dg < 2; ++dg)
+#pragma unroll
+    for (int half = 0; half < 2; ++half)
+#pragma unroll
+      for (int n = 0; n < 2; ++n) {
+        const int slot = 8 * dg + 4 * half + 2 * n;
+        const float(&a)[4] = acc[dg][half][n];  // select, not index: the fragment stays in registers
+        ptx::st_peer_f32x2(values + 4 * slot, send == 0 ? a[0] : a[2], send == 0 ? a[1] : a[3]);
+      }
+  const int my_unit = warp >= Traits::kScaleTiles ? 0 : send == 0 ? unit[0] : unit[1];
+  asm volatile("st.shared::cluster.s32 [%0], %1;\n" ::"r"(ptx::map_to_peer(
+                   ptx::smem_address(&s.exchange.scale_unit[tid]), peer)),
+               "r"(my_unit)
+               : "memory");
+  if (tid < Traits::kHeads) {
+    ptx::st_peer_f32x2(ptx::map_to_peer(ptx::smem_address(&s.exchange.stats[tid]), peer), s.running_max[tid],
+                       s.running_sum[tid]);
+  }
+}
+
+__device__ __forceinline__ void fold_pair(const Smem& s, DimFragment& acc, int (&unit)[2], HeadStats (&stats)[2],
+                                          uint32_t rank) {
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int keep = static_cast<int>(rank);
+  const int head = lane / 4 + 8 * keep;
+  const float own_max = s.running_max[head], own_sum = s.running_sum[head];
+  const float2 peer_stats = s.exchange.stats[head];
+  const float joint_max = fmaxf(own_max, peer_stats.x);
+  const float own_weight = own_max == -INFINITY ? 0.0f : ptx::exp2_approx(own_max - joint_max);
+  const float peer_weight = peer_stats.x == -INFINITY ? 0.0f : ptx::exp2_approx(peer_stats.x - joint_max);
+  // Rank 0's share first: the same float operations in both CTAs' folds.
+  const float first_sum = rank == 0 ? own_sum * own_weight : peer_stats.y * peer_weight;
+  const float second_sum = rank == 0 ? peer_stats.y * peer_weight : own_sum * own_weight;
+  (keep == 0 ? stats[0] : stats[1]) = HeadStats{joint_max, first_sum + second_sum};
+  const int own_unit = warp >= Traits::kScaleTiles ? 0 : keep == 0 ? unit[0] : unit[1];
+  const int peer_unit = s.exchange.scale_unit[tid];
+  const int common = max(own_unit, peer_unit);
+  const float own_factor = own_weight * pow2(own_unit - common), peer_factor = peer_weight * pow2(peer_unit - common);
+  if (warp < Traits::kScaleTiles) (keep == 0 ? unit[0] : unit[1]) = common;
+  const float* received = s.exchange.values[tid];
+#pragma unroll
+  for (int dg = 0; dg < 2; ++dg)
+#pragma unroll
+    for (int half = 0; half < 2; ++half)
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int v = 0; v < 2; ++v) {
+          float& value = keep == 0 ? acc[dg][half][n][v] : acc[dg][half][n][2 + v];
+          const float own = value * own_factor;
+          const float other = received[8 * dg + 4 * half + 2 * n + v] * peer_factor;
+          value = rank == 0 ? own + other : other + own;
+        }
+}
+
 // ---- the kernel ----
 
+// kUnitCtas CTAs a (token, 16-head group) unit: 1, or 2 (a cluster; CTA r
+// walks the r-th half of the chunks, and the pair combines through DSMEM).
+template <int kUnitCtas>
 __global__ void __launch_bounds__(Traits::kLaunchThreads, Traits::kCtasPerSm)
     packed_stream_kernel(const __grid_constant__ PackedParams p) {
+  static_assert(kUnitCtas == 1 || kUnitCtas == 2, "one CTA a unit, or a pair");
   extern __shared__ __align__(16) uint8_t smem_bytes[];
   Smem& s = *reinterpret_cast<Smem*>(smem_bytes);
   const int head_groups = (p.num_heads + Traits::kHeads - 1) / Traits::kHeads;
-  const int64_t token = blockIdx.x / head_groups;
-  const int first_head = static_cast<int>(blockIdx.x % head_groups) * Traits::kHeads;
+  const int64_t unit_index = blockIdx.x / kUnitCtas;
+  const uint32_t rank = kUnitCtas == 1 ? 0u : blockIdx.x % kUnitCtas;
+  const int64_t token = unit_index / head_groups;
+  const int first_head = static_cast<int>(unit_index % head_groups) * Traits::kHeads;
   const int count = min(Traits::kHeads, p.num_heads - first_head);
   const int tid = threadIdx.x, warp = tid / 32;
   const int chunks = p.swa.chunks + p.extra.chunks;
+  const int per_cta = (chunks + kUnitCtas - 1) / kUnitCtas;
+  const int first_chunk = min(static_cast<int>(rank) * per_cta, chunks);
+  const int walk = min(per_cta, chunks - first_chunk);
 
   // Sinks are weights: read before the grid dependency wait (PDL).
   const float sink = p.sinks && tid < count ? p.sinks[first_head + tid] : -INFINITY;
@@ -541,18 +627,26 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, Traits::kCtasPerSm)
   ptx::grid_dependency_wait();
   if (warp >= Traits::kWarps) {
     ptx::setmaxnreg_dec<Traits::kProducerRegisters>();
-    produce_chunks(s, p, token, chunks, p.out_of_range_count && first_head == 0);
+    produce_chunks(s, p, token, first_chunk, walk, p.out_of_range_count && first_head == 0);
+    if constexpr (kUnitCtas == 2) {
+      ptx::cluster_sync();  // the two walks are done
+      ptx::cluster_sync();  // the exchange has landed
+    }
     return;
   }
   ptx::setmaxnreg_inc<Traits::kMathRegisters>();
-  if (tid < Traits::kHeads) s.sink_log2[tid] = sink * kLog2e;
+  if (tid < Traits::kHeads) {
+    s.sink_log2[tid] = sink * kLog2e;
+    s.running_max[tid] = -INFINITY;  // a CTA without chunks (one chunk a unit)
+    s.running_sum[tid] = 0.0f;
+  }
   load_query(s, p, token, first_head, count);
   math_sync();
   convert_query(s, p.scale_log2);
 
   DimFragment acc = {};
   int unit[2] = {kNoUnit, kNoUnit};
-  for (int i = 0; i < chunks; ++i) {
+  for (int i = 0; i < walk; ++i) {
     const int buffer = i % Traits::kBuffers;
     ptx::mbarrier_wait_parity(ptx::smem_address(&s.rows_landed[buffer]), (i / Traits::kBuffers) & 1);
     score_chunk(s, buffer);
@@ -565,11 +659,24 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, Traits::kCtasPerSm)
       accumulate_tail(s, buffer, acc);
     }
     // The warp's reads of the tile are done: the producers may refill it.
-    if (i + Traits::kBuffers < chunks) {
+    if (i + Traits::kBuffers < walk) {
       ptx::named_barrier_arrive(Traits::kTileFreeBarrier + buffer, Traits::kLaunchThreads);
     }
   }
-  store_output(s, p, token, first_head, count, acc, unit);
+  HeadStats stats[2];
+  if constexpr (kUnitCtas == 1) {
+    const int g = tid % 32 / 4;
+    stats[0] = HeadStats{s.running_max[g], s.running_sum[g]};
+    stats[1] = HeadStats{s.running_max[g + 8], s.running_sum[g + 8]};
+    store_output(s, p, token, first_head, count, acc, unit, stats, 0, 2);
+  } else {
+    math_sync();     // every warp's last reads of its tile and statistics
+    ptx::cluster_sync();  // both walks are done: the tiles are free for the exchange
+    send_to_peer(s, acc, unit, rank);
+    ptx::cluster_sync();  // the peer's share has landed
+    fold_pair(s, acc, unit, stats, rank);
+    store_output(s, p, token, first_head, count, acc, unit, stats, static_cast<int>(rank), static_cast<int>(rank) + 1);
+  }
 }
 
 }  // namespace sparse_decode::dsv4::packed_stream

@@ -66,7 +66,14 @@ struct PackedStreamTraits {
 // Shared memory of one CTA; sizeof() is the dynamic shared memory of the launch.
 struct PackedStreamSmem {
   using T = PackedStreamTraits;
-  alignas(16) uint8_t kv[T::kBuffers][T::kChunkColumns][T::kTileRowBytes];  // rows as copied (bulk: 16-aligned)
+  union {
+    alignas(16) uint8_t kv[T::kBuffers][T::kChunkColumns][T::kTileRowBytes];  // rows as copied (bulk: 16-aligned)
+    struct {  // after the walk, two CTAs a unit: what the peer sends of the heads this CTA stores
+      float values[T::kThreads][16];  // a thread's P V values of one head (its 64 dims' share)
+      int scale_unit[T::kThreads];
+      float2 stats[T::kHeads];        // (running max, running sum) of every head
+    } exchange;
+  };
   uint32_t scale_bits[T::kBuffers][T::kScaleTiles][T::kChunkColumns];        // scale byte << 23; 0 for masked rows
   uint64_t rows_landed[T::kBuffers];  // a tile's copies and scales (two arrivals a producer warp)
   alignas(16) uint8_t q[T::kHeads / 8][T::kQPieces][8][16];
