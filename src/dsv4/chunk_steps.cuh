@@ -26,11 +26,6 @@ __device__ __forceinline__ int64_t row_offset(const PoolParams& pool, int64_t ro
   return (row / pool.page_size) * pool.page_stride + (row % pool.page_size) * pool.row_stride;
 }
 
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-  const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&pair);
-}
-
 // A barrier among the math warps: __syncthreads without producers; with a
 // producer warpgroup, hardware barrier 1 among the kThreads math threads
 // (the producers take no part in it; they wait on the tiles' own barriers).
@@ -874,11 +869,11 @@ template <class Traits>
 __device__ __forceinline__ void store_granule(uint16_t* out_head, int first_dim, float v0, float v1, float v2,
                                               float v3) {
   if constexpr (!Traits::kBf16) {
-    *reinterpret_cast<uint2*>(out_head + first_dim) = make_uint2(pack_bf16x2(v0, v1), pack_bf16x2(v2, v3));
+    *reinterpret_cast<uint2*>(out_head + first_dim) = make_uint2(ptx::bf16x2_bits(v0, v1), ptx::bf16x2_bits(v2, v3));
   } else {
     // Dims d, d + 1 hold v0, v2; dims d + 8, d + 9 hold v1, v3.
-    *reinterpret_cast<uint32_t*>(out_head + first_dim) = pack_bf16x2(v0, v2);
-    *reinterpret_cast<uint32_t*>(out_head + first_dim + 8) = pack_bf16x2(v1, v3);
+    *reinterpret_cast<uint32_t*>(out_head + first_dim) = ptx::bf16x2_bits(v0, v2);
+    *reinterpret_cast<uint32_t*>(out_head + first_dim + 8) = ptx::bf16x2_bits(v1, v3);
   }
 }
 

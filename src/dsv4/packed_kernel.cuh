@@ -26,11 +26,6 @@ using Traits = PackedTraits;
 inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
 
-__device__ __forceinline__ uint32_t bf16x2_bits(float lo, float hi) {
-  const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&pair);
-}
-
 // Gathers the chunk's rows: warp w takes rows 8w..8w+7. Lanes 0..7 load
 // one index each; every lane then copies 9 of the warp's 8 x 36 16-byte
 // pieces (FP8 bytes to the staging area, BF16 dims straight to the tile) and
@@ -100,7 +95,7 @@ __device__ __forceinline__ void dequantize_rows(PackedSmem& s) {
       const __half2_raw halves =
           __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(word >> (16 * (j % 2))), __NV_E4M3);
       const float2 values = __half22float2(*reinterpret_cast<const __half2*>(&halves));
-      packed[j] = bf16x2_bits(values.x * scale, values.y * scale);
+      packed[j] = ptx::bf16x2_bits(values.x * scale, values.y * scale);
     }
     *reinterpret_cast<uint4*>(&s.kv[row][group * 8]) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
   }
@@ -288,7 +283,7 @@ __device__ __forceinline__ void reduce_owned(const PackedSmem& s, const PackedPa
       o.x += weight[c] * v.x, o.y += weight[c] * v.y, o.z += weight[c] * v.z, o.w += weight[c] * v.w;
     }
     *reinterpret_cast<uint2*>(out + (local * ctas + rank) * 4) =
-        make_uint2(bf16x2_bits(o.x * scale, o.y * scale), bf16x2_bits(o.z * scale, o.w * scale));
+        make_uint2(ptx::bf16x2_bits(o.x * scale, o.y * scale), ptx::bf16x2_bits(o.z * scale, o.w * scale));
   }
 }
 

@@ -172,41 +172,41 @@ Status launch_packed(const Dsv4PackedDecodeArgs& args, CUstream_st* stream) {
   p.lse_token_stride = args.lse_token_stride;
   p.out_of_range_count = args.out_of_range_count;
 
-  const int head_groups = head_groups_of(args.num_heads);
+  // Both kernels: a cluster dimension (1 or 2 CTAs a stream unit, the
+  // plan's CTAs a cluster kernel token) and PDL on request.
+  const void* kernel = nullptr;
+  dim3 grid, block;
+  size_t smem_bytes = 0;
+  unsigned cluster_ctas = 1;
   if (stream_kernel) {
-    const int64_t units = clusters_of(args);
     const int unit_ctas = stream_unit_ctas(args);
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(static_cast<unsigned>(units * unit_ctas));
-    config.blockDim = dim3(PackedStreamTraits::kLaunchThreads);
-    config.dynamicSmemBytes = sizeof(PackedStreamSmem);
-    config.stream = stream;
-    cudaLaunchAttribute attributes[2];
-    attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attributes[0].val.programmaticStreamSerializationAllowed = args.enable_pdl ? 1 : 0;
-    attributes[1].id = cudaLaunchAttributeClusterDimension;
-    attributes[1].val.clusterDim = {static_cast<unsigned>(unit_ctas), 1, 1};
-    config.attrs = attributes;
-    config.numAttrs = 2;
-    void* kernel_args[] = {&p};
-    return cuda_status(cudaLaunchKernelExC(&config, packed_stream_kernel_pointer(unit_ctas), kernel_args),
-                       "launching the packed-row stream kernel");
+    kernel = packed_stream_kernel_pointer(unit_ctas);
+    grid = dim3(static_cast<unsigned>(clusters_of(args) * unit_ctas));
+    block = dim3(PackedStreamTraits::kLaunchThreads);
+    smem_bytes = sizeof(PackedStreamSmem);
+    cluster_ctas = static_cast<unsigned>(unit_ctas);
+  } else {
+    kernel = packed_kernel_pointer();
+    grid = dim3(static_cast<unsigned>(args.num_tokens * plan.cluster_ctas), head_groups_of(args.num_heads));
+    block = dim3(PackedTraits::kThreads);
+    smem_bytes = kSmemBytes;
+    cluster_ctas = static_cast<unsigned>(plan.cluster_ctas);
   }
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(args.num_tokens * plan.cluster_ctas), head_groups);
-  config.blockDim = dim3(PackedTraits::kThreads);
-  config.dynamicSmemBytes = kSmemBytes;
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem_bytes;
   config.stream = stream;
   cudaLaunchAttribute attributes[2];
   attributes[0].id = cudaLaunchAttributeClusterDimension;
-  attributes[0].val.clusterDim = {static_cast<unsigned>(plan.cluster_ctas), 1, 1};
+  attributes[0].val.clusterDim = {cluster_ctas, 1, 1};
   attributes[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attributes[1].val.programmaticStreamSerializationAllowed = args.enable_pdl ? 1 : 0;
   config.attrs = attributes;
   config.numAttrs = 2;
   void* kernel_args[] = {&p};
-  return cuda_status(cudaLaunchKernelExC(&config, packed_kernel_pointer(), kernel_args),
-                     "launching the packed-row kernel");
+  return cuda_status(cudaLaunchKernelExC(&config, kernel, kernel_args),
+                     stream_kernel ? "launching the packed-row stream kernel" : "launching the packed-row kernel");
 }
 
 }  // namespace sparse_decode::dsv4

@@ -1,5 +1,6 @@
 // The packed-row stream kernel of dsv4_decode_packed (large batches): one
-// CTA a (token, 16-head group) walks the token's chunks (SWA, then extra).
+// CTA a (token, 16-head group) walks the token's chunks (SWA, then extra),
+// or a cluster pair walks half of them each and combines through DSMEM.
 // A producer warpgroup bulk-copies each row's 576 data bytes into a KV tile
 // as they are and writes the row's scales; the math warps read the E4M3
 // bytes with ldmatrix and convert them exactly to FP16 in registers:
@@ -37,14 +38,6 @@ __device__ __forceinline__ void math_sync() { ptx::named_barrier_sync(Traits::kM
 // 2^k for k <= 127; 0 below the normal range (k < -126).
 __device__ __forceinline__ float pow2(int k) { return k < -126 ? 0.0f : __int_as_float((k + 127) << 23); }
 
-__device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
-  const __half2 pair = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&pair);
-}
-__device__ __forceinline__ uint32_t bf16x2_bits(float lo, float hi) {
-  const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&pair);
-}
 
 // ---- producers ----
 
@@ -194,11 +187,11 @@ __device__ __forceinline__ void convert_query(Smem& s, float scale_log2) {
 #pragma unroll
       for (int k = 0; k < 16; k += 2) {
         const int dim = k < 8 ? 2 * k : 2 * (k - 8) + 2;  // k and k + 1 <- dims dim, dim + 1
-        words[k / 8][(k % 8) / 2] = half2_bits(value(dim), value(dim + 1));
+        words[k / 8][(k % 8) / 2] = ptx::half2_bits(value(dim), value(dim + 1));
       }
     } else {
 #pragma unroll
-      for (int k = 0; k < 16; k += 2) words[k / 8][(k % 8) / 2] = bf16x2_bits(value(k), value(k + 1));
+      for (int k = 0; k < 16; k += 2) words[k / 8][(k % 8) / 2] = ptx::bf16x2_bits(value(k), value(k + 1));
     }
 #pragma unroll
     for (int piece = 0; piece < 2; ++piece) {
@@ -416,10 +409,10 @@ __device__ __forceinline__ void accumulate_scaled_tile(Smem& s, int buffer, DimF
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
     // A fragment: (top, 2t..), (bottom, 2t..), (top, 2t+8..), (bottom, 2t+8..).
-    const uint32_t a[4] = {half2_bits(weight(keys[kk][0][0], 0), weight(keys[kk][0][1], 0)),
-                           half2_bits(weight(keys[kk][1][0], 1), weight(keys[kk][1][1], 1)),
-                           half2_bits(weight(keys[kk][0][2], 0), weight(keys[kk][0][3], 0)),
-                           half2_bits(weight(keys[kk][1][2], 1), weight(keys[kk][1][3], 1))};
+    const uint32_t a[4] = {ptx::half2_bits(weight(keys[kk][0][0], 0), weight(keys[kk][0][1], 0)),
+                           ptx::half2_bits(weight(keys[kk][1][0], 1), weight(keys[kk][1][1], 1)),
+                           ptx::half2_bits(weight(keys[kk][0][2], 0), weight(keys[kk][0][3], 0)),
+                           ptx::half2_bits(weight(keys[kk][1][2], 1), weight(keys[kk][1][3], 1))};
 #pragma unroll
     for (int dg = 0; dg < 2; ++dg) {
       uint32_t r[4];
@@ -447,9 +440,9 @@ __device__ __forceinline__ void accumulate_tail(Smem& s, int buffer, DimFragment
   const uint32_t v_base = ptx::smem_address(
       &s.kv[buffer][((lane >> 3) & 1) * 8 + (lane & 7)][Traits::kTailByte + (lane >> 4) * 16]);
   auto split = [](float2 p, uint32_t& hi, uint32_t& lo) {
-    hi = bf16x2_bits(p.x, p.y);
+    hi = ptx::bf16x2_bits(p.x, p.y);
     const float hx = __uint_as_float(hi << 16), hy = __uint_as_float(hi & 0xffff0000u);
-    lo = bf16x2_bits(p.x - hx, p.y - hy);
+    lo = ptx::bf16x2_bits(p.x - hx, p.y - hy);
   };
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
@@ -474,13 +467,15 @@ __device__ __forceinline__ void accumulate_tail(Smem& s, int buffer, DimFragment
 
 // ---- output ----
 
-// The warp's dims of its two heads, over the softmax sum and the sink, as
-// BF16; lse (natural log, sink excluded) from warp 0.
 // Softmax statistics of one head: the running max (log2 domain) and sum.
 struct HeadStats {
   float max;
   float sum;
 };
+
+// The warp's dims of its heads h_begin .. h_end - 1 (0: lane / 4, 1: lane /
+// 4 + 8; stats[h] theirs), over the softmax sum and the sink, as BF16; lse
+// (natural log, sink excluded) from warp 0.
 
 __device__ __forceinline__ void store_output(const Smem& s, const PackedParams& p, int64_t token, int first_head,
                                              int count, const DimFragment& acc, const int (&unit)[2],
@@ -511,8 +506,8 @@ __device__ __forceinline__ void store_output(const Smem& s, const PackedParams& 
           const float(&odd)[4] = acc[dg][half][1];
           auto value = [&](float x) { return x * scale * scale_a * scale_b; };
           *reinterpret_cast<uint2*>(out + warp * kPackedTileDims + 32 * dg + 16 * half + 4 * t) =
-              make_uint2(bf16x2_bits(value(even[2 * h]), value(odd[2 * h])),
-                         bf16x2_bits(value(even[2 * h + 1]), value(odd[2 * h + 1])));
+              make_uint2(ptx::bf16x2_bits(value(even[2 * h]), value(odd[2 * h])),
+                         ptx::bf16x2_bits(value(even[2 * h + 1]), value(odd[2 * h + 1])));
         }
     } else {
 #pragma unroll
@@ -524,7 +519,7 @@ __device__ __forceinline__ void store_output(const Smem& s, const PackedParams& 
 #pragma unroll
           for (int n = 0; n < 2; ++n) {
             *reinterpret_cast<uint32_t*>(dims + 8 * n) =
-                bf16x2_bits(acc[dg][half][n][2 * h] * scale, acc[dg][half][n][2 * h + 1] * scale);
+                ptx::bf16x2_bits(acc[dg][half][n][2 * h] * scale, acc[dg][half][n][2 * h + 1] * scale);
           }
         }
     }
@@ -573,7 +568,7 @@ __device__ __forceinline__ void fold_pair(const Smem& s, DimFragment& acc, int (
   const float joint_max = fmaxf(own_max, peer_stats.x);
   const float own_weight = own_max == -INFINITY ? 0.0f : ptx::exp2_approx(own_max - joint_max);
   const float peer_weight = peer_stats.x == -INFINITY ? 0.0f : ptx::exp2_approx(peer_stats.x - joint_max);
-  // Rank 0's share first: the same float operations in both CTAs' folds.
+  // Rank 0's share first, in both CTAs.
   const float first_sum = rank == 0 ? own_sum * own_weight : peer_stats.y * peer_weight;
   const float second_sum = rank == 0 ? peer_stats.y * peer_weight : own_sum * own_weight;
   (keep == 0 ? stats[0] : stats[1]) = HeadStats{joint_max, first_sum + second_sum};

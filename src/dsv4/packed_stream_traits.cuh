@@ -34,7 +34,6 @@ struct PackedStreamTraits {
   static constexpr int kQPieces = kHeadDim * 2 / 16;
   static constexpr int kCoreBytes = 8 * 16;
   static constexpr int kQRowGroupBytes = kQPieces * kCoreBytes;
-  static constexpr int kQBlocks = kHeadDim / 16;            // 16-dim blocks: one wgmma k-step each
   static constexpr int kFp8Blocks = kPackedFp8Dims / 16;
   // S^T = K Q^T: warpgroup g takes score tiles 4g .. 4g + 3 (tile 7: the BF16 dims).
   static constexpr int kTilesPerWarpgroup = 4;
@@ -87,7 +86,7 @@ struct PackedStreamSmem {
   alignas(8) uint8_t column_mask[T::kBuffers][T::kChunkColumns / 8];
 };
 
-static_assert(sizeof(PackedStreamSmem) + 1024 <= 228 * 1024 / 2,
+static_assert(sizeof(PackedStreamSmem) + 1024 <= 228 * 1024 / PackedStreamTraits::kCtasPerSm,
               "two CTAs an SM");
 
 }  // namespace sparse_decode::dsv4
