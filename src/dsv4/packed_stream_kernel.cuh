@@ -56,8 +56,8 @@ __device__ __forceinline__ int32_t listed_index(const PackedParams& p, int64_t t
 // once the math warps are done with the tile's previous chunk: a bulk copy
 // of the 576 data bytes a row, and the row's 7 scale bytes (plain loads) as
 // byte << 23. Masked rows are zero-filled, scales 0, so that NaN in unused
-// slots never reaches an MMA. Two arrivals on rows_landed a warp: with the
-// expected bytes, then after the scales, zeros and mask are written.
+// slots never reaches an MMA. Arrivals on rows_landed: lane 0 with the
+// expected bytes, then every lane after its scales, zeros and mask.
 __device__ __forceinline__ void produce_chunk(Smem& s, const PackedParams& p, int i, int chunk, int32_t index,
                                               bool count_out_of_range) {
   constexpr int kRows = Traits::kProducerRows;
@@ -101,8 +101,8 @@ __device__ __forceinline__ void produce_chunk(Smem& s, const PackedParams& p, in
     }
   }
   if (lane < kRows / 8) s.column_mask[buffer][pw * kRows / 8 + lane] = static_cast<uint8_t>(mask >> (8 * lane));
-  __syncwarp();  // the warp's scales, zeros and mask before the arrival that publishes them
-  if (lane == 0) ptx::mbarrier_arrive(barrier);
+  // Every lane publishes its own scales, zeros and mask (a release arrival each).
+  ptx::mbarrier_arrive(barrier);
 }
 
 // The token's chunks [first, first + count) by the producer warpgroup, each
@@ -572,11 +572,25 @@ __device__ __forceinline__ void fold_pair(const Smem& s, DimFragment& acc, int (
   const float first_sum = rank == 0 ? own_sum * own_weight : peer_stats.y * peer_weight;
   const float second_sum = rank == 0 ? peer_stats.y * peer_weight : own_sum * own_weight;
   (keep == 0 ? stats[0] : stats[1]) = HeadStats{joint_max, first_sum + second_sum};
-  const int own_unit = warp >= Traits::kScaleTiles ? 0 : keep == 0 ? unit[0] : unit[1];
-  const int peer_unit = s.exchange.scale_unit[tid];
-  const int common = max(own_unit, peer_unit);
-  const float own_factor = own_weight * pow2(own_unit - common), peer_factor = peer_weight * pow2(peer_unit - common);
-  if (warp < Traits::kScaleTiles) (keep == 0 ? unit[0] : unit[1]) = common;
+  float own_factor = own_weight, peer_factor = peer_weight;  // the BF16 dims (warp 7) carry no unit
+  if (warp < Traits::kScaleTiles) {
+    // The common unit comes from the larger weighted share (unit plus the
+    // weight's exponent), so that the share that dominates keeps its bits
+    // even when the other half's unit is far above it.
+    const int own_unit = keep == 0 ? unit[0] : unit[1];
+    const int peer_unit = s.exchange.scale_unit[tid];
+    auto weighted_unit = [](int u, float weight) {
+      return weight > 0.0f ? u + static_cast<int>(__float_as_uint(weight) >> 23) - 127 : kNoUnit;
+    };
+    const int common = max(max(weighted_unit(own_unit, own_weight), weighted_unit(peer_unit, peer_weight)), -127);
+    own_factor = own_weight > 0.0f ? own_weight * pow2(own_unit - common) : 0.0f;
+    peer_factor = peer_weight > 0.0f ? peer_weight * pow2(peer_unit - common) : 0.0f;
+    if (keep == 0) {
+      unit[0] = common;
+    } else {
+      unit[1] = common;
+    }
+  }
   const float* received = s.exchange.values[tid];
 #pragma unroll
   for (int dg = 0; dg < 2; ++dg)
@@ -617,7 +631,7 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, Traits::kCtasPerSm)
 
   // Sinks are weights: read before the grid dependency wait (PDL).
   const float sink = p.sinks && tid < count ? p.sinks[first_head + tid] : -INFINITY;
-  if (tid < Traits::kBuffers) ptx::mbarrier_init(ptx::smem_address(&s.rows_landed[tid]), 2 * Traits::kProducerWarps);
+  if (tid < Traits::kBuffers) ptx::mbarrier_init(ptx::smem_address(&s.rows_landed[tid]), Traits::kRowsLandedArrivals);
   __syncthreads();
   ptx::grid_dependency_wait();
   if (warp >= Traits::kWarps) {

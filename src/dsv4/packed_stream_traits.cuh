@@ -18,6 +18,9 @@ struct PackedStreamTraits {
   static constexpr int kProducerWarps = 4;  // one warpgroup issues every copy
   static constexpr int kLaunchThreads = kThreads + 32 * kProducerWarps;
   static constexpr int kProducerRows = kChunkColumns / kProducerWarps;  // one lane a row
+  // A tile's barrier: each producer warp's expected bytes (one arrival), then
+  // every producer lane once its scales, zeros and mask are written.
+  static constexpr int kRowsLandedArrivals = kProducerWarps * (1 + 32);
   static constexpr int kBuffers = 2;        // KV tiles: the next chunk lands during this one's math
   static constexpr int kCtasPerSm = 2;
   // Hardware barriers besides __syncthreads' 0: the math warps' own, then one
@@ -74,7 +77,7 @@ struct PackedStreamSmem {
     } exchange;
   };
   uint32_t scale_bits[T::kBuffers][T::kScaleTiles][T::kChunkColumns];        // scale byte << 23; 0 for masked rows
-  uint64_t rows_landed[T::kBuffers];  // a tile's copies and scales (two arrivals a producer warp)
+  uint64_t rows_landed[T::kBuffers];  // a tile's copies and scales (kRowsLandedArrivals)
   alignas(16) uint8_t q[T::kHeads / 8][T::kQPieces][8][16];
   float scores[2][T::kHeads][T::kScoreRowFloats];  // each warpgroup's share of S (scaled by 2^q_shift)
   float probs[T::kHeads][T::kProbRowFloats];       // exp2(score - running max), FP32

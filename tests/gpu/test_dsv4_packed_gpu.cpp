@@ -333,6 +333,61 @@ TEST_F(Dsv4PackedGpu, QueryDimsOfVeryDifferentMagnitudes) {
   });
 }
 
+// The stream pair (two CTAs a unit, each walking half of a token's chunks):
+// a second half with no active column (extra lens <= 150 leave chunks 5..9
+// empty), an SWA-only token of 4 chunks (2 + 2), and 3 chunks (2 + 1).
+TEST_F(Dsv4PackedGpu, StreamPairHalves) {
+  const uint64_t seed = test::fresh_seed();
+  Dsv4PackedProblemConfig empty_half = config_for(seed, 24);
+  empty_half.hole_fraction = 0.1;
+  check_config(empty_half, [](Dsv4PackedProblem& p) {
+    std::mt19937 rng(static_cast<uint32_t>(p.config.seed));
+    for (auto& len : p.extra_lens) len = std::min<int32_t>(len, static_cast<int32_t>(rng() % 151));
+  });
+  Dsv4PackedProblemConfig swa_only = config_for(seed + 1, 24, 0);
+  swa_only.swa_width = 256;
+  check_config(swa_only);
+  Dsv4PackedProblemConfig three_chunks = config_for(seed + 2, 24, 64);
+  check_config(three_chunks);
+}
+
+// The pair's halves far apart: tile 0 of the first half's rows is scaled by
+// 2^74 and of the second half's by 2^-54, while the first half's scores are
+// ~126 (log2) below the second's. Both halves then carry a share of dims
+// 0..63 of the same order, and a fold that took the common unit from the
+// larger unit alone (not the larger weighted share) flushed the second.
+TEST_F(Dsv4PackedGpu, StreamPairHalvesOfFarApartScales) {
+  Dsv4PackedProblemConfig c = config_for(test::fresh_seed(), 24);
+  check_config(c, [](Dsv4PackedProblem& p) {
+    std::mt19937_64 rng(p.config.seed);
+    std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+    // q: only dim 448 (a BF16 dim), so the scores are the rows' dim 448.
+    std::fill(p.q.begin(), p.q.end(), uint16_t{0});
+    for (int64_t i = 0; i < p.config.tokens * p.config.heads; ++i) {
+      p.q[i * kHeadDim + kPackedFp8Dims] = reference::encode_bf16(1.0 + 0.25 * (i % 4));
+    }
+    p.softmax_scale = 1.0f;
+    // 10 chunks: the pair's first CTA walks the SWA chunks (emptied) and
+    // extra columns 0..191, the second extra columns 192..511.
+    for (auto& len : p.swa_lens) len = 0;
+    const PackedPool pool{p.extra_pool.data(), p.extra_pages, p.extra_page_size(), p.extra_page_stride()};
+    for (int64_t t = 0; t < p.config.tokens; ++t) {
+      p.extra_lens[t] = p.config.extra_width;
+      for (int col = 0; col < p.config.extra_width; ++col) p.extra_indices[t * p.extra_stride() + col] = col;
+    }
+    for (int row = 0; row < p.config.extra_width; ++row) {
+      const bool first_half = row < 192;
+      double values[kHeadDim];
+      for (int d = 0; d < kHeadDim; ++d) values[d] = uniform(rng);
+      for (int d = 0; d < kPackedTileDims; ++d) values[d] *= first_half ? 0x1p74 : 0x1p-54;
+      // 87.25 * log2(e) = 125.9: the first half's weight stays a normal float.
+      values[kPackedFp8Dims] = (first_half ? 0.0 : 87.25) + 0.125 * (row % 8);
+      testing::quantize_packed_row(values, const_cast<uint8_t*>(reference::packed_row_data(pool, row)),
+                          const_cast<uint8_t*>(reference::packed_row_scales(pool, row)));
+    }
+  });
+}
+
 TEST_F(Dsv4PackedGpu, InfiniteSinks) {
   Dsv4PackedProblemConfig c = config_for(test::fresh_seed(), 6);
   const DeviceResult r = check_config(c, [](Dsv4PackedProblem& p) {
