@@ -127,42 +127,54 @@ __device__ __forceinline__ void produce_chunks(Smem& s, const PackedParams& p, i
 
 // ---- q ----
 
-// The CTA's q heads into the Q tile (BF16, wgmma's K-major core matrices):
-// each thread copies 4 pieces; heads past `count` are zero-filled.
-__device__ __forceinline__ void load_query(Smem& s, const PackedParams& p, int64_t token, int first_head, int count) {
-  const int head = threadIdx.x % 8;
-  const uint16_t* row = p.q + token * p.q_token_stride + (first_head + head) * p.q_head_stride;
+// The CTA's q, rewritten once for the scores and stored in the Q tile (wgmma's
+// K-major core matrices): dims 0..447 as FP16 times 2^shift (shift: the
+// head's largest |q| over all 512 dims lands in [2^14, 2^15), so every BF16
+// value within 2^31 of it is exact, and the BF16 dims cannot overflow), each
+// 16-dim block in the k order that the E4M3 bytes of an ldmatrix give (k 2t,
+// 2t+1 <- dims 4t, 4t+1; k 8+2t, 9+2t <- dims 4t+2, 4t+3); dims 448..511 stay
+// BF16, times 2^shift (exact). score_factor undoes the shift.
+// Warp w takes 16-dim blocks 4w .. 4w + 3 of every head: lane l has head
+// l % 16 and blocks 4w + 2 (l / 16) + {0, 1}, straight from global memory
+// into registers, so that the 8 lanes of a store write the 8 heads of one
+// core-matrix row (no bank conflicts) and the largest |q| of a head needs one
+// shuffle and one exchange between the warps. Heads past `count` are zeros.
+static_assert(Traits::kWarps * 4 * 16 == kHeadDim && Traits::kHeads == 16,
+              "q: each warp 4 blocks of 16 dims of all 16 heads, a lane 2 blocks of one head");
+struct QueryBlocks {
+  uint4 bits[2][2];  // [block][8-dim piece]: BF16 as loaded
+};
+
+__device__ __forceinline__ QueryBlocks load_query(const PackedParams& p, int64_t token, int first_head, int count) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int head = lane % Traits::kHeads, first_block = 4 * warp + 2 * (lane / Traits::kHeads);
+  QueryBlocks q;
+  if (head < count) {
+    const uint4* src = reinterpret_cast<const uint4*>(p.q + token * p.q_token_stride +
+                                                      int64_t{first_head + head} * p.q_head_stride + first_block * 16);
 #pragma unroll
-  for (int pass = 0; pass < Traits::kQPieces / (Traits::kThreads / 8); ++pass) {
-    const int piece = threadIdx.x / 8 + pass * (Traits::kThreads / 8);
+    for (int b = 0; b < 2; ++b)
 #pragma unroll
-    for (int j = 0; j < Traits::kHeads / 8; ++j) {
-      const bool exists = head + 8 * j < count;
-      const uint16_t* src = row + piece * 8 + (exists ? 8 * j * p.q_head_stride : 0);
-      ptx::cp_async_16(ptx::smem_address(&s.q[j][piece][head][0]), src, exists ? 16u : 0u);
-    }
+      for (int piece = 0; piece < 2; ++piece) q.bits[b][piece] = src[2 * b + piece];
+  } else {
+#pragma unroll
+    for (int b = 0; b < 2; ++b)
+#pragma unroll
+      for (int piece = 0; piece < 2; ++piece) q.bits[b][piece] = make_uint4(0, 0, 0, 0);
   }
-  ptx::cp_async_commit();
-  ptx::cp_async_wait_all();
+  return q;
 }
 
-// Rewrites q in place for the scores: dims 0..447 as FP16 times 2^shift
-// (shift: the head's largest |q| over all 512 dims lands in [2^14, 2^15),
-// so every BF16 value within 2^31 of it is exact, and the BF16 dims cannot
-// overflow), each 16-dim block in the k order
-// that the E4M3 bytes of an ldmatrix give (k 2t, 2t+1 <- dims 4t, 4t+1;
-// k 8+2t, 9+2t <- dims 4t+2, 4t+3); dims 448..511 stay BF16, times 2^shift
-// (exact). score_factor undoes the shift. 16 threads a head, 2 blocks each.
-__device__ __forceinline__ void convert_query(Smem& s, float scale_log2) {
-  const int head = threadIdx.x / 16, part = threadIdx.x % 16;
-  const int blocks[2] = {part, part + 16};
+__device__ __forceinline__ void convert_query(Smem& s, const QueryBlocks& q, float scale_log2) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int head = lane % Traits::kHeads, first_block = 4 * warp + 2 * (lane / Traits::kHeads);
   uint16_t v[2][16];
   float amax = 0.0f;
 #pragma unroll
   for (int b = 0; b < 2; ++b) {
 #pragma unroll
     for (int piece = 0; piece < 2; ++piece) {
-      const uint4 bits = *reinterpret_cast<const uint4*>(&s.q[head / 8][2 * blocks[b] + piece][head % 8][0]);
+      const uint4 bits = q.bits[b][piece];
       const uint32_t words[4] = {bits.x, bits.y, bits.z, bits.w};
 #pragma unroll
       for (int w = 0; w < 4; ++w) {
@@ -173,17 +185,20 @@ __device__ __forceinline__ void convert_query(Smem& s, float scale_log2) {
 #pragma unroll
     for (int d = 0; d < 16; ++d) amax = fmaxf(amax, fabsf(__uint_as_float(uint32_t{v[b][d]} << 16)));
   }
+  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, Traits::kHeads));
+  if (lane < Traits::kHeads) s.query_amax[warp][head] = amax;
+  math_sync();
 #pragma unroll
-  for (int offset = 1; offset < 16; offset *= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+  for (int w = 0; w < Traits::kWarps; ++w) amax = fmaxf(amax, s.query_amax[w][head]);
   int shift = amax > 0.0f ? 14 - (static_cast<int>(__float_as_uint(amax) >> 23) - 127) : 0;
   shift = shift > 126 ? 126 : shift;
   const float factor = pow2(shift);
-  // Each thread rewrites only the blocks it read.
 #pragma unroll
   for (int b = 0; b < 2; ++b) {
+    const int block = first_block + b;
     auto value = [&](int d) { return __uint_as_float(uint32_t{v[b][d]} << 16) * factor; };
     uint32_t words[2][4];
-    if (blocks[b] < Traits::kFp8Blocks) {
+    if (block < Traits::kFp8Blocks) {
 #pragma unroll
       for (int k = 0; k < 16; k += 2) {
         const int dim = k < 8 ? 2 * k : 2 * (k - 8) + 2;  // k and k + 1 <- dims dim, dim + 1
@@ -195,11 +210,11 @@ __device__ __forceinline__ void convert_query(Smem& s, float scale_log2) {
     }
 #pragma unroll
     for (int piece = 0; piece < 2; ++piece) {
-      *reinterpret_cast<uint4*>(&s.q[head / 8][2 * blocks[b] + piece][head % 8][0]) =
+      *reinterpret_cast<uint4*>(&s.q[head / 8][2 * block + piece][head % 8][0]) =
           make_uint4(words[piece][0], words[piece][1], words[piece][2], words[piece][3]);
     }
   }
-  if (part == 0) s.score_factor[head] = scale_log2 * pow2(-shift);
+  if (threadIdx.x < Traits::kHeads) s.score_factor[head] = scale_log2 * pow2(-shift);
   ptx::fence_proxy_async_shared();  // the rewritten q is read by wgmma (async proxy)
   math_sync();
 }
@@ -644,14 +659,13 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, Traits::kCtasPerSm)
     return;
   }
   ptx::setmaxnreg_inc<Traits::kMathRegisters>();
+  const QueryBlocks query = load_query(p, token, first_head, count);
   if (tid < Traits::kHeads) {
     s.sink_log2[tid] = sink * kLog2e;
     s.running_max[tid] = -INFINITY;  // a CTA without chunks (one chunk a unit)
     s.running_sum[tid] = 0.0f;
   }
-  load_query(s, p, token, first_head, count);
-  math_sync();
-  convert_query(s, p.scale_log2);
+  convert_query(s, query, p.scale_log2);
 
   DimFragment acc = {};
   int unit[2] = {kNoUnit, kNoUnit};

@@ -81,6 +81,7 @@ struct PackedStreamSmem {
   alignas(16) uint8_t q[T::kHeads / 8][T::kQPieces][8][16];
   float scores[2][T::kHeads][T::kScoreRowFloats];  // each warpgroup's share of S (scaled by 2^q_shift)
   float probs[T::kHeads][T::kProbRowFloats];       // exp2(score - running max), FP32
+  float query_amax[T::kWarps][T::kHeads];          // each warp's largest |q| a head (its dim blocks)
   float score_factor[T::kHeads];                   // softmax scale * log2(e) * 2^-q_shift
   float running_max[T::kHeads];                    // log2 domain
   float running_sum[T::kHeads];
