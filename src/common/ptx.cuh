@@ -110,6 +110,13 @@ __device__ __forceinline__ void launch_dependents() {
 __device__ __forceinline__ void cluster_arrive_release() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
 }
+// Relaxed form: no fence. Enough where the barrier only has to order reads
+// whose values this thread has already consumed (a tile about to be
+// overwritten by peers) and an mbarrier initialization published by its own
+// fence.mbarrier_init.release.cluster (mbarrier_init), as CUTLASS's pipelines do.
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
 // Waits for the cluster barrier (acquire).
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }
 

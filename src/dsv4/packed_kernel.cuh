@@ -219,31 +219,42 @@ __device__ __forceinline__ void accumulate_chunk(const PackedSmem& s, float (&ac
   }
 }
 
+// Bytes CTA `rank` of a cluster of `ctas` receives: from every CTA (itself
+// included) its granules' partial O of all heads and the (max, sum) pairs.
+__device__ __forceinline__ uint32_t partial_bytes(int rank, int ctas) {
+  const int owned = (Traits::kGranules - rank + ctas - 1) / ctas;
+  return static_cast<uint32_t>(ctas * (owned * Traits::kHeads * sizeof(float4) + Traits::kHeads * sizeof(float2)));
+}
+
 // Pushes this CTA's unnormalized partial O and statistics to their owners:
 // granule g (4 dims) of every head belongs to CTA g % n, slot [rank][g / n]
 // [head]; the (max, sum) pairs go to every CTA (warp w to CTAs w, w + 8).
+// st.async: each store completes its bytes on the owner's partials_landed
+// barrier, so no cluster barrier (and its release fence over the DSMEM
+// stores) is needed after the sends.
 __device__ __forceinline__ void send_partials(PackedSmem& s, const float (&acc)[8][4], const SoftmaxState& state,
                                               int rank, int ctas) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, head = lane / 4;
   const int per_owner = Traits::granules_per_owner(ctas);
   const uint32_t received = ptx::smem_address(&s.received[0]);
+  const uint32_t landed = ptx::smem_address(&s.partials_landed);
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const int dim = warp * Traits::kDimsPerWarp + 8 * j + 2 * (lane % 4);
     const int granule = dim / 4, owner = granule % ctas;
     const uint32_t slot = received + (((rank * per_owner + granule / ctas) * Traits::kHeads + head) * 4 + dim % 4) * 4;
-    const uint32_t peer = ptx::map_to_peer(slot, owner);
-    ptx::st_peer_f32x2(peer, acc[j][0], acc[j][1]);
-    ptx::st_peer_f32x2(peer + 8 * 16, acc[j][2], acc[j][3]);  // head + 8: 8 float4 slots on
+    const uint32_t peer = ptx::map_to_peer(slot, owner), peer_landed = ptx::map_to_peer(landed, owner);
+    ptx::st_async_peer(peer, make_float2(acc[j][0], acc[j][1]), peer_landed);
+    ptx::st_async_peer(peer + 8 * 16, make_float2(acc[j][2], acc[j][3]), peer_landed);  // head + 8: 8 float4 slots on
   }
   if (lane % 4 == 0) {
     const uint32_t stats = ptx::smem_address(&s.received_stats[rank][head]);
 #pragma unroll
     for (int c = warp; c < Traits::kMaxClusterCtas; c += Traits::kWarps) {
       if (c >= ctas) break;
-      const uint32_t peer = ptx::map_to_peer(stats, c);
-      ptx::st_peer_f32x2(peer, state.max[0], state.sum[0]);
-      ptx::st_peer_f32x2(peer + 8 * 8, state.max[1], state.sum[1]);  // head + 8
+      const uint32_t peer = ptx::map_to_peer(stats, c), peer_landed = ptx::map_to_peer(landed, c);
+      ptx::st_async_peer(peer, make_float2(state.max[0], state.sum[0]), peer_landed);
+      ptx::st_async_peer(peer + 8 * 8, make_float2(state.max[1], state.sum[1]), peer_landed);  // head + 8
     }
   }
 }
@@ -300,6 +311,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 2) packed_kernel(const __gri
   // Sinks are weights, not outputs of the previous kernel: loaded before the dependency wait.
   const float sink_log2 = p.sinks && head0 + tid % kHeads < p.num_heads ? p.sinks[head0 + tid % kHeads] * kLog2e
                                                                          : -INFINITY;
+  if (tid == 0) {  // peers' partials land here after the cluster barrier that follows the walk
+    const uint32_t landed = ptx::smem_address(&s.partials_landed);
+    ptx::mbarrier_init(landed, 1);
+    ptx::mbarrier_arrive_expect_tx(landed, partial_bytes(rank, ctas));
+  }
   ptx::grid_dependency_wait();
 
   // q: thread t copies four 16-byte pieces of head t / 16, in a cp.async group of their own.
@@ -345,10 +361,12 @@ __global__ void __launch_bounds__(Traits::kThreads, 2) packed_kernel(const __gri
   }
   ptx::cp_async_wait_all();  // q, when this CTA had no chunk
 
-  ptx::cluster_arrive_release();  // this CTA no longer reads its tile (nothing is in flight: the fence is cheap)
-  ptx::cluster_wait();            // nor does any other: the partials may land in the tiles
+  // This CTA no longer reads its tile (every read has fed an MMA) and its
+  // partials barrier is initialized (fenced at init): no release fence needed.
+  ptx::cluster_arrive_relaxed();
+  ptx::cluster_wait();  // nor does any other CTA: the partials may land in the tiles
   send_partials(s, acc, state, rank, ctas);
-  ptx::cluster_sync();  // every partial has landed
+  ptx::mbarrier_wait_parity_cluster(ptx::smem_address(&s.partials_landed), 0);  // every partial has landed
   reduce_owned(s, p, token, head0, rank, ctas, sink_log2);
 }
 

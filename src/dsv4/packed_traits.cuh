@@ -70,6 +70,7 @@ struct PackedSmem {
   float warp_max[T::kHeads][T::kWarps];  // each warp's score max over its 8 columns
   float warp_sum[T::kHeads][T::kWarps];  // and its sum of probabilities
   float2 received_stats[T::kMaxClusterCtas][T::kHeads];  // (max, sum) of every CTA of the cluster
+  uint64_t partials_landed;  // completes once every peer's partial O and statistics for this CTA have landed
 };
 
 static_assert(sizeof(PackedSmem::received) <= sizeof(PackedSmem::kv), "the partial O reuses the KV tile");

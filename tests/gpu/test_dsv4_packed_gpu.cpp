@@ -168,9 +168,9 @@ TEST_F(Dsv4PackedGpu, LargerTokenCounts) {
   check_config(wide);
 }
 
-// The stream kernel's CTAs are persistent (two an SM, each walking every
-// gridDim-th (token, head group) unit): batches of more units than CTAs,
-// with several head groups and 8 padded heads, holes and short lens.
+// Batches of more (token, head group) units than one wave of stream-kernel
+// CTAs holds (264), with several head groups and 8 padded heads, holes and
+// short lens.
 TEST_F(Dsv4PackedGpu, ManyUnitsACta) {
   const uint64_t seed = test::fresh_seed();
   struct Case {
