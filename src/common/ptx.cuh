@@ -209,6 +209,11 @@ __device__ __forceinline__ void st_async_peer(uint32_t peer_addr, uint2 value, u
                "r"(value.x), "r"(value.y), "r"(peer_barrier)
                : "memory");
 }
+__device__ __forceinline__ void st_async_peer(uint32_t peer_addr, uint32_t value, uint32_t peer_barrier) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];\n" ::"r"(peer_addr),
+               "r"(value), "r"(peer_barrier)
+               : "memory");
+}
 __device__ __forceinline__ void st_async_peer(uint32_t peer_addr, float2 value, uint32_t peer_barrier) {
   asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];\n" ::"r"(
                    peer_addr),

@@ -18,7 +18,6 @@
 #include <cstdint>
 
 #include "common/ptx.cuh"
-#include "common/ptx_packed.cuh"
 #include "dsv4/packed_params.h"
 #include "dsv4/packed_stream_traits.cuh"
 
@@ -544,14 +543,16 @@ __device__ __forceinline__ void store_output(const Smem& s, const PackedParams& 
 // Two CTAs a unit, after both walks: CTA r stores heads lane / 4 + 8 r of
 // every thread's dims. Each thread sends the other head's P V values, its
 // scale unit and (threads < 16) every head's statistics into the peer's
-// exchange area (send_to_peer); after a second cluster barrier each CTA
-// folds the peer's share into its own, rank 0's share first (fold_pair),
-// and returns the statistics of the head it stores in `stats`.
+// exchange area by st.async, each store completing its bytes on the peer's
+// exchange_landed barrier (send_to_peer); once its own barrier completes,
+// each CTA folds the peer's share into its own, rank 0's share first
+// (fold_pair), and returns the statistics of the head it stores in `stats`.
 __device__ __forceinline__ void send_to_peer(Smem& s, const DimFragment& acc, const int (&unit)[2], uint32_t rank) {
   const int tid = threadIdx.x, warp = tid / 32;
   const int send = 1 - static_cast<int>(rank);  // the head half the peer stores
   const uint32_t peer = rank ^ 1u;
   const uint32_t values = ptx::map_to_peer(ptx::smem_address(&s.exchange.values[tid][0]), peer);
+  const uint32_t landed = ptx::map_to_peer(ptx::smem_address(&s.exchange_landed), peer);
 #pragma unroll
   for (int dg = 0; dg < 2; ++dg)
 #pragma unroll
@@ -560,16 +561,14 @@ __device__ __forceinline__ void send_to_peer(Smem& s, const DimFragment& acc, co
       for (int n = 0; n < 2; ++n) {
         const int slot = 8 * dg + 4 * half + 2 * n;
         const float(&a)[4] = acc[dg][half][n];  // select, not index: the fragment stays in registers
-        ptx::st_peer_f32x2(values + 4 * slot, send == 0 ? a[0] : a[2], send == 0 ? a[1] : a[3]);
+        ptx::st_async_peer(values + 4 * slot, make_float2(send == 0 ? a[0] : a[2], send == 0 ? a[1] : a[3]), landed);
       }
   const int my_unit = warp >= Traits::kScaleTiles ? 0 : send == 0 ? unit[0] : unit[1];
-  asm volatile("st.shared::cluster.s32 [%0], %1;\n" ::"r"(ptx::map_to_peer(
-                   ptx::smem_address(&s.exchange.scale_unit[tid]), peer)),
-               "r"(my_unit)
-               : "memory");
+  ptx::st_async_peer(ptx::map_to_peer(ptx::smem_address(&s.exchange.scale_unit[tid]), peer),
+                     static_cast<uint32_t>(my_unit), landed);
   if (tid < Traits::kHeads) {
-    ptx::st_peer_f32x2(ptx::map_to_peer(ptx::smem_address(&s.exchange.stats[tid]), peer), s.running_max[tid],
-                       s.running_sum[tid]);
+    ptx::st_async_peer(ptx::map_to_peer(ptx::smem_address(&s.exchange.stats[tid]), peer),
+                       make_float2(s.running_max[tid], s.running_sum[tid]), landed);
   }
 }
 
@@ -647,14 +646,18 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, Traits::kCtasPerSm)
   // Sinks are weights: read before the grid dependency wait (PDL).
   const float sink = p.sinks && tid < count ? p.sinks[first_head + tid] : -INFINITY;
   if (tid < Traits::kBuffers) ptx::mbarrier_init(ptx::smem_address(&s.rows_landed[tid]), Traits::kRowsLandedArrivals);
+  if (kUnitCtas == 2 && tid == Traits::kBuffers) {  // the peer's share lands here after the walks
+    ptx::mbarrier_init(ptx::smem_address(&s.exchange_landed), 1);
+    ptx::mbarrier_arrive_expect_tx(ptx::smem_address(&s.exchange_landed), kPairExchangeBytes);
+  }
   __syncthreads();
   ptx::grid_dependency_wait();
   if (warp >= Traits::kWarps) {
     ptx::setmaxnreg_dec<Traits::kProducerRegisters>();
     produce_chunks(s, p, token, first_chunk, walk, p.out_of_range_count && first_head == 0);
-    if constexpr (kUnitCtas == 2) {
-      ptx::cluster_sync();  // the two walks are done
-      ptx::cluster_sync();  // the exchange has landed
+    if constexpr (kUnitCtas == 2) {  // the producers take part in the barrier after the walks
+      ptx::cluster_arrive_relaxed();
+      ptx::cluster_wait();
     }
     return;
   }
@@ -693,10 +696,13 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, Traits::kCtasPerSm)
     stats[1] = HeadStats{s.running_max[g + 8], s.running_sum[g + 8]};
     store_output(s, p, token, first_head, count, acc, unit, stats, 0, 2);
   } else {
-    math_sync();     // every warp's last reads of its tile and statistics
-    ptx::cluster_sync();  // both walks are done: the tiles are free for the exchange
+    // Both walks are done: every read of the tiles has fed an MMA, and the
+    // exchange barrier was fenced at its initialization, so a relaxed
+    // barrier frees the tiles for the exchange.
+    ptx::cluster_arrive_relaxed();
+    ptx::cluster_wait();
     send_to_peer(s, acc, unit, rank);
-    ptx::cluster_sync();  // the peer's share has landed
+    ptx::mbarrier_wait_parity_cluster(ptx::smem_address(&s.exchange_landed), 0);  // the peer's share has landed
     fold_pair(s, acc, unit, stats, rank);
     store_output(s, p, token, first_head, count, acc, unit, stats, static_cast<int>(rank), static_cast<int>(rank) + 1);
   }

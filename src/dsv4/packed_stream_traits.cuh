@@ -78,6 +78,7 @@ struct PackedStreamSmem {
   };
   uint32_t scale_bits[T::kBuffers][T::kScaleTiles][T::kChunkColumns];        // scale byte << 23; 0 for masked rows
   uint64_t rows_landed[T::kBuffers];  // a tile's copies and scales (kRowsLandedArrivals)
+  uint64_t exchange_landed;           // two CTAs a unit: the peer's share has landed in `exchange`
   alignas(16) uint8_t q[T::kHeads / 8][T::kQPieces][8][16];
   float scores[2][T::kHeads][T::kScoreRowFloats];  // each warpgroup's share of S (scaled by 2^q_shift)
   float probs[T::kHeads][T::kProbRowFloats];       // exp2(score - running max), FP32
@@ -89,6 +90,10 @@ struct PackedStreamSmem {
   float sink_log2[T::kHeads];
   alignas(8) uint8_t column_mask[T::kBuffers][T::kChunkColumns / 8];
 };
+
+// What the peer of a pair sends: every thread's values and scale unit, and the statistics.
+inline constexpr uint32_t kPairExchangeBytes = PackedStreamTraits::kThreads * (16 * sizeof(float) + sizeof(int)) +
+                                               PackedStreamTraits::kHeads * sizeof(float2);
 
 static_assert(sizeof(PackedStreamSmem) + 1024 <= 228 * 1024 / PackedStreamTraits::kCtasPerSm,
               "two CTAs an SM");
