@@ -645,10 +645,15 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, Traits::kCtasPerSm)
 
   // Sinks are weights: read before the grid dependency wait (PDL).
   const float sink = p.sinks && tid < count ? p.sinks[first_head + tid] : -INFINITY;
-  if (tid < Traits::kBuffers) ptx::mbarrier_init(ptx::smem_address(&s.rows_landed[tid]), Traits::kRowsLandedArrivals);
-  if (kUnitCtas == 2 && tid == Traits::kBuffers) {  // the peer's share lands here after the walks
-    ptx::mbarrier_init(ptx::smem_address(&s.exchange_landed), 1);
-    ptx::mbarrier_arrive_expect_tx(ptx::smem_address(&s.exchange_landed), kPairExchangeBytes);
+  if (tid == 0) {  // one thread: racecheck attributes a warp's divergent mbarrier inits to another lane
+#pragma unroll
+    for (int b = 0; b < Traits::kBuffers; ++b) {
+      ptx::mbarrier_init(ptx::smem_address(&s.rows_landed[b]), Traits::kRowsLandedArrivals);
+    }
+    if constexpr (kUnitCtas == 2) {  // the peer's share lands here after the walks
+      ptx::mbarrier_init(ptx::smem_address(&s.exchange_landed), 1);
+      ptx::mbarrier_arrive_expect_tx(ptx::smem_address(&s.exchange_landed), kPairExchangeBytes);
+    }
   }
   __syncthreads();
   ptx::grid_dependency_wait();
