@@ -110,10 +110,11 @@ __device__ __forceinline__ void launch_dependents() {
 __device__ __forceinline__ void cluster_arrive_release() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
 }
-// Relaxed form: no fence. Enough where the barrier only has to order reads
-// whose values this thread has already consumed (a tile about to be
-// overwritten by peers) and an mbarrier initialization published by its own
-// fence.mbarrier_init.release.cluster (mbarrier_init), as CUTLASS's pipelines do.
+// Relaxed form: no fence. It publishes an mbarrier initialization fenced by
+// fence.mbarrier_init.release.cluster (mbarrier_init), as CUTLASS's pipelines
+// do. Used before peers overwrite a tile, it relies on every read of the tile
+// having been consumed (by an MMA) before the arrive in the SASS, which the
+// PTX model alone does not promise: see packed.md, "No GPU-scope fences".
 __device__ __forceinline__ void cluster_arrive_relaxed() {
   asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
 }

@@ -94,6 +94,8 @@ struct PackedStreamSmem {
 // What the peer of a pair sends: every thread's values and scale unit, and the statistics.
 inline constexpr uint32_t kPairExchangeBytes = PackedStreamTraits::kThreads * (16 * sizeof(float) + sizeof(int)) +
                                                PackedStreamTraits::kHeads * sizeof(float2);
+static_assert(kPairExchangeBytes == sizeof(PackedStreamSmem::exchange),
+              "the pair's expected bytes are the whole exchange area, each byte sent once");
 
 static_assert(sizeof(PackedStreamSmem) + 1024 <= 228 * 1024 / PackedStreamTraits::kCtasPerSm,
               "two CTAs an SM");

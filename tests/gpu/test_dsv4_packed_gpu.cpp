@@ -352,10 +352,12 @@ TEST_F(Dsv4PackedGpu, StreamPairHalves) {
 }
 
 // The pair's halves far apart: tile 0 of the first half's rows is scaled by
-// 2^74 and of the second half's by 2^-54, while the first half's scores are
-// ~126 (log2) below the second's. Both halves then carry a share of dims
-// 0..63 of the same order, and a fold that took the common unit from the
-// larger unit alone (not the larger weighted share) flushed the second.
+// 2^74 (scale unit ~66) and of the second half's by 2^-54 (unit ~-62). q is
+// only dim 448, 1 + 0.25 (head % 4): for heads with q = 1 the first half's
+// scores are ~125.7 (log2) below the second's and both halves carry a share
+// of dims 0..63 of the same order; for the others the first half's weight
+// is 0. A fold that took the common unit from the larger unit alone (not the
+// larger weighted share) flushed the second half's share for every head.
 TEST_F(Dsv4PackedGpu, StreamPairHalvesOfFarApartScales) {
   Dsv4PackedProblemConfig c = config_for(test::fresh_seed(), 24);
   check_config(c, [](Dsv4PackedProblem& p) {
@@ -380,7 +382,7 @@ TEST_F(Dsv4PackedGpu, StreamPairHalvesOfFarApartScales) {
       double values[kHeadDim];
       for (int d = 0; d < kHeadDim; ++d) values[d] = uniform(rng);
       for (int d = 0; d < kPackedTileDims; ++d) values[d] *= first_half ? 0x1p74 : 0x1p-54;
-      // 87.25 * log2(e) = 125.9: the first half's weight stays a normal float.
+      // BF16 rounds 87.25 + k/8 to 87..88: a gap of ~125.7 (log2) at q = 1, the weight a normal float.
       values[kPackedFp8Dims] = (first_half ? 0.0 : 87.25) + 0.125 * (row % 8);
       testing::quantize_packed_row(values, const_cast<uint8_t*>(reference::packed_row_data(pool, row)),
                           const_cast<uint8_t*>(reference::packed_row_scales(pool, row)));
