@@ -16,7 +16,6 @@
 #include <cstdint>
 
 #include "common/ptx.cuh"
-#include "common/ptx_packed.cuh"
 #include "dsv4/packed_params.h"
 #include "dsv4/packed_traits.cuh"
 
