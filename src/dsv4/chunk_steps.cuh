@@ -589,15 +589,20 @@ struct TokenScope {
   float scale_log2; // bmm1_scale * log2(e)
   float sink;       // this thread's head's sink (threads < kHeads), -inf without sinks
   bool count_out_of_range;  // the counter is given, and this CTA is the token's first head group's (dim part 0)
+  int32_t first_index;      // this thread's gather-lane index in the walk's first chunk (-1: none, or producers)
 };
 
 // A CTA's TokenScope (the window only where it holds SWA columns: with
 // varlen seq_lens its search takes barriers). `sink`: -inf where the kernel
-// leaves the sink to a later fold.
+// leaves the sink to a later fold. first_column: the walk's first column
+// where the math warps gather (-1 with producers): its indices are loaded
+// first, so that their DRAM trip overlaps the lens and seq_lens loads.
 template <class Traits>
 __device__ __forceinline__ TokenScope token_scope(ChunkSmem<Traits>& s, const Dsv4Params& p, int64_t token,
-                                                  HeadGroup heads, bool has_swa_columns, float sink) {
+                                                  HeadGroup heads, bool has_swa_columns, float sink,
+                                                  int first_column) {
   TokenScope scope;
+  scope.first_index = first_column >= 0 ? chunk_index<Traits>(p, token, first_column) : -1;
   scope.token = token;
   scope.len = p.lens ? p.lens[token] : p.width;
   scope.window = p.seq_lens && has_swa_columns ? swa_window<Traits>(s, p, token) : kSwaColumns;
@@ -660,8 +665,8 @@ __device__ __forceinline__ void walk_chunks_two_tiles(ChunkSmem<Traits>& s, cons
                                                       const TokenScope& scope, int first, int count, int per_group,
                                                       ChunkPv& pv) {
   constexpr int kColumns = Traits::kChunkColumns;
-  const int32_t first_index = chunk_index<Traits>(p, scope.token, first * kColumns);
-  gather_chunk<Traits>(s, p, first * kColumns, first_index, scope.len, scope.window, scope.count_out_of_range, 0);
+  gather_chunk<Traits>(s, p, first * kColumns, scope.first_index, scope.len, scope.window, scope.count_out_of_range,
+                       0);
   if (count > 1) stage_chunk_indices<Traits>(s, p, scope.token, (first + 1) * kColumns, 1);
   ptx::cp_async_commit();
   ptx::launch_dependents();
@@ -711,8 +716,8 @@ __device__ __forceinline__ void walk_chunks_one_tile(ChunkSmem<Traits>& s, const
       ptx::fence_proxy_async_shared();
       __syncthreads();
     }
-    gather_chunk<Traits>(s, p, column0, chunk_index<Traits>(p, scope.token, column0), scope.len, scope.window,
-                         scope.count_out_of_range, 0);
+    const int32_t index = i == 0 ? scope.first_index : chunk_index<Traits>(p, scope.token, column0);
+    gather_chunk<Traits>(s, p, column0, index, scope.len, scope.window, scope.count_out_of_range, 0);
     ptx::cp_async_commit();
     if (i == 0) {
       ptx::launch_dependents();
@@ -727,27 +732,31 @@ __device__ __forceinline__ void walk_chunks_one_tile(ChunkSmem<Traits>& s, const
   }
 }
 
+// The index a producer lane copies in chunk `chunk` of the token (lane l <
+// kProducerRows of producer warp w: column 64 chunk + kProducerRows w + l),
+// -1 past the width.
+template <class Traits>
+__device__ __forceinline__ int32_t producer_index(const Dsv4Params& p, int64_t token, int chunk) {
+  const int lane = threadIdx.x % 32;
+  const int column = chunk * Traits::kChunkColumns + (threadIdx.x / 32 - Traits::kWarps) * Traits::kProducerRows + lane;
+  return lane < Traits::kProducerRows && column < p.width ? p.indices[token * p.indices_stride + column] : -1;
+}
+
 // The producer warpgroup's walk over chunks [first, first + count) of a
 // token: chunk i goes into tile i % kBuffers once the math warps have
 // released the tile's previous chunk (on the tile's hardware barrier, where
 // the producers sleep without retrying; docs/kernels/large_batch.md). Each
 // chunk's indices are loaded a chunk ahead, so that their latency hides
-// behind that wait.
+// behind that wait; the first chunk's (first_index, producer_index of
+// chunk `first`) come from the caller, loaded beside the token's scope.
 template <class Traits>
 __device__ __forceinline__ void produce_chunks(ChunkSmem<Traits>& s, const Dsv4Params& p, const TokenScope& scope,
-                                               int first, int count) {
-  constexpr int kRows = Traits::kProducerRows, kColumns = Traits::kChunkColumns;
-  const int lane = threadIdx.x % 32;
-  const int row = (threadIdx.x / 32 - Traits::kWarps) * kRows + lane;
-  const int32_t* token_indices = p.indices + scope.token * p.indices_stride;
-  auto index_at = [&](int chunk) {
-    const int column = chunk * kColumns + row;
-    return lane < kRows && column < p.width ? token_indices[column] : -1;
-  };
-  int32_t index = index_at(first);
+                                               int first, int count, int32_t first_index) {
+  constexpr int kColumns = Traits::kChunkColumns;
+  int32_t index = first_index;
   for (int i = 0; i < count; ++i) {
     const int buffer = i % Traits::kBuffers;
-    const int32_t next = i + 1 < count ? index_at(first + i + 1) : -1;
+    const int32_t next = i + 1 < count ? producer_index<Traits>(p, scope.token, first + i + 1) : -1;
     if (i >= Traits::kBuffers) {
       ptx::named_barrier_sync(Traits::kTileFreeBarrier + buffer, Traits::kLaunchThreads);
       // Generic-proxy accesses of the tile's last use before the bulk copies

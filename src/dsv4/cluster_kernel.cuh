@@ -91,7 +91,8 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(Cluster
   const int first = rank * p.chunks_per_group;
   const int count = min(p.chunks_per_group, p.chunks - first);
   const bool has_swa_columns = first * Traits::kChunkColumns < kSwaColumns;
-  const TokenScope scope = token_scope<Traits>(s.chunk, p, token, heads, has_swa_columns, sink);
+  const TokenScope scope =
+      token_scope<Traits>(s.chunk, p, token, heads, has_swa_columns, sink, first * Traits::kChunkColumns);
   const float bmm2 = p.bmm2_scale_ptr ? *p.bmm2_scale_ptr : p.bmm2_scale;
   // Output addresses of the fold, computed now: the parameters they read
   // would otherwise be fetched (and miss in the constant cache) at the end.

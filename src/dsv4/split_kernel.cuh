@@ -63,7 +63,8 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(SplitSm
   const int count = min(p.split_groups * p.chunks_per_group, p.chunks - first);
   const bool has_swa_columns = first * Traits::kChunkColumns < kSwaColumns;
   // The sink enters in the combine kernel's fold only.
-  const TokenScope scope = token_scope<Traits>(s, p, token, heads, has_swa_columns, -INFINITY);
+  const TokenScope scope =
+      token_scope<Traits>(s, p, token, heads, has_swa_columns, -INFINITY, first * Traits::kChunkColumns);
   int group = first_group;
   phase_span(1);
   // Span marks 2 and 3 frame each group's write: the last group's remain.
