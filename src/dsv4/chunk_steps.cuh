@@ -38,13 +38,27 @@ __device__ __forceinline__ void math_sync() {
   }
 }
 
+// The token's index at `column`, from global memory (-1 past the width).
+__device__ __forceinline__ int32_t column_index(const Dsv4Params& p, int64_t token, int column) {
+  return column < p.width ? p.indices[token * p.indices_stride + column] : -1;
+}
+
 // The index this thread's gather lane reads for the chunk at `column0`
 // (-1 past the width), from global memory: the first chunk's.
 template <class Traits>
 __device__ __forceinline__ int32_t chunk_index(const Dsv4Params& p, int64_t token, int column0) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int column = column0 + warp * Traits::kGatherRowsPerWarp + lane % Traits::kGatherRowsPerWarp;
-  return column < p.width ? p.indices[token * p.indices_stride + column] : -1;
+  return column_index(p, token, column0 + warp * Traits::kGatherRowsPerWarp + lane % Traits::kGatherRowsPerWarp);
+}
+
+// The index a producer lane copies in chunk `chunk` of the token (lane l <
+// kProducerRows of producer warp w: column 64 chunk + kProducerRows w + l),
+// -1 past the width.
+template <class Traits>
+__device__ __forceinline__ int32_t producer_index(const Dsv4Params& p, int64_t token, int chunk) {
+  const int lane = threadIdx.x % 32;
+  const int column = chunk * Traits::kChunkColumns + (threadIdx.x / 32 - Traits::kWarps) * Traits::kProducerRows + lane;
+  return lane < Traits::kProducerRows ? column_index(p, token, column) : -1;
 }
 
 // Copies the indices of the chunk at `column0` into staged.index[slot]
@@ -730,16 +744,6 @@ __device__ __forceinline__ void walk_chunks_one_tile(ChunkSmem<Traits>& s, const
     if (p.skip_stages & 4) continue;
     chunk_math<Traits>(s, scope, i, count, per_group, 0, pv);
   }
-}
-
-// The index a producer lane copies in chunk `chunk` of the token (lane l <
-// kProducerRows of producer warp w: column 64 chunk + kProducerRows w + l),
-// -1 past the width.
-template <class Traits>
-__device__ __forceinline__ int32_t producer_index(const Dsv4Params& p, int64_t token, int chunk) {
-  const int lane = threadIdx.x % 32;
-  const int column = chunk * Traits::kChunkColumns + (threadIdx.x / 32 - Traits::kWarps) * Traits::kProducerRows + lane;
-  return lane < Traits::kProducerRows && column < p.width ? p.indices[token * p.indices_stride + column] : -1;
 }
 
 // The producer warpgroup's walk over chunks [first, first + count) of a
