@@ -29,7 +29,7 @@ def main():
     data = []
     for r in rows[header_at + 1:]:
         if len(r) > max(source, samples):
-            data.append((number(r[samples]), r[address], r[source][:70], number(r[executed]) if executed else 0))
+            data.append((number(r[samples]), r[address], r[source][:70], number(r[executed]) if executed is not None else 0))
     total = sum(d[0] for d in data) or 1.0
     by_opcode = collections.Counter()
     for d in data:

@@ -10,21 +10,15 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "common/ptx.cuh"
+
 namespace {
+
+namespace ptx = sparse_decode::ptx;
 
 constexpr int kChains = 8;
 constexpr int kIterations = 4096;
 
-__device__ __forceinline__ uint32_t hardware_even(uint32_t r) {
-  uint32_t h;
-  asm("{ .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %1;\n cvt.rn.f16x2.e4m3x2 %0, lo; }\n" : "=r"(h) : "r"(r));
-  return h;
-}
-__device__ __forceinline__ uint32_t hardware_odd(uint32_t r) {
-  uint32_t h;
-  asm("{ .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %1;\n cvt.rn.f16x2.e4m3x2 %0, hi; }\n" : "=r"(h) : "r"(r));
-  return h;
-}
 // Bytes 0 and 2 of r as FP16 times 2^-8: each byte with its sign replicated
 // above it, then shifted so that the sign lands on bit 15 and the 7 value
 // bits on bits 7..13 (exponent bias 7 read as 15).
@@ -49,14 +43,14 @@ __global__ void __launch_bounds__(256) rate_kernel(uint32_t* out, long long* cyc
   for (int it = 0; it < kIterations; ++it) {
 #pragma unroll
     for (int i = 0; i < kChains; ++i) {
-      if constexpr (kMode == 0) v[i] = hardware_even(v[i]) ^ 0;        // 1 F2FP
+      if constexpr (kMode == 0) v[i] = ptx::e4m3x2_to_f16x2<false>(v[i]);  // 1 F2FP
       if constexpr (kMode == 1) v[i] = integer_even(v[i]);             // PRMT, shift, LOP3
       if constexpr (kMode == 2) {                                      // 1 LOP3
         asm volatile("lop3.b32 %0, %0, %1, %2, 0x96;\n" : "+r"(v[i]) : "r"(seed), "r"(v[(i + 1) % kChains]));
       }
       if constexpr (kMode == 3) v[i] = v[i] * 0x01000193u + seed;      // 1 IMAD
-      if constexpr (kMode == 4) v[i] = (i & 1) ? integer_odd(v[i]) : hardware_odd(v[i]);
-      if constexpr (kMode == 5) v[i] = (i % 4 == 3) ? integer_odd(v[i]) : hardware_odd(v[i]);
+      if constexpr (kMode == 4) v[i] = (i & 1) ? integer_odd(v[i]) : ptx::e4m3x2_to_f16x2<true>(v[i]);
+      if constexpr (kMode == 5) v[i] = (i % 4 == 3) ? integer_odd(v[i]) : ptx::e4m3x2_to_f16x2<true>(v[i]);
     }
   }
   __syncthreads();
