@@ -730,6 +730,7 @@ __device__ __forceinline__ void walk_chunks_one_tile(ChunkSmem<Traits>& s, const
       ptx::fence_proxy_async_shared();
       __syncthreads();
     }
+    phase_mark(i, 0);
     const int32_t index = i == 0 ? scope.first_index : chunk_index<Traits>(p, scope.token, column0);
     gather_chunk<Traits>(s, p, column0, index, scope.len, scope.window, scope.count_out_of_range, 0);
     ptx::cp_async_commit();
@@ -739,8 +740,10 @@ __device__ __forceinline__ void walk_chunks_one_tile(ChunkSmem<Traits>& s, const
     }
     wait_tile<Traits>(s, 0, i);
     ptx::cp_async_wait_group<0>();
+    phase_mark(i, 1);
     ptx::fence_proxy_async_shared();  // Q (cp.async) is read by wgmma (async proxy)
     __syncthreads();
+    phase_mark(i, 2);
     if (p.skip_stages & 4) continue;
     chunk_math<Traits>(s, scope, i, count, per_group, 0, pv);
   }
@@ -935,30 +938,44 @@ __device__ __forceinline__ void fold_groups(int groups, int rank, int owners, in
   const int head = threadIdx.x % kHeads;
   if (head >= heads) return;  // a silent head of H = 8
 
+  // Every group's statistics and the first granule's values load at once,
+  // before the weights (the combine kernel reads them from L2: one round
+  // trip instead of one a group, or two). Groups past `groups` load group
+  // 0's again and are not used.
+  const int first_local = threadIdx.x / kHeads;
+  float2 group_stats[kGroups];
+  float4 first_parts[kGroups];
+#pragma unroll
+  for (int c = 0; c < kGroups; ++c) {
+    const int loaded = c < groups ? c : 0;
+    group_stats[c] = stats(loaded);
+    if (first_local < owned) first_parts[c] = values(loaded, first_local);
+  }
   FoldState state;
   FoldWeights weights[kGroups];
 #pragma unroll
   for (int c = 0; c < kGroups; ++c) {
-    if (c < groups) {
-      const float2 group = stats(c);
-      weights[c] = fold_group(state, group.x, group.y);
-    }
+    if (c < groups) weights[c] = fold_group(state, group_stats[c].x, group_stats[c].y);
   }
   const float scale = output_scale(state, sink_log2, bmm2);
-  if (lse_head) *lse_head = output_lse(state);
-  for (int local = threadIdx.x / kHeads; local < owned; local += kGranuleStride) {
+  const auto fold_granule = [&](int local, auto&& part_of) {
     float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
     for (int c = 0; c < kGroups; ++c) {
       if (c < groups) {
-        const float4 part = values(c, local);
+        const float4 part = part_of(c);
         o.x = fold_value(o.x, weights[c], part.x), o.y = fold_value(o.y, weights[c], part.y);
         o.z = fold_value(o.z, weights[c], part.z), o.w = fold_value(o.w, weights[c], part.w);
       }
     }
     store_granule<Traits>(out_head, granule_dim<Traits>(local * owners + rank, 0), o.x * scale, o.y * scale,
                           o.z * scale, o.w * scale);
+  };
+  if (first_local < owned) fold_granule(first_local, [&](int c) { return first_parts[c]; });
+  for (int local = first_local + kGranuleStride; local < owned; local += kGranuleStride) {
+    fold_granule(local, [&](int c) { return values(c, local); });
   }
+  if (lse_head) *lse_head = output_lse(state);
 }
 
 // Calls fold(std::integral_constant<int, kGroups>) with a bound kGroups >=

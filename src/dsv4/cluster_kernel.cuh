@@ -73,15 +73,17 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(Cluster
   const int tid = threadIdx.x;
 
   if (p.skip_stages & 8) return;
-  // The receive barrier expects its bytes before the cluster barrier's arrive
-  // (released: nothing is in flight yet, so the fence is cheap); the matching
-  // wait comes only before the first send, long after every CTA arrived.
+  phase_span(0);
+  // The receive barrier expects its bytes before the cluster barrier's arrive;
+  // the matching wait comes only before the first send, long after every CTA
+  // arrived. The arrive is relaxed: mbarrier_init's own fence publishes the
+  // initialization (a release arrive costs a GPU-scope fence here).
   if (tid == 0) {
     const uint32_t barrier = ptx::smem_address(&s.received_barrier);
     ptx::mbarrier_init(barrier, 1);
     ptx::mbarrier_arrive_expect_tx(barrier, bytes_to_receive<Traits>(rank, ctas));
   }
-  ptx::cluster_arrive_release();
+  ptx::cluster_arrive_relaxed();
   // Sinks are weights, not outputs of the previous kernel: their load is
   // issued before the dependency wait and lands while the gather is in flight.
   const float sink = p.sinks && tid < heads.count ? p.sinks[heads.first + tid] : -INFINITY;
@@ -102,8 +104,10 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(Cluster
   asm volatile("" : "+l"(out_head), "+l"(lse_head));
 
   OutputFragment<Traits> acc = {};
+  phase_span(1);
   walk_chunks<Traits>(s.chunk, p, scope, first, count, count,
                       accumulate_groups<Traits>(s.chunk, acc, [](OutputFragment<Traits>&) {}));
+  phase_span(2);
   if (p.skip_stages & 4) return;
 
   const float2 own_stats = make_float2(s.chunk.running_max[tid % kHeads], s.chunk.running_sum[tid % kHeads]);
@@ -114,11 +118,16 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(Cluster
     fold_owned<Traits, 1>(s, out_head, lse_head, bmm2, 0, 1, heads.count);
     return;
   }
+  phase_span(3);
   send_group<Traits>(s, acc, rank, ctas, own_stats);
+  phase_span(4);
   ptx::mbarrier_wait_parity_cluster(ptx::smem_address(&s.received_barrier), 0);
+  phase_span(5);
+  if (p.skip_stages & 32) return;
   with_group_bound<Traits::kMaxGroups>(ctas, [&](auto bound) {
     fold_owned<Traits, decltype(bound)::value>(s, out_head, lse_head, bmm2, rank, ctas, heads.count);
   });
+  phase_span(6);
 }
 
 }  // namespace sparse_decode::dsv4

@@ -147,9 +147,10 @@ int group_slot(int group_heads) { return group_heads == Traits64::kHeads ? 1 : 0
 // The cluster kernel keeps the fewest units: none up to W = 1024 (split
 // faster from 1 token at W = 640; at W = 128 the stream kernel's halves
 // from 1 token, FP8 6.7 against 7.7 µs, BF16 8.1 against 8.8); above
-// W = 1024 one wave of its 16-CTA clusters, FP8 16 units (19.5 against
-// split 20.5 at 16, 31.3 against 21.6 at 20), BF16 8 (18.9 against 21.7 at
-// 6, 35.0 against 26.5 at 12). Without the split workspace, against the
+// W = 1024 none with FP8 since the combine kernel loads all its inputs at
+// once (twelfth session, W = 2176: split 12.7 against 14.1 at 1 token, 18.5
+// against 19.9 at 16), BF16 8 units (18.7 against split 19.4 at 6, 34.1
+// against 24.8 at 12). Without the split workspace, against the
 // stream kernel (eighth session, halves included): FP8 20 units at
 // W <= 1024 (12.0 against 15.4 at 20, 18.4 against 15.3 at 24) and 32 above
 // (42.8 against 42.1 at 32, 50.0 against 42.3 at 40); BF16 12 (18.3
@@ -165,7 +166,7 @@ struct ClusterBounds {
   int64_t without_split;       // without it, W <= 1024
   int64_t without_split_wide;  // without it, W > 1024
 };
-constexpr ClusterBounds kClusterBoundsFp8 = {16, 20, 32};
+constexpr ClusterBounds kClusterBoundsFp8 = {0, 20, 32};
 constexpr ClusterBounds kClusterBoundsBf16 = {8, 12, 16};
 
 constexpr int kMaxDevices = 64;

@@ -15,6 +15,9 @@ inline constexpr int kWarpgroups = 2;
 // 2 walk end, 3 results stored.
 inline constexpr int kSpanRow = kChunks;
 inline constexpr size_t kCount = size_t{kWarpgroups} * (kChunks + 1) * kMarks;
+// %globaltimer (ns, comparable across SMs) at each span mark, thread 0 of the first kStampCtas CTAs.
+inline constexpr int kStampCtas = 1024;
+inline constexpr size_t kStampCount = size_t{kStampCtas} * kMarks;
 
 // Copy the clocks [warpgroup][chunk][mark] of the last launch of the FP8
 // 16-head stream kernel or split kernel to `host` (kCount values); return a
@@ -22,10 +25,16 @@ inline constexpr size_t kCount = size_t{kWarpgroups} * (kChunks + 1) * kMarks;
 int read_stream(unsigned long long* host);
 int read_stream_deep(unsigned long long* host);  // the deep stream kernel (at most one unit an SM)
 int read_split(unsigned long long* host);
+int read_cluster(unsigned long long* host);
+// The span marks' %globaltimer stamps [cta][mark] (kStampCount values) of the
+// kernel that read_* named last; unset marks are 0.
+int read_split_stamps(unsigned long long* host);
+int read_cluster_stamps(unsigned long long* host);
 
 #if defined(SPARSE_DECODE_PHASE_CLOCKS) && defined(__CUDACC__)
 // One copy a translation unit: read() reads the copy of the kernel's file.
 static __device__ unsigned long long g_clocks[kWarpgroups][kChunks + 1][kMarks];
+static __device__ unsigned long long g_stamps[kStampCtas][kMarks];
 #endif
 
 }  // namespace sparse_decode::dsv4::phase_clocks
@@ -41,9 +50,15 @@ __device__ __forceinline__ void phase_mark(int chunk, int mark) {
   (void)chunk, (void)mark;
 #endif
 }
-// A mark of CTA 0's span (phase_clocks::kSpanRow), by the first thread of each math warpgroup.
+// A mark of CTA 0's span (phase_clocks::kSpanRow), by the first thread of each
+// math warpgroup; and every CTA's %globaltimer at the mark, by its thread 0.
 __device__ __forceinline__ void phase_span(int mark) {
 #if defined(SPARSE_DECODE_PHASE_CLOCKS)
+  if (threadIdx.x == 0 && blockIdx.x < phase_clocks::kStampCtas) {
+    unsigned long long now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    phase_clocks::g_stamps[blockIdx.x][mark] = now;
+  }
   if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && threadIdx.x / 128 < phase_clocks::kWarpgroups) {
     phase_clocks::g_clocks[threadIdx.x / 128][phase_clocks::kSpanRow][mark] = clock64();
   }

@@ -11,4 +11,7 @@ const void* combine_kernel_fp8_h16() { return reinterpret_cast<const void*>(&com
 int sparse_decode::dsv4::phase_clocks::read_split(unsigned long long* host) {
   return cudaMemcpyFromSymbol(host, g_clocks, sizeof(g_clocks));
 }
+int sparse_decode::dsv4::phase_clocks::read_split_stamps(unsigned long long* host) {
+  return cudaMemcpyFromSymbol(host, g_stamps, sizeof(g_stamps));
+}
 #endif

@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(Traits::kThreads) combine_kernel(const __grid_
   const int64_t token = unit / p.head_groups;
   const HeadGroup heads = head_group<kHeads>(p, static_cast<int>(unit % p.head_groups));
   const int head = threadIdx.x % kHeads;
-  if (p.skip_stages & 8) return;
+  if (p.skip_stages & (8 | 16)) return;
 
   // As in the other kernels the sinks are read before the dependency wait;
   // __fmul_rn: the product is rounded as the others round it into shared memory.

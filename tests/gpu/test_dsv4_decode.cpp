@@ -773,9 +773,12 @@ TEST_F(Dsv4Gpu, AutoChoosesClusterSplitOrStreamByTokens) {
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kSplit);
   args.num_tokens = 48;
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
-  args.dtype = DType::kFloat8E4M3;
-  args.num_tokens = 6;  // above 1024: the cluster kernel up to 16 tokens
+  args.num_tokens = 6;  // above 1024, BF16: the cluster kernel up to 8 tokens
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kCluster);
+  args.dtype = DType::kFloat8E4M3;  // above 1024, FP8: split from 1 token (twelfth session)
+  EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kSplit);
+  args.num_tokens = 1;
+  EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kSplit);
   args.num_tokens = 24;
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kSplit);
   args.width = 640;
@@ -810,8 +813,8 @@ TEST_F(Dsv4Gpu, AutoAt64HeadsChoosesSplitOrStream) {
     args.width = 128;  // 2 groups: no split
     args.num_tokens = 1;
     EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
-    args.width = 2176;  // 16-head groups: the cluster kernel for the smallest batch
-    EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kCluster);
+    args.width = 2176;  // 16-head groups: the split path, as for 16 heads
+    EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kSplit);
     args.width = 640;
   }
 }

@@ -5,9 +5,12 @@
 // between the marks of src/dsv4/chunk_steps.cuh:
 //   0 loop top, 1 rows visible (wait + barrier), 2 next gather issued,
 //   3 scores stored (wgmma), 4 barrier, 5 softmax, 6 barrier, 7 P V + fold.
-//   phase-clocks [stream|split] [tokens] [width]
+// Then every CTA's span marks by %globaltimer (ns from the earliest entry):
+// the earliest, median and latest CTA at each mark (split and cluster).
+//   phase-clocks [stream|split|cluster] [tokens] [width]
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -30,7 +33,9 @@ int main(int argc, char** argv) {
   config.compressed_rows = 1 << 18;  // 128 MB of rows (more than L2): the gather reads DRAM
   const testing::Dsv4Problem problem = testing::make_dsv4_problem(config);
   testing::Dsv4DeviceProblem device(problem);
-  device.args.kernel = kernel == "split" ? Dsv4Kernel::kSplit : Dsv4Kernel::kStream;
+  device.args.kernel = kernel == "split"     ? Dsv4Kernel::kSplit
+                       : kernel == "cluster" ? Dsv4Kernel::kCluster
+                                             : Dsv4Kernel::kStream;
   const size_t bytes = workspace_size(device.args);
   testing::DeviceBuffer workspace(bytes > 0 ? bytes : 16);
   testing::DeviceBuffer flush(size_t{512} << 20);
@@ -47,7 +52,10 @@ int main(int argc, char** argv) {
   // A stream call of at most one token an SM runs the deep stream kernel (4 tiles).
   int sms = 0;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-  const int error = kernel == "split"          ? clocks::read_split(marks.data())
+  std::vector<unsigned long long> stamps(clocks::kStampCount, 0);
+  const int error = kernel == "split"     ? clocks::read_split(marks.data()) | clocks::read_split_stamps(stamps.data())
+                    : kernel == "cluster" ? clocks::read_cluster(marks.data()) |
+                                                clocks::read_cluster_stamps(stamps.data())
                     : config.tokens <= sms ? clocks::read_stream_deep(marks.data())
                                            : clocks::read_stream(marks.data());
   testing::check_cuda(error, "reading the clocks");
@@ -66,11 +74,31 @@ int main(int argc, char** argv) {
       std::printf(" | %7lld\n", static_cast<long long>(m[clocks::kMarks - 1] - m[0]));
     }
   }
-  std::printf("CTA 0 span, cycles: entry -> walk start | walk | walk end -> results stored\n");
+  std::printf("CTA 0 span, cycles from the previous span mark (0 entry, 1 walk start, 2 walk end, then the\n"
+              "kernel's own: split 3 group written; cluster 3 cluster wait, 4 sent, 5 received, 6 stored)\n");
   for (int wg = 0; wg < clocks::kWarpgroups; ++wg) {
     const unsigned long long* m = &marks[(wg * (clocks::kChunks + 1) + clocks::kSpanRow) * clocks::kMarks];
-    std::printf("%2d %7lld | %7lld | %7lld\n", wg, static_cast<long long>(m[1] - m[0]),
-                static_cast<long long>(m[2] - m[1]), static_cast<long long>(m[3] - m[2]));
+    std::printf("%2d", wg);
+    for (int k = 1; k < clocks::kMarks && m[k] != 0; ++k) std::printf(" %7lld", static_cast<long long>(m[k] - m[k - 1]));
+    std::printf("\n");
+  }
+  // Every CTA's span marks by %globaltimer, relative to the earliest entry.
+  unsigned long long first_entry = ~0ull;
+  int ctas = 0;
+  for (int c = 0; c < clocks::kStampCtas && stamps[c * clocks::kMarks] != 0; ++c, ++ctas) {
+    first_entry = std::min(first_entry, stamps[c * clocks::kMarks]);
+  }
+  if (ctas == 0) return 0;
+  std::printf("%d CTAs, span marks by %%globaltimer, ns from the earliest entry: earliest / median / latest CTA\n", ctas);
+  for (int k = 0; k < clocks::kMarks; ++k) {
+    std::vector<long long> at;
+    for (int c = 0; c < ctas; ++c) {
+      const unsigned long long t = stamps[c * clocks::kMarks + k];
+      if (t != 0) at.push_back(static_cast<long long>(t - first_entry));
+    }
+    if (at.empty()) continue;
+    std::sort(at.begin(), at.end());
+    std::printf("mark %d: %6lld %6lld %6lld\n", k, at.front(), at[at.size() / 2], at.back());
   }
   return 0;
 }
