@@ -137,7 +137,8 @@ constexpr int kGroupSizes[] = {Traits16::kHeads, Traits64::kHeads};
 int group_slot(int group_heads) { return group_heads == Traits64::kHeads ? 1 : 0; }
 
 // The split path (split + combine kernels) serves widths of more than
-// kSplitMinGroups groups (at width 128 the stream kernel is faster) while
+// kSplitMinGroups groups (at width 128 the stream kernel is faster, except
+// for the fewest BF16 units: kSplitMaxUnitsNarrowBf16) while
 // the GPU holds at least min CTAs a unit at once. 64 heads: 5 (the stream
 // kernel's dim halves, ~30.5 µs at W = 640 up to 66 units, beat the split
 // path's 35.3 at 32 units; split 21.4 at 16). 16 heads up to W = 1024: 7
@@ -157,6 +158,11 @@ int group_slot(int group_heads) { return group_heads == Traits64::kHeads ? 1 : 0
 // against 20.4 at 12, 26.1 against 20.5 at 16) and 16 (50.1 against 55.4
 // at 16, 66.5 against 55.8 at 24). Measurements: docs/kernels/dispatch.md.
 constexpr int32_t kSplitMinGroups = 2;
+// Width 128 with BF16 rows: the split path up to 16 units (twelfth session:
+// 7.05 against the stream kernel's 7.79 µs at 6 tokens, 7.37 against 7.90
+// at 12, a tie at 24: 8.05 against 8.15; FP8 ties at 1-12 tokens, 6.20
+// against 6.25, and loses from 24).
+constexpr int64_t kSplitMaxUnitsNarrowBf16 = 16;
 constexpr int64_t kSplitMinCtas64Heads = 5;
 constexpr int64_t kSplitMinCtas = 7;
 constexpr int64_t kSplitMinCtasWideFp8 = 4;  // widths above 1024 (groups of 2+ chunks)
@@ -395,8 +401,11 @@ Dsv4Kernel choose_kernel(const Dsv4DecodeArgs& args, bool split_workspace) {
                            : !wide                   ? kSplitMinCtas
                            : fp8                     ? kSplitMinCtasWideFp8
                                                      : kSplitMinCtasWideBf16;
-  const bool split = split_workspace && splittable &&
-                     split_slots(args.dtype, heads) >= validation::saturating_mul(min_ctas, units);
+  // Width 128 (2 groups): BF16 runs the split path for the fewest units.
+  const bool narrow_bf16_split = plan.groups == kSplitMinGroups && !fp8 && units <= kSplitMaxUnitsNarrowBf16;
+  const bool split = split_workspace &&
+                     ((splittable && split_slots(args.dtype, heads) >= validation::saturating_mul(min_ctas, units)) ||
+                      narrow_bf16_split);
   // 64-head calls: only the 64-head kernels (the cluster kernel's 16-head
   // groups would give other bits; docs/kernels/heads64.md).
   if (heads == Traits64::kHeads) return split ? Dsv4Kernel::kSplit : Dsv4Kernel::kStream;

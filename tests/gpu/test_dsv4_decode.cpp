@@ -762,11 +762,15 @@ TEST_F(Dsv4Gpu, AutoChoosesClusterSplitOrStreamByTokens) {
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
   args.num_tokens = 64;
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
-  args.width = 128;  // 2 groups: no split, and the stream kernel beats the cluster kernel at every T
+  args.width = 128;  // 2 groups, FP8: no split, and the stream kernel beats the cluster kernel at every T
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
   args.num_tokens = 1;
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
-  args.dtype = DType::kBFloat16;
+  args.dtype = DType::kBFloat16;  // width 128, BF16: the split path up to 16 tokens
+  EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kSplit);
+  args.num_tokens = 16;
+  EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kSplit);
+  args.num_tokens = 17;
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
   args.width = 2176;  // above 1024, BF16: split up to 44 tokens
   args.num_tokens = 40;
