@@ -7,10 +7,6 @@ const void* cluster_kernel_fp8_h16() { return reinterpret_cast<const void*>(&clu
 }  // namespace sparse_decode::dsv4
 
 #if defined(SPARSE_DECODE_PHASE_CLOCKS)
-int sparse_decode::dsv4::phase_clocks::read_cluster(unsigned long long* host) {
-  return cudaMemcpyFromSymbol(host, g_clocks, sizeof(g_clocks));
-}
-int sparse_decode::dsv4::phase_clocks::read_cluster_stamps(unsigned long long* host) {
-  return cudaMemcpyFromSymbol(host, g_stamps, sizeof(g_stamps));
-}
+int sparse_decode::dsv4::phase_clocks::read_cluster(unsigned long long* host) { return copy_clocks(host); }
+int sparse_decode::dsv4::phase_clocks::read_cluster_stamps(unsigned long long* host) { return copy_stamps(host); }
 #endif

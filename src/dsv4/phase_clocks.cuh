@@ -35,6 +35,9 @@ int read_cluster_stamps(unsigned long long* host);
 // One copy a translation unit: read() reads the copy of the kernel's file.
 static __device__ unsigned long long g_clocks[kWarpgroups][kChunks + 1][kMarks];
 static __device__ unsigned long long g_stamps[kStampCtas][kMarks];
+// This translation unit's copies, for its read_* functions.
+static inline int copy_clocks(unsigned long long* host) { return cudaMemcpyFromSymbol(host, g_clocks, sizeof(g_clocks)); }
+static inline int copy_stamps(unsigned long long* host) { return cudaMemcpyFromSymbol(host, g_stamps, sizeof(g_stamps)); }
 #endif
 
 }  // namespace sparse_decode::dsv4::phase_clocks

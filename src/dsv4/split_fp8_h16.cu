@@ -8,10 +8,6 @@ const void* combine_kernel_fp8_h16() { return reinterpret_cast<const void*>(&com
 }  // namespace sparse_decode::dsv4
 
 #if defined(SPARSE_DECODE_PHASE_CLOCKS)
-int sparse_decode::dsv4::phase_clocks::read_split(unsigned long long* host) {
-  return cudaMemcpyFromSymbol(host, g_clocks, sizeof(g_clocks));
-}
-int sparse_decode::dsv4::phase_clocks::read_split_stamps(unsigned long long* host) {
-  return cudaMemcpyFromSymbol(host, g_stamps, sizeof(g_stamps));
-}
+int sparse_decode::dsv4::phase_clocks::read_split(unsigned long long* host) { return copy_clocks(host); }
+int sparse_decode::dsv4::phase_clocks::read_split_stamps(unsigned long long* host) { return copy_stamps(host); }
 #endif

@@ -9,7 +9,5 @@ const void* stream_deep_kernel_fp8_h16() {
 }  // namespace sparse_decode::dsv4
 
 #if defined(SPARSE_DECODE_PHASE_CLOCKS)
-int sparse_decode::dsv4::phase_clocks::read_stream_deep(unsigned long long* host) {
-  return cudaMemcpyFromSymbol(host, g_clocks, sizeof(g_clocks));
-}
+int sparse_decode::dsv4::phase_clocks::read_stream_deep(unsigned long long* host) { return copy_clocks(host); }
 #endif

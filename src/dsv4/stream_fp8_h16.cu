@@ -7,7 +7,5 @@ const void* stream_kernel_fp8_h16() { return reinterpret_cast<const void*>(&stre
 }  // namespace sparse_decode::dsv4
 
 #if defined(SPARSE_DECODE_PHASE_CLOCKS)
-int sparse_decode::dsv4::phase_clocks::read_stream(unsigned long long* host) {
-  return cudaMemcpyFromSymbol(host, g_clocks, sizeof(g_clocks));
-}
+int sparse_decode::dsv4::phase_clocks::read_stream(unsigned long long* host) { return copy_clocks(host); }
 #endif
