@@ -941,7 +941,8 @@ __device__ __forceinline__ void fold_groups(int groups, int rank, int owners, in
   // Every group's statistics and the first granule's values load at once,
   // before the weights (the combine kernel reads them from L2: one round
   // trip instead of one a group, or two). Groups past `groups` load group
-  // 0's again and are not used.
+  // 0's again and are not used: groups >= 1 (a token has at least 2; the
+  // cluster kernel's own-group fold, skip bit 2, passes 1).
   const int first_local = threadIdx.x / kHeads;
   float2 group_stats[kGroups];
   float4 first_parts[kGroups];

@@ -401,11 +401,12 @@ Dsv4Kernel choose_kernel(const Dsv4DecodeArgs& args, bool split_workspace) {
                            : !wide                   ? kSplitMinCtas
                            : fp8                     ? kSplitMinCtasWideFp8
                                                      : kSplitMinCtasWideBf16;
-  // Width 128 (2 groups): BF16 runs the split path for the fewest units.
-  const bool narrow_bf16_split = plan.groups == kSplitMinGroups && !fp8 && units <= kSplitMaxUnitsNarrowBf16;
-  const bool split = split_workspace &&
-                     ((splittable && split_slots(args.dtype, heads) >= validation::saturating_mul(min_ctas, units)) ||
-                      narrow_bf16_split);
+  // Width 128 (2 groups): BF16 runs the split path for the fewest units,
+  // each unit's 2 CTAs at once.
+  const bool narrow_bf16 = plan.groups == kSplitMinGroups && !fp8 && units <= kSplitMaxUnitsNarrowBf16;
+  const int64_t ctas_a_unit = splittable ? min_ctas : narrow_bf16 ? kSplitMinGroups : 0;
+  const bool split = split_workspace && ctas_a_unit > 0 &&
+                     split_slots(args.dtype, heads) >= validation::saturating_mul(ctas_a_unit, units);
   // 64-head calls: only the 64-head kernels (the cluster kernel's 16-head
   // groups would give other bits; docs/kernels/heads64.md).
   if (heads == Traits64::kHeads) return split ? Dsv4Kernel::kSplit : Dsv4Kernel::kStream;

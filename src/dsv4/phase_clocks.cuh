@@ -12,7 +12,9 @@ inline constexpr int kChunks = 16;   // chunks recorded
 inline constexpr int kMarks = 8;     // steps a chunk (chunk_steps.cuh: walk_chunks_two_tiles, chunk_math)
 inline constexpr int kWarpgroups = 2;
 // Row kChunks holds a CTA's span marks (phase_span): 0 entry, 1 walk start,
-// 2 walk end, 3 results stored.
+// 2 walk end, then the kernel's own (stream: 3 results stored; split: 2 and
+// 3 frame each group's write; cluster: 3 cluster wait, 4 sent, 5 received,
+// 6 stored).
 inline constexpr int kSpanRow = kChunks;
 inline constexpr size_t kCount = size_t{kWarpgroups} * (kChunks + 1) * kMarks;
 // %globaltimer (ns, comparable across SMs) at each span mark, thread 0 of the first kStampCtas CTAs.
@@ -20,8 +22,8 @@ inline constexpr int kStampCtas = 1024;
 inline constexpr size_t kStampCount = size_t{kStampCtas} * kMarks;
 
 // Copy the clocks [warpgroup][chunk][mark] of the last launch of the FP8
-// 16-head stream kernel or split kernel to `host` (kCount values); return a
-// cudaError_t. Defined only with the option.
+// 16-head stream, split or cluster kernel to `host` (kCount values); return
+// a cudaError_t. Defined only with the option.
 int read_stream(unsigned long long* host);
 int read_stream_deep(unsigned long long* host);  // the deep stream kernel (at most one unit an SM)
 int read_split(unsigned long long* host);
