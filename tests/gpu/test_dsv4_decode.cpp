@@ -722,15 +722,23 @@ TEST_F(Dsv4Gpu, Heads64MaskedColumnsSinksAndWindows) {
   }
 }
 
-// kAuto runs the cluster (T = 6) or the stream kernel (T = 32) where the
-// split kernel's workspace is missing, too small or misaligned: the same bits
-// as the split kernel.
+// kAuto runs the cluster (W = 640, T = 6; W = 2176, T = 6) or the stream
+// kernel (W = 640, T = 32; BF16 W = 128, T = 6) where the split kernel's
+// workspace is missing, too small or misaligned: the same bits as the split
+// kernel.
 TEST_F(Dsv4Gpu, AutoWithoutTheSplitWorkspaceRunsAnotherKernel) {
-  for (int64_t tokens : {6, 32}) {
-    Dsv4ProblemConfig config = config_for(tokens, 640);
+  struct Case {
+    int64_t tokens;
+    int32_t width;
+    DType dtype;
+  };
+  for (const Case& c : {Case{6, 640, DType::kFloat8E4M3}, Case{32, 640, DType::kFloat8E4M3},
+                        Case{6, 2176, DType::kFloat8E4M3}, Case{6, 128, DType::kBFloat16}}) {
+    Dsv4ProblemConfig config = config_for(c.tokens, c.width, c.dtype);
     Dsv4Problem problem = testing::make_dsv4_problem(config);
     Dsv4DeviceProblem device(problem);
-    SCOPED_TRACE("T " + std::to_string(tokens));
+    SCOPED_TRACE(std::string(dtype_name(c.dtype)) + ", W " + std::to_string(c.width) + ", T " +
+                 std::to_string(c.tokens) + ", seed " + std::to_string(config.seed));
     ASSERT_EQ(dsv4_chosen_kernel(device.args), Dsv4Kernel::kSplit);
     const size_t bytes = workspace_size(device.args);
     ASSERT_GT(bytes, 0u);
@@ -772,6 +780,12 @@ TEST_F(Dsv4Gpu, AutoChoosesClusterSplitOrStreamByTokens) {
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kSplit);
   args.num_tokens = 17;
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
+  args.num_heads = 128;  // units are (token, 16-head group) pairs: 8 a token
+  args.num_tokens = 2;
+  EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kSplit);
+  args.num_tokens = 3;
+  EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
+  args.num_heads = 16;
   args.width = 2176;  // above 1024, BF16: split up to 44 tokens
   args.num_tokens = 40;
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kSplit);
