@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "common/ptx.cuh"
+#include "dsv4/cluster_exchange.h"
 #include "dsv4/kernel_params.h"
 #include "dsv4/kernel_traits.cuh"
 #include "dsv4/phase_clocks.cuh"
@@ -934,7 +935,7 @@ __device__ __forceinline__ void fold_groups(int groups, int rank, int owners, in
                                             uint16_t* out_head, float* lse_head, Stats&& stats, Values&& values) {
   constexpr int kHeads = Traits::kHeads;
   constexpr int kGranuleStride = Traits::kThreads / kHeads;
-  const int owned = (Traits::kGranules - rank + owners - 1) / owners;
+  const int owned = owned_granules(Traits::kGranules, rank, owners);
   const int head = threadIdx.x % kHeads;
   if (head >= heads) return;  // a silent head of H = 8
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "dsv4/chunk_steps.cuh"
+#include "dsv4/cluster_exchange.h"
 
 namespace sparse_decode::dsv4 {
 
@@ -34,13 +35,6 @@ __device__ __forceinline__ void send_group(ClusterSmem<Traits>& s, const OutputF
     ptx::st_async_peer(ptx::map_to_peer(received + slot * sizeof(float4), owner), values,
                        ptx::map_to_peer(barrier, owner));
   });
-}
-
-// Bytes this CTA receives: its granules from every CTA, and every CTA's statistics.
-template <class Traits>
-__device__ __forceinline__ uint32_t bytes_to_receive(int rank, int ctas) {
-  const int owned = (Traits::kGranules - rank + ctas - 1) / ctas;
-  return static_cast<uint32_t>(ctas * (owned * Traits::kHeads * sizeof(float4) + Traits::kHeads * sizeof(float2)));
 }
 
 // Folds the received group P V sums of this CTA's granules in group (rank)
@@ -81,7 +75,7 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(Cluster
   if (tid == 0) {
     const uint32_t barrier = ptx::smem_address(&s.received_barrier);
     ptx::mbarrier_init(barrier, 1);
-    ptx::mbarrier_arrive_expect_tx(barrier, bytes_to_receive<Traits>(rank, ctas));
+    ptx::mbarrier_arrive_expect_tx(barrier, received_bytes(Traits::kGranules, kHeads, rank, ctas));
   }
   ptx::cluster_arrive_relaxed();
   // Sinks are weights, not outputs of the previous kernel: their load is

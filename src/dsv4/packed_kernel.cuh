@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "common/ptx.cuh"
+#include "dsv4/cluster_exchange.h"
 #include "dsv4/packed_params.h"
 #include "dsv4/packed_traits.cuh"
 
@@ -218,13 +219,6 @@ __device__ __forceinline__ void accumulate_chunk(const PackedSmem& s, float (&ac
   }
 }
 
-// Bytes CTA `rank` of a cluster of `ctas` receives: from every CTA (itself
-// included) its granules' partial O of all heads and the (max, sum) pairs.
-__device__ __forceinline__ uint32_t partial_bytes(int rank, int ctas) {
-  const int owned = (Traits::kGranules - rank + ctas - 1) / ctas;
-  return static_cast<uint32_t>(ctas * (owned * Traits::kHeads * sizeof(float4) + Traits::kHeads * sizeof(float2)));
-}
-
 // Pushes this CTA's unnormalized partial O and statistics to their owners:
 // granule g (4 dims) of every head belongs to CTA g % n, slot [rank][g / n]
 // [head]; the (max, sum) pairs go to every CTA (warp w to CTAs w, w + 8).
@@ -283,7 +277,7 @@ __device__ __forceinline__ void reduce_owned(const PackedSmem& s, const PackedPa
   }
   uint16_t* out = p.out + token * p.out_token_stride + head * p.out_head_stride;
   const int per_owner = Traits::granules_per_owner(ctas);
-  const int owned = (Traits::kGranules - rank + ctas - 1) / ctas;
+  const int owned = owned_granules(Traits::kGranules, rank, ctas);
   for (int local = threadIdx.x / kHeads; local < owned; local += Traits::kThreads / kHeads) {
     float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
@@ -313,7 +307,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 2) packed_kernel(const __gri
   if (tid == 0) {  // peers' partials land here after the cluster barrier that follows the walk
     const uint32_t landed = ptx::smem_address(&s.partials_landed);
     ptx::mbarrier_init(landed, 1);
-    ptx::mbarrier_arrive_expect_tx(landed, partial_bytes(rank, ctas));
+    ptx::mbarrier_arrive_expect_tx(landed, received_bytes(Traits::kGranules, kHeads, rank, ctas));
   }
   ptx::grid_dependency_wait();
 
