@@ -793,6 +793,7 @@ __device__ __forceinline__ void walk_chunks_fed(ChunkSmem<Traits>& s, const Dsv4
   ptx::cp_async_wait_group<0>();
   ptx::fence_proxy_async_shared();  // Q (cp.async) is read by wgmma (async proxy)
   math_sync<Traits>();
+  phase_span(2);  // the query has landed
   for (int i = 0; i < count; ++i) {
     const int buffer = i % Traits::kBuffers;
     phase_mark(i, 0);

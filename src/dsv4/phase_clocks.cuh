@@ -12,14 +12,16 @@ inline constexpr int kChunks = 16;   // chunks recorded
 inline constexpr int kMarks = 8;     // steps a chunk (chunk_steps.cuh: walk_chunks_two_tiles, chunk_math)
 inline constexpr int kWarpgroups = 2;
 // Row kChunks holds a CTA's span marks (phase_span): 0 entry, 1 walk start,
-// 2 walk end, then the kernel's own (stream: 3 results stored; split: 2 and
-// 3 frame each group's write; cluster: 3 cluster wait, 4 sent, 5 received,
-// 6 stored).
+// then the kernel's own (stream: 2 query landed, 3 walk end, 4 results
+// stored; split: 2 walk end, 2 and 3 frame each group's write; cluster: 2
+// walk end, 3 cluster wait, 4 sent, 5 received, 6 stored).
 inline constexpr int kSpanRow = kChunks;
 inline constexpr size_t kCount = size_t{kWarpgroups} * (kChunks + 1) * kMarks;
 // %globaltimer (ns, comparable across SMs) at each span mark, thread 0 of the first kStampCtas CTAs.
 inline constexpr int kStampCtas = 1024;
 inline constexpr size_t kStampCount = size_t{kStampCtas} * kMarks;
+// The last stamp slot of a CTA holds its SM (%smid) instead: no kernel has 8 span marks.
+inline constexpr int kSmSlot = kMarks - 1;
 
 // Copy the clocks [warpgroup][chunk][mark] of the last launch of the FP8
 // 16-head stream, split or cluster kernel to `host` (kCount values); return
@@ -32,6 +34,8 @@ int read_cluster(unsigned long long* host);
 // kernel that read_* named last; unset marks are 0.
 int read_split_stamps(unsigned long long* host);
 int read_cluster_stamps(unsigned long long* host);
+int read_stream_stamps(unsigned long long* host);
+int read_stream_deep_stamps(unsigned long long* host);
 
 #if defined(SPARSE_DECODE_PHASE_CLOCKS) && defined(__CUDACC__)
 // One copy a translation unit: read() reads the copy of the kernel's file.
@@ -63,6 +67,11 @@ __device__ __forceinline__ void phase_span(int mark) {
     unsigned long long now;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
     phase_clocks::g_stamps[blockIdx.x][mark] = now;
+    if (mark == 0) {
+      unsigned sm;
+      asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+      phase_clocks::g_stamps[blockIdx.x][phase_clocks::kSmSlot] = sm;
+    }
   }
   if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && threadIdx.x / 128 < phase_clocks::kWarpgroups) {
     phase_clocks::g_clocks[threadIdx.x / 128][phase_clocks::kSpanRow][mark] = clock64();

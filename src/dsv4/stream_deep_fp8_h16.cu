@@ -10,4 +10,5 @@ const void* stream_deep_kernel_fp8_h16() {
 
 #if defined(SPARSE_DECODE_PHASE_CLOCKS)
 int sparse_decode::dsv4::phase_clocks::read_stream_deep(unsigned long long* host) { return copy_clocks(host); }
+int sparse_decode::dsv4::phase_clocks::read_stream_deep_stamps(unsigned long long* host) { return copy_stamps(host); }
 #endif

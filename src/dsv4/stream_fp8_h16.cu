@@ -8,4 +8,5 @@ const void* stream_kernel_fp8_h16() { return reinterpret_cast<const void*>(&stre
 
 #if defined(SPARSE_DECODE_PHASE_CLOCKS)
 int sparse_decode::dsv4::phase_clocks::read_stream(unsigned long long* host) { return copy_clocks(host); }
+int sparse_decode::dsv4::phase_clocks::read_stream_stamps(unsigned long long* host) { return copy_stamps(host); }
 #endif

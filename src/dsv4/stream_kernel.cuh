@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, resident_ctas(sizeof(S
   OutputFragment<Traits> out = {};
   phase_span(1);
   walk_and_fold<Traits>(smem, p, scope, state, out);
-  phase_span(2);
+  phase_span(3);
   if (p.skip_stages & 4) return;
 
   uint16_t* out_token = p.out + token * p.out_token_stride + heads.first * p.out_head_stride;
@@ -177,7 +177,7 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, resident_ctas(sizeof(S
                               tile1[2] * bottom_scale, tile0[3] * bottom_scale, tile1[3] * bottom_scale);
       }
   }
-  phase_span(3);
+  phase_span(4);
 }
 
 }  // namespace sparse_decode::dsv4

@@ -6,7 +6,7 @@
 //   0 loop top, 1 rows visible (wait + barrier), 2 next gather issued,
 //   3 scores stored (wgmma), 4 barrier, 5 softmax, 6 barrier, 7 P V + fold.
 // Then every CTA's span marks by %globaltimer (ns from the earliest entry):
-// the earliest, median and latest CTA at each mark (split and cluster).
+// the earliest, median and latest CTA at each mark (split, cluster and stream).
 //   phase-clocks [stream|split|cluster] [tokens] [width]
 #include <cuda_runtime.h>
 
@@ -58,6 +58,9 @@ int main(int argc, char** argv) {
               : config.tokens <= sms ? clocks::read_stream_deep(marks.data())
                                      : clocks::read_stream(marks.data());
   if (error == 0 && kernel == "split") error = clocks::read_split_stamps(stamps.data());
+  if (error == 0 && kernel == "stream") {
+    error = config.tokens <= sms ? clocks::read_stream_deep_stamps(stamps.data()) : clocks::read_stream_stamps(stamps.data());
+  }
   if (error == 0 && kernel == "cluster") error = clocks::read_cluster_stamps(stamps.data());
   testing::check_cuda(error, "reading the clocks");
   int khz = 0;
@@ -79,8 +82,9 @@ int main(int argc, char** argv) {
       std::printf(" | %7lld\n", static_cast<long long>(m[clocks::kMarks - 1] - m[0]));
     }
   }
-  std::printf("CTA 0 span, cycles from the previous span mark (0 entry, 1 walk start, 2 walk end, then the\n"
-              "kernel's own: split 3 group written; cluster 3 cluster wait, 4 sent, 5 received, 6 stored)\n");
+  std::printf("CTA 0 span, cycles from the previous span mark (0 entry, 1 walk start, then the kernel's own:\n"
+              "stream 2 query landed, 3 walk end, 4 stored; split 2 walk end, 3 group written; cluster 2 walk\n"
+              "end, 3 cluster wait, 4 sent, 5 received, 6 stored)\n");
   for (int wg = 0; wg < clocks::kWarpgroups; ++wg) {
     const unsigned long long* m = &marks[(wg * (clocks::kChunks + 1) + clocks::kSpanRow) * clocks::kMarks];
     std::printf("%2d", wg);
@@ -96,7 +100,7 @@ int main(int argc, char** argv) {
   if (ctas == 0) return 0;
   std::printf("%d CTAs%s, span marks by %%globaltimer, ns from the earliest entry: earliest / median / latest CTA\n",
               ctas, ctas == clocks::kStampCtas ? " (the first ones only)" : "");
-  for (int k = 0; k < clocks::kMarks; ++k) {
+  for (int k = 0; k < clocks::kSmSlot; ++k) {
     std::vector<long long> at;
     for (int c = 0; c < ctas; ++c) {
       const unsigned long long t = stamps[c * clocks::kMarks + k];
@@ -105,6 +109,23 @@ int main(int argc, char** argv) {
     if (at.empty()) continue;
     std::sort(at.begin(), at.end());
     std::printf("mark %d: %6lld %6lld %6lld\n", k, at.front(), at[at.size() / 2], at.back());
+  }
+  // The CTAs that ended last: their SM, entry and each later mark (ns from the earliest entry).
+  int last_mark = 0;
+  for (int k = 1; k < clocks::kSmSlot; ++k) {
+    if (stamps[k] != 0) last_mark = k;
+  }
+  std::vector<int> order(ctas);
+  for (int c = 0; c < ctas; ++c) order[c] = c;
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return stamps[a * clocks::kMarks + last_mark] > stamps[b * clocks::kMarks + last_mark];
+  });
+  std::printf("the last CTAs to reach mark %d: cta sm | marks 0..%d\n", last_mark, last_mark);
+  for (int i = 0; i < std::min(ctas, 12); ++i) {
+    const unsigned long long* m = &stamps[order[i] * clocks::kMarks];
+    std::printf("%5d %3llu |", order[i], m[clocks::kSmSlot]);
+    for (int k = 0; k <= last_mark; ++k) std::printf(" %6lld", m[k] ? static_cast<long long>(m[k] - first_entry) : -1ll);
+    std::printf("\n");
   }
   return 0;
 }
