@@ -18,9 +18,7 @@ namespace {
 
 std::string check_options(const BenchOptions& o) {
   if (o.dtype != DType::kFloat8E4M3) return "--dtype belongs to --layout plain (packed rows are FP8 + BF16)";
-  if (o.kernels.size() != 1 || o.kernels[0] == Dsv4Kernel::kSplit) {
-    return "--kernel: one of auto, cluster, stream with --layout packed";
-  }
+  if (o.kernels.size() != 1) return "--kernel: one of auto, cluster, stream, split with --layout packed";
   for (int32_t w : o.widths) {
     if (w < kSwaColumns || w % 4 != 0 || w > kSwaColumns + kPackedMaxWidth) {
       return "--widths: packed widths are 128 SWA + 0..16384 extra columns, a multiple of 4";

@@ -98,12 +98,13 @@ struct Dsv4PackedDecodeArgs {
   // previous kernel must not write them; everything else is read after.
   bool enable_pdl = false;
 
-  // Device memory only: which kernel runs. kAuto picks by the batch (the
-  // cluster kernel up to 16 (token, 16-head group) units, the stream kernel
+  // Device memory only: which kernel runs. kAuto picks by the batch (up to
+  // 16 (token, 16-head group) units the split path when the workspace of
+  // workspace_size() is given, else the cluster kernel; the stream kernel
   // beyond, with two CTAs a unit up to 66 units, and at every T when
-  // W <= 128); kCluster and kStream force one (docs/kernels/packed.md);
-  // kSplit is not served (NotSupported). The kernels give results within
-  // the accuracy bound but not the same bits.
+  // W <= 128); kCluster, kStream and kSplit force one
+  // (docs/kernels/packed.md; a forced kSplit needs the workspace). The
+  // kernels give results within the accuracy bound but not the same bits.
   Dsv4Kernel kernel = Dsv4Kernel::kAuto;
 };
 
@@ -116,8 +117,9 @@ Status validate(const Dsv4PackedDecodeArgs& args);
 // kernel (docs/kernels/packed.md), on an sm_90a device.
 Status supports(const Dsv4PackedDecodeArgs& args);
 
-// Bytes of scratch memory that dsv4_decode_packed needs for these arguments
-// (0 today; callers should still ask, the GPU kernels may need some).
+// Bytes of scratch memory that dsv4_decode_packed needs for these arguments:
+// the split path's (small batches on the GPU, or a forced kSplit), else 0.
+// Without it kAuto runs another kernel; a forced kSplit is refused.
 size_t workspace_size(const Dsv4PackedDecodeArgs& args);
 
 // Runs the decode on `stream` (ignored for host memory, which runs

@@ -167,14 +167,18 @@ def dsv4_decode_packed(
     _check_float(softmax_scale, "softmax_scale")
     context, stream_handle = _arrays.launch_context(q, stream)
     with context:
-        _ext.dsv4_decode_packed(
+        arguments = dict(
             **_plain(q=q, swa_cache=swa_cache, swa_indices=swa_indices, out=out, swa_lens=swa_lens,
                      extra_cache=extra_cache, extra_indices=extra_indices, extra_lens=extra_lens),
             softmax_scale=float(softmax_scale),
-            **_plain(sinks=sinks, lse=lse, out_of_range_count=out_of_range_count, workspace=workspace),
+            **_plain(sinks=sinks, lse=lse, out_of_range_count=out_of_range_count),
             enable_pdl=bool(enable_pdl),
             stream=int(stream_handle),
         )
+        if workspace is None:
+            nbytes = _ext.dsv4_decode_packed(**arguments, workspace=None, size_only=True)
+            workspace = _arrays.cuda_scratch(q, nbytes, int(stream_handle)) if nbytes else None
+        _ext.dsv4_decode_packed(**arguments, **_plain(workspace=workspace))
 
 
 def dsv4_decode_hca(

@@ -150,7 +150,7 @@ def flash_mla_with_kvcache(
         out,
         lse,
         None,  # out_of_range_count
-        None,  # workspace: none needed so far
+        None,  # workspace: from torch's caching allocator when the call needs one (the split path)
         float(softmax_scale),
         _per_token(topk_length, "topk_length", b, s_q),
         extra_k_cache,

@@ -4,8 +4,8 @@
 
 Each is a mutating op that returns nothing: it writes `out` (and `lse`,
 `out_of_range_count`, the scratch `workspace`) in place and allocates
-nothing when given a workspace (without one, dsv4_decode and dsa_decode take
-the split kernel's scratch from torch's caching allocator, which a
+nothing when given a workspace (without one, dsv4_decode, dsv4_decode_packed
+and dsa_decode take the split kernel's scratch from torch's caching allocator, which a
 torch.cuda.graph capture serves from its pool), so a call can sit inside
 CUDA graph capture, and torch.compile sees it as one opaque node (its fake
 implementation below has nothing to compute: no outputs). Callers allocate

@@ -32,13 +32,14 @@ PackedPool packed_pool_of(const Array& a) {
   return pool;
 }
 
-void decode_packed_arrays(const InArray& q_in, const InArray& swa_cache_in, const InArray& swa_indices_in,
+// Runs the decode, or with size_only returns workspace_size() of the call.
+size_t decode_packed_arrays(const InArray& q_in, const InArray& swa_cache_in, const InArray& swa_indices_in,
                           const OutArray& out_in, const std::optional<InArray>& swa_lens_in,
                           const std::optional<InArray>& extra_cache_in, const std::optional<InArray>& extra_indices_in,
                           const std::optional<InArray>& extra_lens_in, float softmax_scale,
                           const std::optional<InArray>& sinks_in, const std::optional<OutArray>& lse_in,
                           const std::optional<OutArray>& count_in, const std::optional<OutArray>& workspace_in,
-                          bool enable_pdl, uintptr_t stream) {
+                          bool enable_pdl, uintptr_t stream, bool size_only) {
   const Array q = view("q", q_in);
   const std::optional<Array> swa_cache = view("swa_cache", swa_cache_in),
                              swa_indices = view("swa_indices", swa_indices_in), out = view("out", out_in),
@@ -79,7 +80,9 @@ void decode_packed_arrays(const InArray& q_in, const InArray& swa_cache_in, cons
   if (sinks) args.sinks = vector_of<float>(*sinks, Kind::kFloat32, "float32", args.num_heads);
   set_lse_count_and_pdl(args, lse, count, enable_pdl);
 
+  if (size_only) return workspace_size(args);
   run_decode(args, workspace, stream, [](const auto&... call) { return dsv4_decode_packed(call...); });
+  return 0;
 }
 
 }  // namespace
@@ -90,7 +93,7 @@ void add_dsv4_decode_packed(nb::module_& m) {
         nb::arg("out"), nb::kw_only(), nb::arg("swa_lens").none(), nb::arg("extra_cache").none(),
         nb::arg("extra_indices").none(), nb::arg("extra_lens").none(), nb::arg("softmax_scale"),
         nb::arg("sinks").none(), nb::arg("lse").none(), nb::arg("out_of_range_count").none(),
-        nb::arg("workspace").none(), nb::arg("enable_pdl"), nb::arg("stream"));
+        nb::arg("workspace").none(), nb::arg("enable_pdl"), nb::arg("stream"), nb::arg("size_only") = false);
 }
 
 }  // namespace sparse_decode::binding

@@ -2,6 +2,8 @@
 // packed-row GPU kernel for device memory (docs/kernels/packed.md).
 #include "sparse_decode/dsv4_decode_packed.h"
 
+#include <string>
+
 #include "dsv4/packed_launch.h"
 #include "reference/dsv4_packed_reference.h"
 
@@ -15,17 +17,29 @@ Status supports(const Dsv4PackedDecodeArgs& args) {
   return dsv4::packed_supports(args);
 }
 
-// The kernel combines its partial results in distributed shared memory: no scratch.
-size_t workspace_size(const Dsv4PackedDecodeArgs&) { return 0; }
+// The split path's shares (kAuto's small batches, or a forced kSplit); the
+// other kernels combine in distributed shared memory and need none.
+size_t workspace_size(const Dsv4PackedDecodeArgs& args) {
+  if (!validate(args).ok() || args.memory == MemorySpace::kHost) return 0;
+  return dsv4::packed_kernel_choice(args) == Dsv4Kernel::kSplit ? dsv4::packed_split_workspace_bytes(args) : 0;
+}
 
-Status dsv4_decode_packed(const Dsv4PackedDecodeArgs& args, void*, size_t, CUstream_st* stream) {
+Status dsv4_decode_packed(const Dsv4PackedDecodeArgs& args, void* workspace, size_t workspace_bytes,
+                          CUstream_st* stream) {
   if (Status status = supports(args); !status.ok()) return status;
+  if (args.memory == MemorySpace::kDevice && args.kernel == Dsv4Kernel::kSplit && args.num_tokens > 0 &&
+      !dsv4::packed_split_workspace_fits(args, workspace, workspace_bytes)) {
+    return Status::InvalidArgument("workspace_bytes: the split path needs a 16-byte aligned workspace of " +
+                                   std::to_string(dsv4::packed_split_workspace_bytes(args)) +
+                                   " bytes (workspace_size(args)), got " + std::to_string(workspace_bytes) +
+                                   (workspace ? "" : " at a null workspace"));
+  }
   if (args.num_tokens == 0) return Status::Ok();
   if (args.memory == MemorySpace::kHost) {
     reference::dsv4_decode_packed_host(args);
     return Status::Ok();
   }
-  return dsv4::launch_packed(args, stream);
+  return dsv4::launch_packed(args, workspace, workspace_bytes, stream);
 }
 
 }  // namespace sparse_decode

@@ -17,7 +17,8 @@ namespace sparse_decode::dsv4 {
 
 // Defined with the kernels' instantiations in packed_kernel_h16.cu and packed_stream_h16.cu.
 const void* packed_kernel_pointer();
-const void* packed_stream_kernel_pointer(int unit_ctas);  // 1 or 2 CTAs a unit
+const void* packed_stream_kernel_pointer(int unit_ctas);  // 1 or 2 CTAs a unit; 0: the split path
+const void* packed_combine_kernel_pointer(int shares);  // the combine kernel for up to 4, 10 or 16 shares a unit
 
 namespace {
 
@@ -41,7 +42,7 @@ int set_stream_kernel_attributes() {
   // compiled for: with fewer registers setmaxnreg.inc would wait forever, so
   // a build that compiled it otherwise is refused (InvalidDeviceFunction).
   cudaError_t e = cudaSuccess;
-  for (int unit_ctas : {1, 2}) {
+  for (int unit_ctas : {0, 1, 2}) {
     cudaFuncAttributes attributes{};
     if (e == cudaSuccess) e = cudaFuncGetAttributes(&attributes, packed_stream_kernel_pointer(unit_ctas));
     if (e == cudaSuccess && attributes.numRegs != PackedStreamTraits::kLaunchRegisters) {
@@ -118,10 +119,48 @@ int32_t token_chunks(const Dsv4PackedDecodeArgs& args) {
   return chunks_of(args.swa.width) + (args.extra.given() ? chunks_of(args.extra.width) : 0);
 }
 
-bool runs_stream_kernel(const Dsv4PackedDecodeArgs& args) {
-  if (args.kernel != Dsv4Kernel::kAuto) return args.kernel == Dsv4Kernel::kStream;
-  return clusters_of(args) > kClusterMaxUnits || token_chunks(args) <= kStreamMaxChunksAlways;
+// With the workspace, the split path serves up to kSplitMaxUnits units of
+// more than 2 chunks; tokens of more than kSplitNarrowChunks chunks only from
+// kSplitMinUnitsWide units (below, the cluster kernel is 0.2-0.5 µs faster
+// at W = 640; from 8 units its 10-CTA clusters no longer fit at once:
+// packed.md, "The split path").
+constexpr int64_t kSplitMaxUnits = 16;
+constexpr int64_t kSplitMinUnitsWide = 8;
+constexpr int32_t kSplitNarrowChunks = 4;
+
+Dsv4Kernel packed_kernel_choice(const Dsv4PackedDecodeArgs& args, bool split_workspace) {
+  if (args.kernel != Dsv4Kernel::kAuto) return args.kernel;
+  if (token_chunks(args) <= kStreamMaxChunksAlways) return Dsv4Kernel::kStream;
+  const int64_t units = clusters_of(args);
+  const int64_t split_from = token_chunks(args) <= kSplitNarrowChunks ? 1 : kSplitMinUnitsWide;
+  if (split_workspace && units >= split_from && units <= kSplitMaxUnits) return Dsv4Kernel::kSplit;
+  return units > kClusterMaxUnits ? Dsv4Kernel::kStream : Dsv4Kernel::kCluster;
 }
+
+PackedSplitPlan packed_split_plan(int32_t chunks, int64_t units) {
+  const int64_t most = std::min<int64_t>(chunks, PackedSplitWorkspace::kMaxShares);
+  const int64_t fit = std::clamp<int64_t>(kOneWaveCtas / std::max<int64_t>(units, 1), 1, std::max<int64_t>(most, 1));
+  PackedSplitPlan plan;
+  plan.chunks_per_cta = static_cast<int32_t>((chunks + fit - 1) / fit);
+  plan.ctas = plan.chunks_per_cta > 0 ? (chunks + plan.chunks_per_cta - 1) / plan.chunks_per_cta : 1;
+  return plan;
+}
+
+size_t packed_split_workspace_bytes(const Dsv4PackedDecodeArgs& args) {
+  if (args.num_tokens <= 0) return 0;
+  const int64_t units = clusters_of(args);
+  const PackedSplitPlan plan = packed_split_plan(token_chunks(args), units);
+  // Saturates: a T beyond any buffer asks for more bytes than exist instead of wrapping.
+  return static_cast<size_t>(validation::saturating_mul(validation::saturating_mul(units, plan.ctas),
+                                                        static_cast<int64_t>(PackedSplitWorkspace::kShareBytes)));
+}
+
+bool packed_split_workspace_fits(const Dsv4PackedDecodeArgs& args, const void* workspace, size_t workspace_bytes) {
+  return workspace && workspace_bytes >= packed_split_workspace_bytes(args) &&
+         reinterpret_cast<uintptr_t>(workspace) % PackedSplitWorkspace::kAlignment == 0;
+}
+
+bool runs_stream_kernel(const Dsv4PackedDecodeArgs& args) { return packed_kernel_choice(args) == Dsv4Kernel::kStream; }
 
 // CTAs a unit of the stream kernel (kAuto's rule, also when it is forced).
 int stream_unit_ctas(const Dsv4PackedDecodeArgs& args) {
@@ -129,9 +168,14 @@ int stream_unit_ctas(const Dsv4PackedDecodeArgs& args) {
 }
 
 Status packed_supports(const Dsv4PackedDecodeArgs& args) {
-  if (args.kernel == Dsv4Kernel::kSplit) {
-    return Status::NotSupported(
-        "dsv4_decode_packed: kernel: kSplit is not served for packed rows (kAuto, kCluster or kStream)");
+  if (packed_kernel_choice(args) == Dsv4Kernel::kSplit) {
+    const int64_t ctas = packed_split_plan(token_chunks(args), clusters_of(args)).ctas;
+    if (clusters_of(args) > int64_t{0x7fffffff} / ctas) {
+      return Status::NotSupported("dsv4_decode_packed: num_tokens: at most " +
+                                  std::to_string(int64_t{0x7fffffff} / ctas) +
+                                  " (token, 16-head group) units a call on the split path (grid size)");
+    }
+    return hopper_device_status("dsv4_decode_packed: ");
   }
   if (runs_stream_kernel(args)) {
     if (clusters_of(args) > int64_t{0x7fffffff}) {
@@ -148,9 +192,14 @@ Status packed_supports(const Dsv4PackedDecodeArgs& args) {
   return hopper_device_status("dsv4_decode_packed: ");
 }
 
-Status launch_packed(const Dsv4PackedDecodeArgs& args, CUstream_st* stream) {
+Status launch_packed(const Dsv4PackedDecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream_st* stream) {
   const bool has_extra = args.extra.given();
-  const bool stream_kernel = runs_stream_kernel(args);
+  Dsv4Kernel kernel_kind = packed_kernel_choice(args);
+  if (kernel_kind == Dsv4Kernel::kSplit && !packed_split_workspace_fits(args, workspace, workspace_bytes)) {
+    kernel_kind = packed_kernel_choice(args, false);  // only kAuto gets here: a forced kSplit is refused before
+  }
+  const bool split = kernel_kind == Dsv4Kernel::kSplit;
+  const bool stream_kernel = split || kernel_kind == Dsv4Kernel::kStream;
   if (Status status = stream_kernel ? configure_stream_kernel() : configure_kernel(); !status.ok()) return status;
   const PackedPlan plan = stream_kernel ? PackedPlan{}
                                         : packed_plan(args.swa.width, has_extra ? args.extra.width : 0, clusters_of(args));
@@ -171,6 +220,11 @@ Status launch_packed(const Dsv4PackedDecodeArgs& args, CUstream_st* stream) {
   p.lse = args.lse;
   p.lse_token_stride = args.lse_token_stride;
   p.out_of_range_count = args.out_of_range_count;
+  const PackedSplitPlan split_plan = split ? packed_split_plan(token_chunks(args), clusters_of(args)) : PackedSplitPlan{};
+  if (split) {
+    p.workspace = static_cast<uint8_t*>(workspace);
+    p.split_ctas = split_plan.ctas;
+  }
 
   // Both kernels: a cluster dimension (1 or 2 CTAs a stream unit, the
   // plan's CTAs a cluster kernel token) and PDL on request.
@@ -179,12 +233,12 @@ Status launch_packed(const Dsv4PackedDecodeArgs& args, CUstream_st* stream) {
   size_t smem_bytes = 0;
   unsigned cluster_ctas = 1;
   if (stream_kernel) {
-    const int unit_ctas = stream_unit_ctas(args);
-    kernel = packed_stream_kernel_pointer(unit_ctas);
+    const int unit_ctas = split ? split_plan.ctas : stream_unit_ctas(args);
+    kernel = packed_stream_kernel_pointer(split ? 0 : unit_ctas);
     grid = dim3(static_cast<unsigned>(clusters_of(args) * unit_ctas));
     block = dim3(PackedStreamTraits::kLaunchThreads);
     smem_bytes = sizeof(PackedStreamSmem);
-    cluster_ctas = static_cast<unsigned>(unit_ctas);
+    cluster_ctas = split ? 1u : static_cast<unsigned>(unit_ctas);
   } else {
     kernel = packed_kernel_pointer();
     grid = dim3(static_cast<unsigned>(args.num_tokens * plan.cluster_ctas), head_groups_of(args.num_heads));
@@ -205,8 +259,19 @@ Status launch_packed(const Dsv4PackedDecodeArgs& args, CUstream_st* stream) {
   config.attrs = attributes;
   config.numAttrs = 2;
   void* kernel_args[] = {&p};
-  return cuda_status(cudaLaunchKernelExC(&config, kernel, kernel_args),
-                     stream_kernel ? "launching the packed-row stream kernel" : "launching the packed-row kernel");
+  if (Status status = cuda_status(cudaLaunchKernelExC(&config, kernel, kernel_args),
+                                  stream_kernel ? "launching the packed-row stream kernel" : "launching the packed-row kernel");
+      !status.ok() || !split) {
+    return status;
+  }
+  // The combine kernel always overlaps the split kernel's tail (PDL): it
+  // waits for the shares before it reads them.
+  config.gridDim = dim3(static_cast<unsigned>(clusters_of(args) * PackedStreamTraits::kWarps));
+  config.blockDim = dim3(PackedSplitWorkspace::kCombineThreads);
+  config.dynamicSmemBytes = 0;
+  attributes[1].val.programmaticStreamSerializationAllowed = 1;
+  return cuda_status(cudaLaunchKernelExC(&config, packed_combine_kernel_pointer(split_plan.ctas), kernel_args),
+                     "launching the packed-row combine kernel");
 }
 
 }  // namespace sparse_decode::dsv4

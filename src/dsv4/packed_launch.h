@@ -24,11 +24,34 @@ struct PackedPlan {
 // but a token can round differently in a batch of another plan.
 PackedPlan packed_plan(int32_t swa_width, int32_t extra_width, int64_t clusters);
 
+// The split path: a unit's chunks in runs over `ctas` ordinary CTAs of the
+// stream kernel, whose shares meet in the workspace and are folded by the
+// combine kernel (docs/kernels/packed.md, "The split path"). As many CTAs a
+// unit as one wave has room for, at most one a chunk and 16.
+struct PackedSplitPlan {
+  int32_t ctas = 0;            // CTAs (shares) a (token, head group) unit
+  int32_t chunks_per_cta = 0;  // chunks each CTA walks through (the last may walk fewer)
+};
+PackedSplitPlan packed_split_plan(int32_t chunks, int64_t units);
+
+// The kernel a call runs: args.kernel unless kAuto, else by the batch;
+// kSplit only when `split_workspace` (the caller gives the workspace).
+Dsv4Kernel packed_kernel_choice(const Dsv4PackedDecodeArgs& args, bool split_workspace = true);
+
+// Bytes of workspace the split path needs for these (validated) arguments.
+size_t packed_split_workspace_bytes(const Dsv4PackedDecodeArgs& args);
+
+// Whether `workspace` can serve the split path: large and aligned enough.
+bool packed_split_workspace_fits(const Dsv4PackedDecodeArgs& args, const void* workspace, size_t workspace_bytes);
+
 // Why the kernel cannot serve these (validated, device-memory) arguments;
 // Ok when it can.
 Status packed_supports(const Dsv4PackedDecodeArgs& args);
 
-// Launches on `stream`; arguments must have passed packed_supports() and have T >= 1.
-Status launch_packed(const Dsv4PackedDecodeArgs& args, CUstream_st* stream);
+// Launches on `stream` the kernel packed_kernel_choice() picks (where kAuto's
+// kSplit has no workspace that fits, the choice without it); arguments must
+// have passed packed_supports(), have T >= 1, and a forced kSplit a workspace
+// that fits.
+Status launch_packed(const Dsv4PackedDecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream_st* stream);
 
 }  // namespace sparse_decode::dsv4

@@ -35,6 +35,8 @@ struct PackedParams {
   float* lse;                // [T, H] or null
   int64_t lse_token_stride;  // elements
   int32_t* out_of_range_count;  // or null
+  uint8_t* workspace;        // the split path's shares (PackedSplitWorkspace), or null
+  int32_t split_ctas;        // the split path: CTAs a (token, 16-head group) unit, each a run of chunks
 };
 
 }  // namespace sparse_decode::dsv4

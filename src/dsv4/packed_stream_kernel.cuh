@@ -40,6 +40,13 @@ __device__ __forceinline__ float pow2(int k) { return k < -126 ? 0.0f : __int_as
 
 // ---- producers ----
 
+// Whether column `row` of chunk `chunk` is below its segment's width and len.
+__device__ __forceinline__ bool column_listed(const PackedParams& p, int chunk, int row, int swa_len, int extra_len) {
+  const bool in_swa = chunk < p.swa.chunks;
+  const int column = (in_swa ? chunk : chunk - p.swa.chunks) * Traits::kChunkColumns + row;
+  return column < (in_swa ? p.swa.width : p.extra.width) && column < (in_swa ? swa_len : extra_len);
+}
+
 // The index of column `row` of chunk `chunk` of the token (-1 past the
 // segment's width or its len).
 __device__ __forceinline__ int32_t listed_index(const PackedParams& p, int64_t token, int chunk, int row, int swa_len,
@@ -47,8 +54,7 @@ __device__ __forceinline__ int32_t listed_index(const PackedParams& p, int64_t t
   const bool in_swa = chunk < p.swa.chunks;
   const PackedSegmentParams& seg = in_swa ? p.swa : p.extra;
   const int column = (in_swa ? chunk : chunk - p.swa.chunks) * Traits::kChunkColumns + row;
-  const int len = in_swa ? swa_len : extra_len;
-  return column < seg.width && column < len ? seg.indices[token * seg.indices_stride + column] : -1;
+  return column_listed(p, chunk, row, swa_len, extra_len) ? seg.indices[token * seg.indices_stride + column] : -1;
 }
 
 // Producer warp w's rows 16w .. 16w + 15 of chunk i into tile i % kBuffers,
@@ -106,15 +112,26 @@ __device__ __forceinline__ void produce_chunk(Smem& s, const PackedParams& p, in
 
 // The token's chunks [first, first + count) by the producer warpgroup, each
 // chunk's indices loaded a chunk ahead so that their latency hides behind
-// the tile's wait.
+// the tile's wait. kIndexBeforeLens: the first chunk's indices load beside
+// the lens (masked by them after), not after them (the split path, whose
+// CTAs walk a chunk or two: one DRAM trip less before the first rows).
+template <bool kIndexBeforeLens>
 __device__ __forceinline__ void produce_chunks(Smem& s, const PackedParams& p, int64_t token, int first, int count,
                                                bool count_out_of_range) {
   constexpr int kRows = Traits::kProducerRows;
   const int lane = threadIdx.x % 32;
   const int row = (threadIdx.x / 32 - Traits::kWarps) * kRows + lane % kRows;
+  const int every = 1 << 30;  // a len above every width
+  const int32_t early =
+      kIndexBeforeLens && lane < kRows && count > 0 ? listed_index(p, token, first, row, every, every) : -1;
   const int swa_len = p.swa.lens ? p.swa.lens[token] : p.swa.width;
   const int extra_len = p.extra.lens ? p.extra.lens[token] : p.extra.width;
-  int32_t index = lane < kRows && count > 0 ? listed_index(p, token, first, row, swa_len, extra_len) : -1;
+  int32_t index = -1;
+  if constexpr (kIndexBeforeLens) {
+    index = column_listed(p, first, row, swa_len, extra_len) ? early : -1;
+  } else {
+    index = lane < kRows && count > 0 ? listed_index(p, token, first, row, swa_len, extra_len) : -1;
+  }
   for (int i = 0; i < count; ++i) {
     const int32_t next =
         i + 1 < count && lane < kRows ? listed_index(p, token, first + i + 1, row, swa_len, extra_len) : -1;
@@ -487,57 +504,79 @@ struct HeadStats {
   float sum;
 };
 
-// The warp's dims of its heads h_begin .. h_end - 1 (0: lane / 4, 1: lane /
-// 4 + 8; stats[h] theirs), over the softmax sum and the sink, as BF16; lse
-// (natural log, sink excluded) from warp 0.
+// One head's values of one 16-dim half of one 32-dim group of warp `warp`'s
+// dims: v = (n-tile 0's two values of the head, n-tile 1's two), times
+// `scale` and 2^e (scale tiles: e in two factors, so that it reaches below
+// 2^-126), as BF16.
+__device__ __forceinline__ void store_head_slice(uint16_t* out, int warp, int t, int dg, int half, float4 v,
+                                                 float scale, int e) {
+  if (warp < Traits::kScaleTiles) {
+    const float scale_a = pow2(e / 2), scale_b = pow2(e - e / 2);
+    auto value = [&](float x) { return x * scale * scale_a * scale_b; };
+    // n-tile (half, n) column j is dim 16 half + 2j + n: this thread has dims 4t .. 4t + 3.
+    *reinterpret_cast<uint2*>(out + warp * kPackedTileDims + 32 * dg + 16 * half + 4 * t) =
+        make_uint2(ptx::bf16x2_bits(value(v.x), value(v.z)), ptx::bf16x2_bits(value(v.y), value(v.w)));
+  } else {
+    // n-tile n column j is dim 16 half + 8n + j: this thread has 2t, 2t + 1 of each.
+    uint16_t* dims = out + kPackedFp8Dims + 32 * dg + 16 * half + 2 * t;
+    *reinterpret_cast<uint32_t*>(dims) = ptx::bf16x2_bits(v.x * scale, v.y * scale);
+    *reinterpret_cast<uint32_t*>(dims + 8) = ptx::bf16x2_bits(v.z * scale, v.w * scale);
+  }
+}
 
-__device__ __forceinline__ void store_output(const Smem& s, const PackedParams& p, int64_t token, int first_head,
-                                             int count, const DimFragment& acc, const int (&unit)[2],
-                                             const HeadStats (&stats)[2], int h_begin, int h_end) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+// Head h's (0: lane / 4, 1: lane / 4 + 8) values of a (32-dim group, 16-dim
+// half) of the fragment, in store_head_slice's order.
+__device__ __forceinline__ float4 head_slice(const DimFragment& acc, int dg, int half, int h) {
+  const float(&even)[4] = acc[dg][half][0];
+  const float(&odd)[4] = acc[dg][half][1];
+  return h == 0 ? make_float4(even[0], even[1], odd[0], odd[1]) : make_float4(even[2], even[3], odd[2], odd[3]);
+}
+
+// The factor on a head's values: 1 / (sum + its sink's weight), 0 without an
+// active column; stores the head's lse (natural log, sink excluded) where `lse` is given.
+__device__ __forceinline__ float head_output_scale(const HeadStats& stats, float sink_log2, float* lse) {
+  const bool none = stats.max == -INFINITY;  // no active column: zeros, lse = -inf, sink or not
+  if (lse) *lse = none ? -INFINITY : (stats.max + __log2f(stats.sum)) * kLn2;
+  return none ? 0.0f : 1.0f / (stats.sum + ptx::exp2_approx(sink_log2 - stats.max));
+}
+
+// The unit exponent a head's values are stored with (2^e), clamped where
+// the BF16 output is 0 anyway.
+__device__ __forceinline__ int output_exponent(int unit) { return unit < -300 ? -300 : unit; }
+
+// Warp `warp`'s dims of its heads h_begin .. h_end - 1 (0: lane / 4, 1: lane /
+// 4 + 8; stats[h] theirs), over the softmax sum and the sink (sink_log2(head)),
+// as BF16; lse from warp 0.
+template <class SinkLog2>
+__device__ __forceinline__ void store_warp_output(const PackedParams& p, int64_t token, int first_head, int count,
+                                                  int warp, const DimFragment& acc, const int (&unit)[2],
+                                                  const HeadStats (&stats)[2], int h_begin, int h_end,
+                                                  SinkLog2&& sink_log2) {
+  const int lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   uint16_t* out_token = p.out + token * p.out_token_stride + first_head * p.out_head_stride;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int head = g + 8 * h;
     if (h < h_begin || h >= h_end || head >= count) continue;  // H = 8: the padded rows
-    const float max = stats[h].max, sum = stats[h].sum;
-    const bool none = max == -INFINITY;  // no active column: zeros, lse = -inf, sink or not
-    float scale = none ? 0.0f : 1.0f / (sum + ptx::exp2_approx(s.sink_log2[head] - max));
-    if (p.lse && warp == 0 && t == 0) {  // warp 0 stores its heads' lse
-      p.lse[token * p.lse_token_stride + first_head + head] = none ? -INFINITY : (max + __log2f(sum)) * kLn2;
-    }
+    float* lse = p.lse && warp == 0 && t == 0 ? p.lse + token * p.lse_token_stride + first_head + head : nullptr;
+    const float scale = head_output_scale(stats[h], sink_log2(head), lse);
     uint16_t* out = out_token + head * p.out_head_stride;
-    if (warp < Traits::kScaleTiles) {
-      const int e = unit[h] < -300 ? -300 : unit[h];  // 2^e in two factors: below 2^-126 too
-      const float scale_a = pow2(e / 2), scale_b = pow2(e - e / 2);
 #pragma unroll
-      for (int dg = 0; dg < 2; ++dg)
+    for (int dg = 0; dg < 2; ++dg)
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          // n-tile (half, n) column j is dim 16 half + 2j + n: this thread has dims 4t .. 4t + 3.
-          const float(&even)[4] = acc[dg][half][0];
-          const float(&odd)[4] = acc[dg][half][1];
-          auto value = [&](float x) { return x * scale * scale_a * scale_b; };
-          *reinterpret_cast<uint2*>(out + warp * kPackedTileDims + 32 * dg + 16 * half + 4 * t) =
-              make_uint2(ptx::bf16x2_bits(value(even[2 * h]), value(odd[2 * h])),
-                         ptx::bf16x2_bits(value(even[2 * h + 1]), value(odd[2 * h + 1])));
-        }
-    } else {
-#pragma unroll
-      for (int dg = 0; dg < 2; ++dg)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          // n-tile n column j is dim 16 half + 8n + j: this thread has 2t, 2t + 1 of each.
-          uint16_t* dims = out + kPackedFp8Dims + 32 * dg + 16 * half + 2 * t;
-#pragma unroll
-          for (int n = 0; n < 2; ++n) {
-            *reinterpret_cast<uint32_t*>(dims + 8 * n) =
-                ptx::bf16x2_bits(acc[dg][half][n][2 * h] * scale, acc[dg][half][n][2 * h + 1] * scale);
-          }
-        }
-    }
+      for (int half = 0; half < 2; ++half) {
+        store_head_slice(out, warp, t, dg, half, head_slice(acc, dg, half, h), scale, output_exponent(unit[h]));
+      }
   }
+}
+
+// This warp's dims, the sinks from shared memory (store_warp_output).
+__device__ __forceinline__ void store_output(const Smem& s, const PackedParams& p, int64_t token, int first_head,
+                                             int count, const DimFragment& acc, const int (&unit)[2],
+                                             const HeadStats (&stats)[2], int h_begin, int h_end) {
+  store_warp_output(p, token, first_head, count, static_cast<int>(threadIdx.x / 32), acc, unit, stats, h_begin, h_end,
+                    [&](int head) { return s.sink_log2[head]; });
 }
 
 // Two CTAs a unit, after both walks: CTA r stores heads lane / 4 + 8 r of
@@ -621,25 +660,129 @@ __device__ __forceinline__ void fold_pair(const Smem& s, DimFragment& acc, int (
         }
 }
 
+// ---- the split path: shares in the workspace, then the combine kernel ----
+
+using Workspace = PackedSplitWorkspace;
+
+__device__ __forceinline__ uint8_t* share_record(const PackedParams& p, int64_t share) {
+  return p.workspace + share * Workspace::kShareBytes;
+}
+
+// After the walk: this math thread's P V values and scale units, and (threads
+// < 16) the heads' statistics, into share `share` (PackedSplitWorkspace).
+__device__ __forceinline__ void write_share(const Smem& s, const PackedParams& p, int64_t share,
+                                            const DimFragment& acc, const int (&unit)[2]) {
+  uint8_t* record = share_record(p, share);
+  float4* values = reinterpret_cast<float4*>(record);
+  int32_t* units = reinterpret_cast<int32_t*>(record + Workspace::kValueBytes);
+  const int tid = threadIdx.x, warp = tid / 32;
+#pragma unroll
+  for (int dg = 0; dg < 2; ++dg)
+#pragma unroll
+    for (int half = 0; half < 2; ++half)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) values[((2 * dg + half) * 2 + h) * Traits::kThreads + tid] = head_slice(acc, dg, half, h);
+  // The BF16 dims (warp 7) carry no unit.
+  units[tid] = warp < Traits::kScaleTiles ? unit[0] : 0;
+  units[Traits::kThreads + tid] = warp < Traits::kScaleTiles ? unit[1] : 0;
+  if (tid < Traits::kHeads) {
+    reinterpret_cast<float2*>(record + Workspace::kValueBytes + Workspace::kUnitBytes)[tid] =
+        make_float2(s.running_max[tid], s.running_sum[tid]);
+  }
+}
+
+// One (token, head group) unit's warp `blockIdx.x % 8` a CTA: thread (h,
+// slice, lane) folds head lane / 4 + 8h of walker thread (warp, lane)'s
+// slice over the unit's shares in rank order (as the pair folds its two
+// halves: weights against the joint max, a common scale unit from the larger
+// weighted share), then stores it as the stream kernel does.
+// kMax >= p.split_ctas bounds the shares loaded at once (its registers: a
+// combine CTA that holds fewer leaves room for split CTAs on its SM while it
+// waits for them under PDL).
+template <int kMax>
+__global__ void __launch_bounds__(Workspace::kCombineThreads) packed_combine_kernel(const __grid_constant__ PackedParams p) {
+  static_assert(kMax <= Workspace::kMaxShares, "at most kMaxShares shares a unit");
+  const int head_groups = (p.num_heads + Traits::kHeads - 1) / Traits::kHeads;
+  const int64_t unit_index = blockIdx.x / Traits::kWarps;
+  const int warp = static_cast<int>(blockIdx.x % Traits::kWarps);
+  const int64_t token = unit_index / head_groups;
+  const int first_head = static_cast<int>(unit_index % head_groups) * Traits::kHeads;
+  const int count = min(Traits::kHeads, p.num_heads - first_head);
+  const int lane = threadIdx.x % 32, slice = (threadIdx.x / 32) % Workspace::kSlices;
+  const int h = threadIdx.x / (32 * Workspace::kSlices);
+  const int head = lane / 4 + 8 * h, walker = warp * 32 + lane;
+  const float sink_log2 = p.sinks && head < count ? p.sinks[first_head + head] * kLog2e : -INFINITY;
+  ptx::grid_dependency_wait();  // the split kernel's shares are complete and visible
+  ptx::launch_dependents();
+  if (head >= count) return;  // H = 8: the padded rows
+
+  // Every share's values, unit and statistics at once (shares past the
+  // unit's load share 0 again and are not used).
+  const int shares = p.split_ctas;
+  float4 values[kMax];
+  int units[kMax];
+  float2 stats[kMax];
+#pragma unroll
+  for (int r = 0; r < kMax; ++r) {
+    const uint8_t* record = share_record(p, unit_index * shares + (r < shares ? r : 0));
+    values[r] = reinterpret_cast<const float4*>(record)[(slice * 2 + h) * Traits::kThreads + walker];
+    units[r] = reinterpret_cast<const int32_t*>(record + Workspace::kValueBytes)[h * Traits::kThreads + walker];
+    stats[r] = reinterpret_cast<const float2*>(record + Workspace::kValueBytes + Workspace::kUnitBytes)[head];
+  }
+  const bool scaled = warp < Traits::kScaleTiles;  // the BF16 dims (warp 7) carry no unit
+  float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  int unit = kNoUnit;
+  HeadStats total{-INFINITY, 0.0f};
+#pragma unroll
+  for (int r = 0; r < kMax; ++r) {
+    if (r >= shares) break;
+    const float joint_max = fmaxf(total.max, stats[r].x);
+    const float own_weight = total.max == -INFINITY ? 0.0f : ptx::exp2_approx(total.max - joint_max);
+    const float share_weight = stats[r].x == -INFINITY ? 0.0f : ptx::exp2_approx(stats[r].x - joint_max);
+    total = HeadStats{joint_max, total.sum * own_weight + stats[r].y * share_weight};
+    float own_factor = own_weight, share_factor = share_weight;
+    if (scaled) {
+      auto weighted_unit = [](int u, float weight) {
+        return weight > 0.0f ? u + static_cast<int>(__float_as_uint(weight) >> 23) - 127 : kNoUnit;
+      };
+      const int common = max(max(weighted_unit(unit, own_weight), weighted_unit(units[r], share_weight)), -127);
+      own_factor = own_weight > 0.0f ? own_weight * pow2(unit - common) : 0.0f;
+      share_factor = share_weight > 0.0f ? share_weight * pow2(units[r] - common) : 0.0f;
+      unit = common;
+    }
+    o.x = o.x * own_factor + values[r].x * share_factor, o.y = o.y * own_factor + values[r].y * share_factor;
+    o.z = o.z * own_factor + values[r].z * share_factor, o.w = o.w * own_factor + values[r].w * share_factor;
+  }
+  float* lse = p.lse && warp == 0 && slice == 0 && lane % 4 == 0
+                   ? p.lse + token * p.lse_token_stride + first_head + head
+                   : nullptr;
+  const float scale = head_output_scale(total, sink_log2, lse);
+  uint16_t* out = p.out + token * p.out_token_stride + (first_head + head) * p.out_head_stride;
+  store_head_slice(out, warp, lane % 4, slice / 2, slice % 2, o, scale, output_exponent(unit));
+}
+
 // ---- the kernel ----
 
 // kUnitCtas CTAs a (token, 16-head group) unit: 1, or 2 (a cluster; CTA r
-// walks the r-th half of the chunks, and the pair combines through DSMEM).
+// walks the r-th half of the chunks, and the pair combines through DSMEM),
+// or 0: the split path, p.split_ctas CTAs a unit (CTA r the r-th run of
+// chunks), each writing its share to the workspace for packed_combine_kernel.
 template <int kUnitCtas>
 __global__ void __launch_bounds__(Traits::kLaunchThreads, Traits::kCtasPerSm)
     packed_stream_kernel(const __grid_constant__ PackedParams p) {
-  static_assert(kUnitCtas == 1 || kUnitCtas == 2, "one CTA a unit, or a pair");
+  static_assert(kUnitCtas == 0 || kUnitCtas == 1 || kUnitCtas == 2, "the split path, one CTA a unit, or a pair");
   extern __shared__ __align__(16) uint8_t smem_bytes[];
   Smem& s = *reinterpret_cast<Smem*>(smem_bytes);
   const int head_groups = (p.num_heads + Traits::kHeads - 1) / Traits::kHeads;
-  const int64_t unit_index = blockIdx.x / kUnitCtas;
-  const uint32_t rank = kUnitCtas == 1 ? 0u : blockIdx.x % kUnitCtas;
+  const int unit_ctas = kUnitCtas == 0 ? p.split_ctas : kUnitCtas;
+  const int64_t unit_index = blockIdx.x / unit_ctas;
+  const uint32_t rank = kUnitCtas == 1 ? 0u : blockIdx.x % unit_ctas;
   const int64_t token = unit_index / head_groups;
   const int first_head = static_cast<int>(unit_index % head_groups) * Traits::kHeads;
   const int count = min(Traits::kHeads, p.num_heads - first_head);
   const int tid = threadIdx.x, warp = tid / 32;
   const int chunks = p.swa.chunks + p.extra.chunks;
-  const int per_cta = (chunks + kUnitCtas - 1) / kUnitCtas;
+  const int per_cta = (chunks + unit_ctas - 1) / unit_ctas;
   const int first_chunk = min(static_cast<int>(rank) * per_cta, chunks);
   const int walk = min(per_cta, chunks - first_chunk);
 
@@ -659,7 +802,7 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, Traits::kCtasPerSm)
   ptx::grid_dependency_wait();
   if (warp >= Traits::kWarps) {
     ptx::setmaxnreg_dec<Traits::kProducerRegisters>();
-    produce_chunks(s, p, token, first_chunk, walk, p.out_of_range_count && first_head == 0);
+    produce_chunks<kUnitCtas == 0>(s, p, token, first_chunk, walk, p.out_of_range_count && first_head == 0);
     if constexpr (kUnitCtas == 2) {  // the producers take part in the barrier after the walks
       ptx::cluster_arrive_relaxed();
       ptx::cluster_wait();
@@ -695,7 +838,9 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, Traits::kCtasPerSm)
     }
   }
   HeadStats stats[2];
-  if constexpr (kUnitCtas == 1) {
+  if constexpr (kUnitCtas == 0) {
+    write_share(s, p, unit_index * unit_ctas + rank, acc, unit);
+  } else if constexpr (kUnitCtas == 1) {
     const int g = tid % 32 / 4;
     stats[0] = HeadStats{s.running_max[g], s.running_sum[g]};
     stats[1] = HeadStats{s.running_max[g + 8], s.running_sum[g + 8]};

@@ -155,6 +155,38 @@ TEST(Dsv4PackedValidation, ValidCallPassesAndWritesEverything) {
   EXPECT_TRUE(call.outputs.fully_written());
 }
 
+// The split path's workspace follows kAuto's choice on device memory (the
+// split path: up to 16 units, from 8 units for tokens of more than 4
+// chunks) and a forced kSplit at any batch; host memory needs none.
+TEST(Dsv4PackedValidation, WorkspaceSizeFollowsTheChoice) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE(test::seed_message(seed));
+  ValidPackedCall call(seed);  // 16 heads, widths 128 + 256: 6 chunks a token
+  Dsv4PackedDecodeArgs a = call.args;
+  EXPECT_EQ(workspace_size(a), 0u);
+  a.memory = MemorySpace::kDevice;
+  ASSERT_TRUE(validate(a).ok()) << validate(a).message();
+  for (int64_t tokens : {1, 7, 17, 100}) {
+    a.num_tokens = tokens;
+    EXPECT_EQ(workspace_size(a), 0u) << tokens << " tokens";
+  }
+  size_t last = 0;
+  for (int64_t tokens : {8, 12, 16}) {
+    a.num_tokens = tokens;
+    EXPECT_GT(workspace_size(a), last) << tokens << " tokens";
+    last = workspace_size(a);
+  }
+  a.extra.width = 128;  // 4 chunks: the split path from one unit
+  a.num_tokens = 1;
+  EXPECT_GT(workspace_size(a), 0u);
+  a.extra.width = 256;
+  a.num_tokens = 1000;
+  a.kernel = Dsv4Kernel::kSplit;
+  EXPECT_GE(workspace_size(a), size_t{1000} * 32 * 1024) << "a forced kSplit: at least the P V values of each unit";
+  a.kernel = Dsv4Kernel::kCluster;
+  EXPECT_EQ(workspace_size(a), 0u);
+}
+
 TEST(Dsv4PackedValidation, ValidEdgeArguments) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE(test::seed_message(seed));

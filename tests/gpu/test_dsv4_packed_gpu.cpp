@@ -61,16 +61,25 @@ struct PackedDeviceProblem {
     }
     args.sinks = p.sinks.empty() ? nullptr : sinks.as<float>();
     args.out_of_range_count = count.as<int32_t>();
+    Dsv4PackedDecodeArgs split = args;
+    split.kernel = Dsv4Kernel::kSplit;
+    workspace = DeviceBuffer(std::max<size_t>(workspace_size(split), 16));
+    workspace.fill_bytes(kPoisonByte);  // shares are written before they are read: NaN otherwise
   }
-  DeviceBuffer q, swa_pool, extra_pool, swa_indices, swa_lens, extra_indices, extra_lens, sinks, out, lse, count;
+  // The call with this problem's workspace (large enough for the split path at its T).
+  Status decode(const Dsv4PackedDecodeArgs& call, cudaStream_t stream = nullptr) {
+    return dsv4_decode_packed(call, workspace.get(), workspace.bytes(), stream);
+  }
+  DeviceBuffer q, swa_pool, extra_pool, swa_indices, swa_lens, extra_indices, extra_lens, sinks, out, lse, count,
+      workspace;
   Dsv4PackedDecodeArgs args;
 };
 
 // Poisons out and lse, sets the counter, runs the call and downloads.
 DeviceResult run_device(PackedDeviceProblem& d) {
   gpu_test::poison_outputs(d.out, d.lse, d.count);
-  EXPECT_EQ(workspace_size(d.args), 0u);
-  const Status status = dsv4_decode_packed(d.args, nullptr, 0, nullptr);
+  EXPECT_LE(workspace_size(d.args), d.workspace.bytes());
+  const Status status = d.decode(d.args);
   EXPECT_TRUE(status.ok()) << status.message();
   return gpu_test::download_outputs(d.out, d.lse, d.count);
 }
@@ -130,7 +139,7 @@ Dsv4PackedProblemConfig config_for(uint64_t seed, int64_t tokens, int32_t extra_
 }
 
 // Builds the problem, lets `edit` change it, checks each kernel (kAuto, then
-// the cluster and the stream kernel forced) against the reference; returns kAuto's result.
+// the cluster kernel, the stream kernel and the split path forced) against the reference; returns kAuto's result.
 DeviceResult check_config(const Dsv4PackedProblemConfig& config,
                           const std::function<void(Dsv4PackedProblem&)>& edit = {},
                           GroupCheck groups = GroupCheck::kEachRow) {
@@ -141,8 +150,10 @@ DeviceResult check_config(const Dsv4PackedProblemConfig& config,
   if (edit) edit(problem);
   PackedDeviceProblem device(problem);
   const DeviceResult automatic = check_against_reference(problem, device, groups);
-  for (Dsv4Kernel kernel : {Dsv4Kernel::kCluster, Dsv4Kernel::kStream}) {
-    SCOPED_TRACE(kernel == Dsv4Kernel::kCluster ? "cluster kernel" : "stream kernel");
+  for (Dsv4Kernel kernel : {Dsv4Kernel::kCluster, Dsv4Kernel::kStream, Dsv4Kernel::kSplit}) {
+    SCOPED_TRACE(kernel == Dsv4Kernel::kCluster  ? "cluster kernel"
+                 : kernel == Dsv4Kernel::kStream ? "stream kernel"
+                                                 : "split path");
     device.args.kernel = kernel;
     check_against_reference(problem, device, groups);
   }
@@ -441,7 +452,7 @@ TEST_P(Dsv4PackedGpuKernels, PdlWaitsForTheKernelThatWritesTheQuery) {
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   testing::launch_delayed_copy(device.q.get(), fresh_q.get(), fresh_q.bytes(), 200000, stream);
   device.args.enable_pdl = true;
-  ASSERT_TRUE(dsv4_decode_packed(device.args, nullptr, 0, stream).ok());
+  ASSERT_TRUE(device.decode(device.args, stream).ok());
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   cudaStreamDestroy(stream);
   EXPECT_TRUE(device.out.download<uint16_t>() == expected.out) << "the PDL launch read q before it was written";
@@ -472,7 +483,7 @@ TEST_P(Dsv4PackedGpuKernels, StridedQueryAndOutput) {
   args.lse_token_stride = lse_token;
   out.fill_bytes(kPoisonByte);
   lse.fill_bytes(kPoisonByte);
-  ASSERT_TRUE(dsv4_decode_packed(args, nullptr, 0, nullptr).ok());
+  ASSERT_TRUE(device.decode(args).ok());
   const std::vector<uint16_t> got = out.download<uint16_t>();
   const std::vector<float> got_lse = lse.download<float>();
   const DeviceResult contiguous = run_device(device);
@@ -506,7 +517,7 @@ TEST_P(Dsv4PackedGpuKernels, BitwiseIdenticalOverRunsAndBatches) {
   const DeviceResult first = run_device(device);
   for (int run = 0; run < 20; ++run) {
     device.out.fill_bytes(static_cast<uint8_t>(run));
-    ASSERT_TRUE(dsv4_decode_packed(device.args, nullptr, 0, nullptr).ok());
+    ASSERT_TRUE(device.decode(device.args).ok());
     ASSERT_TRUE(device.out.download<uint16_t>() == first.out) << "run " << run;
   }
   const size_t row = static_cast<size_t>(c.heads) * kHeadDim;
@@ -521,27 +532,47 @@ TEST_P(Dsv4PackedGpuKernels, BitwiseIdenticalOverRunsAndBatches) {
     one.out = static_cast<uint16_t*>(one.out) + t * one.out_token_stride;
     one.lse += t * one.lse_token_stride;
     device.out.fill_bytes(kPoisonByte);
-    ASSERT_TRUE(dsv4_decode_packed(one, nullptr, 0, nullptr).ok());
+    ASSERT_TRUE(device.decode(one).ok());
     const std::vector<uint16_t> got = device.out.download<uint16_t>();
     EXPECT_EQ(std::memcmp(&got[t * row], &first.out[t * row], row * 2), 0) << "token " << t << " alone";
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(ClusterAndStream, Dsv4PackedGpuKernels,
-                         ::testing::Values(Dsv4Kernel::kCluster, Dsv4Kernel::kStream),
+INSTANTIATE_TEST_SUITE_P(EveryKernel, Dsv4PackedGpuKernels,
+                         ::testing::Values(Dsv4Kernel::kCluster, Dsv4Kernel::kStream, Dsv4Kernel::kSplit),
                          [](const ::testing::TestParamInfo<Dsv4Kernel>& info) {
-                           return info.param == Dsv4Kernel::kCluster ? "Cluster" : "Stream";
+                           return info.param == Dsv4Kernel::kCluster  ? "Cluster"
+                                  : info.param == Dsv4Kernel::kStream ? "Stream"
+                                                                      : "Split";
                          });
 
-// kSplit is not served for packed rows: refused, naming the argument, nothing written.
-TEST_F(Dsv4PackedGpu, SplitKernelIsRefused) {
-  Dsv4PackedProblemConfig c = config_for(test::fresh_seed(), 6);
+// A forced kSplit without a workspace that fits is refused, naming the
+// argument, and writes nothing; kAuto without one runs another kernel.
+TEST_F(Dsv4PackedGpu, SplitPathWithoutItsWorkspace) {
+  Dsv4PackedProblemConfig c = config_for(test::fresh_seed(), 12);
+  SCOPED_TRACE(test::seed_message(c.seed));
   Dsv4PackedProblem problem = testing::make_dsv4_packed_problem(c);
   PackedDeviceProblem device(problem);
+  const DeviceResult with_workspace = check_against_reference(problem, device);
+  ASSERT_GT(workspace_size(device.args), 0u) << "kAuto at 12 tokens of 10 chunks runs the split path";
   device.args.kernel = Dsv4Kernel::kSplit;
-  const Status status = dsv4_decode_packed(device.args, nullptr, 0, nullptr);
-  EXPECT_EQ(status.code(), StatusCode::kNotSupported);
-  EXPECT_NE(status.message().find("kernel"), std::string::npos) << status.message();
+  const size_t needed = workspace_size(device.args);
+  for (size_t bytes : {size_t{0}, needed - 16}) {
+    device.out.fill_bytes(kPoisonByte);
+    const Status status = dsv4_decode_packed(device.args, bytes ? device.workspace.get() : nullptr, bytes, nullptr);
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(status.message().find("workspace_bytes"), std::string::npos) << status.message();
+    const std::vector<uint16_t> untouched = device.out.download<uint16_t>();
+    EXPECT_TRUE(std::all_of(untouched.begin(), untouched.end(), [](uint16_t v) { return v == 0xFFFF; }));
+  }
+  const Status misaligned = dsv4_decode_packed(device.args, device.workspace.as<uint8_t>() + 8, needed, nullptr);
+  EXPECT_EQ(misaligned.code(), StatusCode::kInvalidArgument);
+  device.args.kernel = Dsv4Kernel::kAuto;
+  gpu_test::poison_outputs(device.out, device.lse, device.count);
+  ASSERT_TRUE(dsv4_decode_packed(device.args, nullptr, 0, nullptr).ok());
+  const DeviceResult without = gpu_test::download_outputs(device.out, device.lse, device.count);
+  test::expect_rows_close(without.out_values(), with_workspace.out_values(), c.tokens, c.heads, kMaxRelativeError,
+                          "kAuto without the workspace vs with it");
 }
 
 TEST_F(Dsv4PackedGpu, ZeroTokensLaunchesNothing) {
