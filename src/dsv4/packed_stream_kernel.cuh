@@ -579,6 +579,13 @@ __device__ __forceinline__ void store_output(const Smem& s, const PackedParams& 
                     [&](int head) { return s.sink_log2[head]; });
 }
 
+// A share's scale unit plus its weight's exponent (kNoUnit for weight 0):
+// the larger of two sets their common unit when they are folded, so that
+// the share that dominates keeps its bits.
+__device__ __forceinline__ int weighted_unit(int unit, float weight) {
+  return weight > 0.0f ? unit + static_cast<int>(__float_as_uint(weight) >> 23) - 127 : kNoUnit;
+}
+
 // Two CTAs a unit, after both walks: CTA r stores heads lane / 4 + 8 r of
 // every thread's dims. Each thread sends the other head's P V values, its
 // scale unit and (threads < 16) every head's statistics into the peer's
@@ -632,9 +639,6 @@ __device__ __forceinline__ void fold_pair(const Smem& s, DimFragment& acc, int (
     // even when the other half's unit is far above it.
     const int own_unit = keep == 0 ? unit[0] : unit[1];
     const int peer_unit = s.exchange.scale_unit[tid];
-    auto weighted_unit = [](int u, float weight) {
-      return weight > 0.0f ? u + static_cast<int>(__float_as_uint(weight) >> 23) - 127 : kNoUnit;
-    };
     const int common = max(max(weighted_unit(own_unit, own_weight), weighted_unit(peer_unit, peer_weight)), -127);
     own_factor = own_weight > 0.0f ? own_weight * pow2(own_unit - common) : 0.0f;
     peer_factor = peer_weight > 0.0f ? peer_weight * pow2(peer_unit - common) : 0.0f;
@@ -742,9 +746,6 @@ __global__ void __launch_bounds__(Workspace::kCombineThreads) packed_combine_ker
     total = HeadStats{joint_max, total.sum * own_weight + stats[r].y * share_weight};
     float own_factor = own_weight, share_factor = share_weight;
     if (scaled) {
-      auto weighted_unit = [](int u, float weight) {
-        return weight > 0.0f ? u + static_cast<int>(__float_as_uint(weight) >> 23) - 127 : kNoUnit;
-      };
       const int common = max(max(weighted_unit(unit, own_weight), weighted_unit(units[r], share_weight)), -127);
       own_factor = own_weight > 0.0f ? own_weight * pow2(unit - common) : 0.0f;
       share_factor = share_weight > 0.0f ? share_weight * pow2(units[r] - common) : 0.0f;
