@@ -16,3 +16,8 @@ const void* packed_combine_kernel_pointer(int shares) {
                         : reinterpret_cast<const void*>(&packed_stream::packed_combine_kernel<16>);
 }
 }  // namespace sparse_decode::dsv4
+
+#if defined(SPARSE_DECODE_PHASE_CLOCKS)
+int sparse_decode::dsv4::phase_clocks::read_packed_stream(unsigned long long* host) { return copy_clocks(host); }
+int sparse_decode::dsv4::phase_clocks::read_packed_stream_stamps(unsigned long long* host) { return copy_stamps(host); }
+#endif

@@ -20,6 +20,7 @@
 #include "common/ptx.cuh"
 #include "dsv4/packed_params.h"
 #include "dsv4/packed_stream_traits.cuh"
+#include "dsv4/phase_clocks.cuh"
 
 namespace sparse_decode::dsv4::packed_stream {
 
@@ -787,6 +788,8 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, Traits::kCtasPerSm)
   const int first_chunk = min(static_cast<int>(rank) * per_cta, chunks);
   const int walk = min(per_cta, chunks - first_chunk);
 
+  phase_span(0);  // diagnostic build only (phase-clocks): 0 entry, 1 math warps' start, 2 q converted,
+                  // 3 first rows landed, 4 walk end, 5 results stored
   // Sinks are weights: read before the grid dependency wait (PDL).
   const float sink = p.sinks && tid < count ? p.sinks[first_head + tid] : -INFINITY;
   if (tid == 0) {  // one thread: racecheck attributes a warp's divergent mbarrier inits to another lane
@@ -811,6 +814,7 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, Traits::kCtasPerSm)
     return;
   }
   ptx::setmaxnreg_inc<Traits::kMathRegisters>();
+  phase_span(1);
   const QueryBlocks query = load_query(p, token, first_head, count);
   if (tid < Traits::kHeads) {
     s.sink_log2[tid] = sink * kLog2e;
@@ -818,12 +822,14 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, Traits::kCtasPerSm)
     s.running_sum[tid] = 0.0f;
   }
   convert_query(s, query, p.scale_log2);
+  phase_span(2);
 
   DimFragment acc = {};
   int unit[2] = {kNoUnit, kNoUnit};
   for (int i = 0; i < walk; ++i) {
     const int buffer = i % Traits::kBuffers;
     ptx::mbarrier_wait_parity(ptx::smem_address(&s.rows_landed[buffer]), (i / Traits::kBuffers) & 1);
+    if (i == 0) phase_span(3);
     score_chunk(s, buffer);
     math_sync();
     softmax_chunk(s, buffer, i == 0);
@@ -838,6 +844,7 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, Traits::kCtasPerSm)
       ptx::named_barrier_arrive(Traits::kTileFreeBarrier + buffer, Traits::kLaunchThreads);
     }
   }
+  phase_span(4);
   HeadStats stats[2];
   if constexpr (kUnitCtas == 0) {
     write_share(s, p, unit_index * unit_ctas + rank, acc, unit);
@@ -857,6 +864,7 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, Traits::kCtasPerSm)
     fold_pair(s, acc, unit, stats, rank);
     store_output(s, p, token, first_head, count, acc, unit, stats, static_cast<int>(rank), static_cast<int>(rank) + 1);
   }
+  phase_span(5);
 }
 
 }  // namespace sparse_decode::dsv4::packed_stream

@@ -36,6 +36,11 @@ int read_split_stamps(unsigned long long* host);
 int read_cluster_stamps(unsigned long long* host);
 int read_stream_stamps(unsigned long long* host);
 int read_stream_deep_stamps(unsigned long long* host);
+// The packed stream kernel's instances (split path, one CTA a unit, pair):
+// span marks 0 entry, 1 math warps' start, 2 q converted, 3 first rows
+// landed, 4 walk end, 5 results stored or written.
+int read_packed_stream(unsigned long long* host);
+int read_packed_stream_stamps(unsigned long long* host);
 
 #if defined(SPARSE_DECODE_PHASE_CLOCKS) && defined(__CUDACC__)
 // One copy a translation unit: read() reads the copy of the kernel's file.

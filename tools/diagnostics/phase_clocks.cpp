@@ -7,7 +7,7 @@
 //   3 scores stored (wgmma), 4 barrier, 5 softmax, 6 barrier, 7 P V + fold.
 // Then every CTA's span marks by %globaltimer (ns from the earliest entry):
 // the earliest, median and latest CTA at each mark (split, cluster and stream).
-//   phase-clocks [stream|split|cluster] [tokens] [width]
+//   phase-clocks [stream|split|cluster|packed-split|packed-stream] [tokens] [width]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -18,14 +18,115 @@
 
 #include "dsv4/phase_clocks.cuh"
 #include "sparse_decode/dsv4_decode.h"
+#include "sparse_decode/dsv4_decode_packed.h"
 #include "testing/device_buffer.h"
+#include "testing/dsv4_packed_problem.h"
 #include "testing/dsv4_problem.h"
 
 using namespace sparse_decode;
 namespace clocks = sparse_decode::dsv4::phase_clocks;
 
+// Every CTA's span marks by %globaltimer, relative to the earliest entry:
+// the earliest, median and latest CTA at each mark, then the CTAs that ended last.
+void print_stamps(const std::vector<unsigned long long>& stamps) {
+  // Every CTA's span marks by %globaltimer, relative to the earliest entry.
+  unsigned long long first_entry = ~0ull;
+  int ctas = 0;
+  for (int c = 0; c < clocks::kStampCtas && stamps[c * clocks::kMarks] != 0; ++c, ++ctas) {
+    first_entry = std::min(first_entry, stamps[c * clocks::kMarks]);
+  }
+  if (ctas == 0) return;
+  std::printf("%d CTAs%s, span marks by %%globaltimer, ns from the earliest entry: earliest / median / latest CTA\n",
+              ctas, ctas == clocks::kStampCtas ? " (the first ones only)" : "");
+  for (int k = 0; k < clocks::kSmSlot; ++k) {
+    std::vector<long long> at;
+    for (int c = 0; c < ctas; ++c) {
+      const unsigned long long t = stamps[c * clocks::kMarks + k];
+      if (t != 0) at.push_back(static_cast<long long>(t - first_entry));
+    }
+    if (at.empty()) continue;
+    std::sort(at.begin(), at.end());
+    std::printf("mark %d: %6lld %6lld %6lld\n", k, at.front(), at[at.size() / 2], at.back());
+  }
+  // The CTAs that ended last: their SM, entry and each later mark (ns from the earliest entry).
+  int last_mark = 0;
+  for (int k = 1; k < clocks::kSmSlot; ++k) {
+    if (stamps[k] != 0) last_mark = k;
+  }
+  std::vector<int> order(ctas);
+  for (int c = 0; c < ctas; ++c) order[c] = c;
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return stamps[a * clocks::kMarks + last_mark] > stamps[b * clocks::kMarks + last_mark];
+  });
+  std::printf("the last CTAs to reach mark %d: cta sm | marks 0..%d\n", last_mark, last_mark);
+  for (int i = 0; i < std::min(ctas, 12); ++i) {
+    const unsigned long long* m = &stamps[order[i] * clocks::kMarks];
+    std::printf("%5d %3llu |", order[i], m[clocks::kSmSlot]);
+    for (int k = 0; k <= last_mark; ++k) std::printf(" %6lld", m[k] ? static_cast<long long>(m[k] - first_entry) : -1ll);
+    std::printf("\n");
+  }
+}
+
+// The packed stream kernel's split path or stream kernel (kernel "packed-split"
+// or "packed-stream") on a synthetic packed problem: CTA 0's span marks and
+// every CTA's stamps.
+int run_packed(const std::string& kernel, int64_t tokens, int32_t width) {
+  testing::Dsv4PackedProblemConfig config;
+  config.tokens = tokens;
+  config.extra_width = width - kSwaColumns;
+  config.extra_rows = 1 << 18;  // 153 MB of rows (more than L2): the gather reads DRAM
+  const testing::Dsv4PackedProblem problem = testing::make_dsv4_packed_problem(config);
+  testing::DeviceBuffer q(problem.q), swa_pool(problem.swa_pool), extra_pool(problem.extra_pool),
+      swa_indices(problem.swa_indices), swa_lens(problem.swa_lens), extra_indices(problem.extra_indices),
+      extra_lens(problem.extra_lens), sinks(problem.sinks);
+  testing::DeviceBuffer out(static_cast<size_t>(tokens) * config.heads * kHeadDim * 2);
+  Dsv4PackedDecodeArgs args = problem.host_args(out.get(), nullptr);
+  args.memory = MemorySpace::kDevice;
+  args.q = q.get();
+  args.swa.pool.data = swa_pool.as<uint8_t>();
+  args.swa.indices = swa_indices.as<int32_t>();
+  args.swa.lens = problem.swa_lens.empty() ? nullptr : swa_lens.as<int32_t>();
+  if (problem.has_extra()) {
+    args.extra.pool.data = extra_pool.as<uint8_t>();
+    args.extra.indices = extra_indices.as<int32_t>();
+    args.extra.lens = extra_lens.as<int32_t>();
+  }
+  args.sinks = problem.sinks.empty() ? nullptr : sinks.as<float>();
+  args.kernel = kernel == "packed-split" ? Dsv4Kernel::kSplit : Dsv4Kernel::kStream;
+  const size_t bytes = workspace_size(args);
+  testing::DeviceBuffer workspace(bytes > 0 ? bytes : 16);
+  testing::DeviceBuffer flush(size_t{512} << 20);
+  for (int run = 0; run < 3; ++run) {
+    flush.fill_bytes(static_cast<uint8_t>(run));
+    const Status status = dsv4_decode_packed(args, workspace.get(), workspace.bytes(), nullptr);
+    if (!status.ok()) {
+      std::printf("dsv4_decode_packed: %s\n", status.message().c_str());
+      return 1;
+    }
+    testing::check_cuda(cudaDeviceSynchronize(), "the decode");
+  }
+  std::vector<unsigned long long> marks(clocks::kCount), stamps(clocks::kStampCount, 0);
+  int error = clocks::read_packed_stream(marks.data());
+  if (error == 0) error = clocks::read_packed_stream_stamps(stamps.data());
+  testing::check_cuda(error, "reading the clocks");
+  std::printf("%s, T = %lld, W = %d; CTA 0 span, cycles from the previous mark (0 entry, 1 math warps' start,\n"
+              "2 q converted, 3 first rows landed, 4 walk end, 5 results stored or written)\n",
+              kernel.c_str(), static_cast<long long>(tokens), width);
+  for (int wg = 0; wg < clocks::kWarpgroups; ++wg) {
+    const unsigned long long* m = &marks[(wg * (clocks::kChunks + 1) + clocks::kSpanRow) * clocks::kMarks];
+    std::printf("%2d", wg);
+    for (int k = 1; k < clocks::kMarks && m[k] != 0; ++k) std::printf(" %7lld", static_cast<long long>(m[k] - m[k - 1]));
+    std::printf("\n");
+  }
+  print_stamps(stamps);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const std::string kernel = argc > 1 ? argv[1] : "stream";
+  if (kernel.rfind("packed", 0) == 0) {
+    return run_packed(kernel, argc > 2 ? std::atoll(argv[2]) : 1, argc > 3 ? std::atoi(argv[3]) : 640);
+  }
   testing::Dsv4ProblemConfig config;
   config.tokens = argc > 2 ? std::atoll(argv[2]) : 1;
   config.width = argc > 3 ? std::atoi(argv[3]) : 640;
@@ -91,41 +192,6 @@ int main(int argc, char** argv) {
     for (int k = 1; k < clocks::kMarks && m[k] != 0; ++k) std::printf(" %7lld", static_cast<long long>(m[k] - m[k - 1]));
     std::printf("\n");
   }
-  // Every CTA's span marks by %globaltimer, relative to the earliest entry.
-  unsigned long long first_entry = ~0ull;
-  int ctas = 0;
-  for (int c = 0; c < clocks::kStampCtas && stamps[c * clocks::kMarks] != 0; ++c, ++ctas) {
-    first_entry = std::min(first_entry, stamps[c * clocks::kMarks]);
-  }
-  if (ctas == 0) return 0;
-  std::printf("%d CTAs%s, span marks by %%globaltimer, ns from the earliest entry: earliest / median / latest CTA\n",
-              ctas, ctas == clocks::kStampCtas ? " (the first ones only)" : "");
-  for (int k = 0; k < clocks::kSmSlot; ++k) {
-    std::vector<long long> at;
-    for (int c = 0; c < ctas; ++c) {
-      const unsigned long long t = stamps[c * clocks::kMarks + k];
-      if (t != 0) at.push_back(static_cast<long long>(t - first_entry));
-    }
-    if (at.empty()) continue;
-    std::sort(at.begin(), at.end());
-    std::printf("mark %d: %6lld %6lld %6lld\n", k, at.front(), at[at.size() / 2], at.back());
-  }
-  // The CTAs that ended last: their SM, entry and each later mark (ns from the earliest entry).
-  int last_mark = 0;
-  for (int k = 1; k < clocks::kSmSlot; ++k) {
-    if (stamps[k] != 0) last_mark = k;
-  }
-  std::vector<int> order(ctas);
-  for (int c = 0; c < ctas; ++c) order[c] = c;
-  std::sort(order.begin(), order.end(), [&](int a, int b) {
-    return stamps[a * clocks::kMarks + last_mark] > stamps[b * clocks::kMarks + last_mark];
-  });
-  std::printf("the last CTAs to reach mark %d: cta sm | marks 0..%d\n", last_mark, last_mark);
-  for (int i = 0; i < std::min(ctas, 12); ++i) {
-    const unsigned long long* m = &stamps[order[i] * clocks::kMarks];
-    std::printf("%5d %3llu |", order[i], m[clocks::kSmSlot]);
-    for (int k = 0; k <= last_mark; ++k) std::printf(" %6lld", m[k] ? static_cast<long long>(m[k] - first_entry) : -1ll);
-    std::printf("\n");
-  }
+  print_stamps(stamps);
   return 0;
 }
