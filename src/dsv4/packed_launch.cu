@@ -169,7 +169,9 @@ int stream_unit_ctas(const Dsv4PackedDecodeArgs& args) {
 
 Status packed_supports(const Dsv4PackedDecodeArgs& args) {
   if (packed_kernel_choice(args) == Dsv4Kernel::kSplit) {
-    const int64_t ctas = packed_split_plan(token_chunks(args), clusters_of(args)).ctas;
+    // The split kernel's grid (ctas a unit) and the combine kernel's (a CTA a unit's warp).
+    const int64_t ctas = std::max<int64_t>(packed_split_plan(token_chunks(args), clusters_of(args)).ctas,
+                                           PackedStreamTraits::kWarps);
     if (clusters_of(args) > int64_t{0x7fffffff} / ctas) {
       return Status::NotSupported("dsv4_decode_packed: num_tokens: at most " +
                                   std::to_string(int64_t{0x7fffffff} / ctas) +

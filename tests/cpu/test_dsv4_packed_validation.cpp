@@ -187,6 +187,23 @@ TEST(Dsv4PackedValidation, WorkspaceSizeFollowsTheChoice) {
   EXPECT_EQ(workspace_size(a), 0u);
 }
 
+// A forced kSplit whose grids (a CTA a unit's run of chunks, and a combine
+// CTA a unit's warp) would pass 2^31 - 1 CTAs is refused naming num_tokens,
+// before any device check.
+TEST(Dsv4PackedValidation, SplitPathGridLimit) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE(test::seed_message(seed));
+  ValidPackedCall call(seed);
+  Dsv4PackedDecodeArgs a = call.args;
+  a.memory = MemorySpace::kDevice;
+  a.kernel = Dsv4Kernel::kSplit;
+  a.num_tokens = int64_t{1} << 28;  // 16 heads: 2^28 units, 2^31 combine CTAs
+  ASSERT_TRUE(validate(a).ok()) << validate(a).message();
+  const Status status = supports(a);
+  EXPECT_EQ(status.code(), StatusCode::kNotSupported);
+  EXPECT_NE(status.message().find("num_tokens"), std::string::npos) << status.message();
+}
+
 TEST(Dsv4PackedValidation, ValidEdgeArguments) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE(test::seed_message(seed));
