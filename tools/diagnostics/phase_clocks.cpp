@@ -26,6 +26,16 @@
 using namespace sparse_decode;
 namespace clocks = sparse_decode::dsv4::phase_clocks;
 
+// CTA 0's span marks (phase_clocks::kSpanRow) of each math warpgroup: cycles from the previous mark.
+void print_span(const std::vector<unsigned long long>& marks) {
+  for (int wg = 0; wg < clocks::kWarpgroups; ++wg) {
+    const unsigned long long* m = &marks[(wg * (clocks::kChunks + 1) + clocks::kSpanRow) * clocks::kMarks];
+    std::printf("%2d", wg);
+    for (int k = 1; k < clocks::kMarks && m[k] != 0; ++k) std::printf(" %7lld", static_cast<long long>(m[k] - m[k - 1]));
+    std::printf("\n");
+  }
+}
+
 // Every CTA's span marks by %globaltimer, relative to the earliest entry:
 // the earliest, median and latest CTA at each mark, then the CTAs that ended last.
 void print_stamps(const std::vector<unsigned long long>& stamps) {
@@ -112,12 +122,7 @@ int run_packed(const std::string& kernel, int64_t tokens, int32_t width) {
   std::printf("%s, T = %lld, W = %d; CTA 0 span, cycles from the previous mark (0 entry, 1 math warps' start,\n"
               "2 q converted, 3 first rows landed, 4 walk end, 5 results stored or written)\n",
               kernel.c_str(), static_cast<long long>(tokens), width);
-  for (int wg = 0; wg < clocks::kWarpgroups; ++wg) {
-    const unsigned long long* m = &marks[(wg * (clocks::kChunks + 1) + clocks::kSpanRow) * clocks::kMarks];
-    std::printf("%2d", wg);
-    for (int k = 1; k < clocks::kMarks && m[k] != 0; ++k) std::printf(" %7lld", static_cast<long long>(m[k] - m[k - 1]));
-    std::printf("\n");
-  }
+  print_span(marks);
   print_stamps(stamps);
   return 0;
 }
@@ -186,12 +191,7 @@ int main(int argc, char** argv) {
   std::printf("CTA 0 span, cycles from the previous span mark (0 entry, 1 walk start, then the kernel's own:\n"
               "stream 2 query landed, 3 walk end, 4 stored; split 2 walk end, 3 group written; cluster 2 walk\n"
               "end, 3 cluster wait, 4 sent, 5 received, 6 stored)\n");
-  for (int wg = 0; wg < clocks::kWarpgroups; ++wg) {
-    const unsigned long long* m = &marks[(wg * (clocks::kChunks + 1) + clocks::kSpanRow) * clocks::kMarks];
-    std::printf("%2d", wg);
-    for (int k = 1; k < clocks::kMarks && m[k] != 0; ++k) std::printf(" %7lld", static_cast<long long>(m[k] - m[k - 1]));
-    std::printf("\n");
-  }
+  print_span(marks);
   print_stamps(stamps);
   return 0;
 }
