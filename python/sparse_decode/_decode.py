@@ -14,6 +14,15 @@ def _plain(**arrays: Any) -> dict:
     return {name: _arrays.plain(array, name) for name, array in arrays.items()}
 
 
+def _run_with_workspace(entry: Any, arguments: dict, workspace: Any, q: Any, stream_handle: int) -> None:
+    """Calls `entry` with the workspace given, or without one the scratch the call asks for
+    (size_only), taken from torch's caching allocator on q's device (none for CPU arrays)."""
+    if workspace is None:
+        nbytes = entry(**arguments, workspace=None, size_only=True)
+        workspace = _arrays.cuda_scratch(q, nbytes, int(stream_handle)) if nbytes else None
+    entry(**arguments, **_plain(workspace=workspace))
+
+
 def _check_page_layout(page_layout: str) -> None:
     if page_layout not in ("NHD", "HND"):
         raise ValueError(f"page_layout: expected 'NHD' or 'HND', got {page_layout!r}")
@@ -109,10 +118,7 @@ def dsv4_decode(
             hnd=page_layout == "HND",
             stream=int(stream_handle),
         )
-        if workspace is None:
-            nbytes = _ext.dsv4_decode(**arguments, workspace=None, size_only=True)
-            workspace = _arrays.cuda_scratch(q, nbytes, int(stream_handle)) if nbytes else None
-        _ext.dsv4_decode(**arguments, **_plain(workspace=workspace))
+        _run_with_workspace(_ext.dsv4_decode, arguments, workspace, q, stream_handle)
 
 
 def dsv4_decode_packed(
@@ -175,10 +181,7 @@ def dsv4_decode_packed(
             enable_pdl=bool(enable_pdl),
             stream=int(stream_handle),
         )
-        if workspace is None:
-            nbytes = _ext.dsv4_decode_packed(**arguments, workspace=None, size_only=True)
-            workspace = _arrays.cuda_scratch(q, nbytes, int(stream_handle)) if nbytes else None
-        _ext.dsv4_decode_packed(**arguments, **_plain(workspace=workspace))
+        _run_with_workspace(_ext.dsv4_decode_packed, arguments, workspace, q, stream_handle)
 
 
 def dsv4_decode_hca(
@@ -264,10 +267,7 @@ def dsv4_decode_hca(
             hnd=page_layout == "HND",
             stream=int(stream_handle),
         )
-        if workspace is None:
-            nbytes = _ext.dsv4_decode_hca(**arguments, workspace=None, size_only=True)
-            workspace = _arrays.cuda_scratch(q, nbytes, int(stream_handle)) if nbytes else None
-        _ext.dsv4_decode_hca(**arguments, **_plain(workspace=workspace))
+        _run_with_workspace(_ext.dsv4_decode_hca, arguments, workspace, q, stream_handle)
 
 
 def convert_page_aligned_indices(
@@ -432,7 +432,4 @@ def dsa_decode(
             enable_pdl=bool(enable_pdl),
             stream=int(stream_handle),
         )
-        if workspace is None:
-            nbytes = _ext.dsa_decode(**arguments, workspace=None, size_only=True)
-            workspace = _arrays.cuda_scratch(q, nbytes, int(stream_handle)) if nbytes else None
-        _ext.dsa_decode(**arguments, **_plain(workspace=workspace))
+        _run_with_workspace(_ext.dsa_decode, arguments, workspace, q, stream_handle)

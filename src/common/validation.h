@@ -1,6 +1,7 @@
 // Small helpers shared by the argument validation of every operation.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
@@ -35,6 +36,13 @@ Status invalid(const Parts&... parts) {
   std::ostringstream message;
   (message << ... << parts);
   return Status::InvalidArgument(message.str());
+}
+
+// The refusal of a split path called without the workspace it needs: `what`
+// names it ("the split kernel"), `needed` is workspace_size(args).
+inline Status workspace_too_small(const char* what, size_t needed, const void* workspace, size_t workspace_bytes) {
+  return invalid("workspace_bytes: ", what, " needs a 16-byte aligned workspace of ", needed,
+                 " bytes (workspace_size(args)), got ", workspace_bytes, workspace ? "" : " at a null workspace");
 }
 
 // Optional arrays of 32-bit elements, by name: each naturally aligned (null

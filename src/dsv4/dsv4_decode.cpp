@@ -2,8 +2,7 @@
 // kernels for device memory.
 #include "sparse_decode/dsv4_decode.h"
 
-#include <string>
-
+#include "common/validation.h"
 #include "dsv4/launch.h"
 #include "reference/dsv4_reference.h"
 
@@ -24,10 +23,8 @@ Status dsv4_decode(const Dsv4DecodeArgs& args, void* workspace, size_t workspace
   if (Status status = validate(args); !status.ok()) return status;
   if (args.memory == MemorySpace::kDevice && args.kernel == Dsv4Kernel::kSplit && args.num_tokens > 0 &&
       !dsv4::split_workspace_fits(args, workspace, workspace_bytes)) {
-    return Status::InvalidArgument("workspace_bytes: the split kernel needs a 16-byte aligned workspace of " +
-                                   std::to_string(dsv4::split_workspace_bytes(args)) +
-                                   " bytes (workspace_size(args)), got " + std::to_string(workspace_bytes) +
-                                   (workspace ? "" : " at a null workspace"));
+    return validation::workspace_too_small("the split kernel", dsv4::split_workspace_bytes(args), workspace,
+                                           workspace_bytes);
   }
   // supports() without validating again: the device checks of a call that launches.
   if (args.memory == MemorySpace::kDevice && args.num_tokens > 0) {

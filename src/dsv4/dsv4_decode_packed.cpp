@@ -2,8 +2,7 @@
 // packed-row GPU kernel for device memory (docs/kernels/packed.md).
 #include "sparse_decode/dsv4_decode_packed.h"
 
-#include <string>
-
+#include "common/validation.h"
 #include "dsv4/packed_launch.h"
 #include "reference/dsv4_packed_reference.h"
 
@@ -29,10 +28,8 @@ Status dsv4_decode_packed(const Dsv4PackedDecodeArgs& args, void* workspace, siz
   if (Status status = supports(args); !status.ok()) return status;
   if (args.memory == MemorySpace::kDevice && args.kernel == Dsv4Kernel::kSplit && args.num_tokens > 0 &&
       !dsv4::packed_split_workspace_fits(args, workspace, workspace_bytes)) {
-    return Status::InvalidArgument("workspace_bytes: the split path needs a 16-byte aligned workspace of " +
-                                   std::to_string(dsv4::packed_split_workspace_bytes(args)) +
-                                   " bytes (workspace_size(args)), got " + std::to_string(workspace_bytes) +
-                                   (workspace ? "" : " at a null workspace"));
+    return validation::workspace_too_small("the split path", dsv4::packed_split_workspace_bytes(args), workspace,
+                                           workspace_bytes);
   }
   if (args.num_tokens == 0) return Status::Ok();
   if (args.memory == MemorySpace::kHost) {

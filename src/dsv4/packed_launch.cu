@@ -146,13 +146,17 @@ PackedSplitPlan packed_split_plan(int32_t chunks, int64_t units) {
   return plan;
 }
 
+// The split path's plan of a call.
+PackedSplitPlan split_plan_of(const Dsv4PackedDecodeArgs& args) {
+  return packed_split_plan(token_chunks(args), clusters_of(args));
+}
+
 size_t packed_split_workspace_bytes(const Dsv4PackedDecodeArgs& args) {
   if (args.num_tokens <= 0) return 0;
-  const int64_t units = clusters_of(args);
-  const PackedSplitPlan plan = packed_split_plan(token_chunks(args), units);
   // Saturates: a T beyond any buffer asks for more bytes than exist instead of wrapping.
-  return static_cast<size_t>(validation::saturating_mul(validation::saturating_mul(units, plan.ctas),
-                                                        static_cast<int64_t>(PackedSplitWorkspace::kShareBytes)));
+  const int64_t shares = validation::saturating_mul(clusters_of(args), split_plan_of(args).ctas);
+  return static_cast<size_t>(
+      validation::saturating_mul(shares, static_cast<int64_t>(PackedSplitWorkspace::kShareBytes)));
 }
 
 bool packed_split_workspace_fits(const Dsv4PackedDecodeArgs& args, const void* workspace, size_t workspace_bytes) {
@@ -170,8 +174,7 @@ int stream_unit_ctas(const Dsv4PackedDecodeArgs& args) {
 Status packed_supports(const Dsv4PackedDecodeArgs& args) {
   if (packed_kernel_choice(args) == Dsv4Kernel::kSplit) {
     // The split kernel's grid (ctas a unit) and the combine kernel's (a CTA a unit's warp).
-    const int64_t ctas = std::max<int64_t>(packed_split_plan(token_chunks(args), clusters_of(args)).ctas,
-                                           PackedStreamTraits::kWarps);
+    const int64_t ctas = std::max<int64_t>(split_plan_of(args).ctas, PackedStreamTraits::kWarps);
     if (clusters_of(args) > int64_t{0x7fffffff} / ctas) {
       return Status::NotSupported("dsv4_decode_packed: num_tokens: at most " +
                                   std::to_string(int64_t{0x7fffffff} / ctas) +
@@ -222,7 +225,7 @@ Status launch_packed(const Dsv4PackedDecodeArgs& args, void* workspace, size_t w
   p.lse = args.lse;
   p.lse_token_stride = args.lse_token_stride;
   p.out_of_range_count = args.out_of_range_count;
-  const PackedSplitPlan split_plan = split ? packed_split_plan(token_chunks(args), clusters_of(args)) : PackedSplitPlan{};
+  const PackedSplitPlan split_plan = split ? split_plan_of(args) : PackedSplitPlan{};
   if (split) {
     p.workspace = static_cast<uint8_t*>(workspace);
     p.split_ctas = split_plan.ctas;
@@ -261,9 +264,8 @@ Status launch_packed(const Dsv4PackedDecodeArgs& args, void* workspace, size_t w
   config.attrs = attributes;
   config.numAttrs = 2;
   void* kernel_args[] = {&p};
-  if (Status status = cuda_status(cudaLaunchKernelExC(&config, kernel, kernel_args),
-                                  stream_kernel ? "launching the packed-row stream kernel" : "launching the packed-row kernel");
-      !status.ok() || !split) {
+  const char* what = stream_kernel ? "launching the packed-row stream kernel" : "launching the packed-row kernel";
+  if (Status status = cuda_status(cudaLaunchKernelExC(&config, kernel, kernel_args), what); !status.ok() || !split) {
     return status;
   }
   // The combine kernel always overlaps the split kernel's tail (PDL): it

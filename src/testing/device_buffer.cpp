@@ -82,4 +82,32 @@ Dsv4DeviceProblem::Dsv4DeviceProblem(const Dsv4Problem& problem)
   args.out_of_range_count = out_of_range_count.as<int32_t>();
 }
 
+Dsv4PackedDeviceProblem::Dsv4PackedDeviceProblem(const Dsv4PackedProblem& problem)
+    : q(problem.q),
+      swa_pool(problem.swa_pool),
+      extra_pool(problem.extra_pool),
+      swa_indices(problem.swa_indices),
+      swa_lens(problem.swa_lens),
+      extra_indices(problem.extra_indices),
+      extra_lens(problem.extra_lens),
+      sinks(problem.sinks),
+      out(static_cast<size_t>(problem.config.tokens) * problem.config.heads * kHeadDim * 2),
+      lse(static_cast<size_t>(problem.config.tokens) * problem.config.heads * sizeof(float)),
+      out_of_range_count(sizeof(int32_t)) {
+  out_of_range_count.fill_bytes(0);
+  args = problem.host_args(out.get(), lse.as<float>());
+  args.memory = MemorySpace::kDevice;
+  args.q = q.get();
+  args.swa.pool.data = swa_pool.as<uint8_t>();
+  args.swa.indices = swa_indices.as<int32_t>();
+  args.swa.lens = problem.swa_lens.empty() ? nullptr : swa_lens.as<int32_t>();
+  if (problem.has_extra()) {
+    args.extra.pool.data = extra_pool.as<uint8_t>();
+    args.extra.indices = extra_indices.as<int32_t>();
+    args.extra.lens = extra_lens.as<int32_t>();
+  }
+  args.sinks = problem.sinks.empty() ? nullptr : sinks.as<float>();
+  args.out_of_range_count = out_of_range_count.as<int32_t>();
+}
+
 }  // namespace sparse_decode::testing

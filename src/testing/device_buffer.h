@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "testing/dsv4_packed_problem.h"
 #include "testing/dsv4_problem.h"
 
 namespace sparse_decode::testing {
@@ -53,6 +54,15 @@ struct Dsv4DeviceProblem {
   explicit Dsv4DeviceProblem(const Dsv4Problem& problem);
   DeviceBuffer q, swa_kv, compressed_kv, indices, lens, sinks, out, lse, out_of_range_count;
   Dsv4DecodeArgs args;  // device memory; lse and out_of_range_count set
+};
+
+// A packed problem's inputs on the device, plus out [T, H, 512] BF16, lse
+// [T, H] and the out-of-range counter (0).
+struct Dsv4PackedDeviceProblem {
+  explicit Dsv4PackedDeviceProblem(const Dsv4PackedProblem& problem);
+  DeviceBuffer q, swa_pool, extra_pool, swa_indices, swa_lens, extra_indices, extra_lens, sinks, out, lse,
+      out_of_range_count;
+  Dsv4PackedDecodeArgs args;  // device memory; lse and out_of_range_count set
 };
 
 }  // namespace sparse_decode::testing

@@ -40,48 +40,29 @@ class Dsv4PackedGpu : public gpu_test::GpuTest {};
 // The tests that run once a kernel, forced (kCluster, kStream).
 class Dsv4PackedGpuKernels : public Dsv4PackedGpu, public ::testing::WithParamInterface<Dsv4Kernel> {};
 
-// A packed problem's inputs on the device, out [T, H, 512] BF16, lse [T, H]
-// and the out-of-range counter.
-struct PackedDeviceProblem {
-  explicit PackedDeviceProblem(const Dsv4PackedProblem& p)
-      : q(p.q), swa_pool(p.swa_pool), extra_pool(p.extra_pool), swa_indices(p.swa_indices), swa_lens(p.swa_lens),
-        extra_indices(p.extra_indices), extra_lens(p.extra_lens), sinks(p.sinks),
-        out(static_cast<size_t>(p.config.tokens) * p.config.heads * kHeadDim * 2),
-        lse(static_cast<size_t>(p.config.tokens) * p.config.heads * 4), count(sizeof(int32_t)) {
-    args = p.host_args(out.get(), lse.as<float>());
-    args.memory = MemorySpace::kDevice;
-    args.q = q.get();
-    args.swa.pool.data = swa_pool.as<uint8_t>();
-    args.swa.indices = swa_indices.as<int32_t>();
-    args.swa.lens = p.swa_lens.empty() ? nullptr : swa_lens.as<int32_t>();
-    if (p.has_extra()) {
-      args.extra.pool.data = extra_pool.as<uint8_t>();
-      args.extra.indices = extra_indices.as<int32_t>();
-      args.extra.lens = extra_lens.as<int32_t>();
-    }
-    args.sinks = p.sinks.empty() ? nullptr : sinks.as<float>();
-    args.out_of_range_count = count.as<int32_t>();
+// A packed problem on the device (testing::Dsv4PackedDeviceProblem) with a
+// workspace large enough for the split path at its T.
+struct PackedDeviceProblem : testing::Dsv4PackedDeviceProblem {
+  explicit PackedDeviceProblem(const Dsv4PackedProblem& p) : testing::Dsv4PackedDeviceProblem(p) {
     Dsv4PackedDecodeArgs split = args;
     split.kernel = Dsv4Kernel::kSplit;
     workspace = DeviceBuffer(std::max<size_t>(workspace_size(split), 16));
     workspace.fill_bytes(kPoisonByte);  // shares are written before they are read: NaN otherwise
   }
-  // The call with this problem's workspace (large enough for the split path at its T).
+  // The call with this problem's workspace.
   Status decode(const Dsv4PackedDecodeArgs& call, cudaStream_t stream = nullptr) {
     return dsv4_decode_packed(call, workspace.get(), workspace.bytes(), stream);
   }
-  DeviceBuffer q, swa_pool, extra_pool, swa_indices, swa_lens, extra_indices, extra_lens, sinks, out, lse, count,
-      workspace;
-  Dsv4PackedDecodeArgs args;
+  DeviceBuffer workspace;
 };
 
 // Poisons out and lse, sets the counter, runs the call and downloads.
 DeviceResult run_device(PackedDeviceProblem& d) {
-  gpu_test::poison_outputs(d.out, d.lse, d.count);
+  gpu_test::poison_outputs(d.out, d.lse, d.out_of_range_count);
   EXPECT_LE(workspace_size(d.args), d.workspace.bytes());
   const Status status = d.decode(d.args);
   EXPECT_TRUE(status.ok()) << status.message();
-  return gpu_test::download_outputs(d.out, d.lse, d.count);
+  return gpu_test::download_outputs(d.out, d.lse, d.out_of_range_count);
 }
 
 // Per 64-dim group over all tokens and heads (as the Python tests): a wrong
@@ -568,9 +549,9 @@ TEST_F(Dsv4PackedGpu, SplitPathWithoutItsWorkspace) {
   const Status misaligned = dsv4_decode_packed(device.args, device.workspace.as<uint8_t>() + 8, needed, nullptr);
   EXPECT_EQ(misaligned.code(), StatusCode::kInvalidArgument);
   device.args.kernel = Dsv4Kernel::kAuto;
-  gpu_test::poison_outputs(device.out, device.lse, device.count);
+  gpu_test::poison_outputs(device.out, device.lse, device.out_of_range_count);
   ASSERT_TRUE(dsv4_decode_packed(device.args, nullptr, 0, nullptr).ok());
-  const DeviceResult without = gpu_test::download_outputs(device.out, device.lse, device.count);
+  const DeviceResult without = gpu_test::download_outputs(device.out, device.lse, device.out_of_range_count);
   test::expect_rows_close(without.out_values(), with_workspace.out_values(), c.tokens, c.heads, kMaxRelativeError,
                           "kAuto without the workspace vs with it");
 }

@@ -20,7 +20,6 @@
 #include "sparse_decode/dsv4_decode.h"
 #include "sparse_decode/dsv4_decode_packed.h"
 #include "testing/device_buffer.h"
-#include "testing/dsv4_packed_problem.h"
 #include "testing/dsv4_problem.h"
 
 using namespace sparse_decode;
@@ -86,22 +85,8 @@ int run_packed(const std::string& kernel, int64_t tokens, int32_t width) {
   config.extra_width = width - kSwaColumns;
   config.extra_rows = 1 << 18;  // 153 MB of rows (more than L2): the gather reads DRAM
   const testing::Dsv4PackedProblem problem = testing::make_dsv4_packed_problem(config);
-  testing::DeviceBuffer q(problem.q), swa_pool(problem.swa_pool), extra_pool(problem.extra_pool),
-      swa_indices(problem.swa_indices), swa_lens(problem.swa_lens), extra_indices(problem.extra_indices),
-      extra_lens(problem.extra_lens), sinks(problem.sinks);
-  testing::DeviceBuffer out(static_cast<size_t>(tokens) * config.heads * kHeadDim * 2);
-  Dsv4PackedDecodeArgs args = problem.host_args(out.get(), nullptr);
-  args.memory = MemorySpace::kDevice;
-  args.q = q.get();
-  args.swa.pool.data = swa_pool.as<uint8_t>();
-  args.swa.indices = swa_indices.as<int32_t>();
-  args.swa.lens = problem.swa_lens.empty() ? nullptr : swa_lens.as<int32_t>();
-  if (problem.has_extra()) {
-    args.extra.pool.data = extra_pool.as<uint8_t>();
-    args.extra.indices = extra_indices.as<int32_t>();
-    args.extra.lens = extra_lens.as<int32_t>();
-  }
-  args.sinks = problem.sinks.empty() ? nullptr : sinks.as<float>();
+  testing::Dsv4PackedDeviceProblem device(problem);
+  Dsv4PackedDecodeArgs& args = device.args;
   args.kernel = kernel == "packed-split" ? Dsv4Kernel::kSplit : Dsv4Kernel::kStream;
   const size_t bytes = workspace_size(args);
   testing::DeviceBuffer workspace(bytes > 0 ? bytes : 16);
