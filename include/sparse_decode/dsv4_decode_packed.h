@@ -98,14 +98,15 @@ struct Dsv4PackedDecodeArgs {
   // previous kernel must not write them; everything else is read after.
   bool enable_pdl = false;
 
-  // Device memory only: which kernel runs. kAuto picks by the batch: with
-  // the workspace of workspace_size(), the split path for 8-16 (token,
-  // 16-head group) units (1-16 when a token has at most 4 chunks, W <= 256);
-  // the cluster kernel for the other batches up to 16 units; the stream
-  // kernel beyond, with two CTAs a unit up to 66 units, and at every T when
-  // W <= 128. kCluster, kStream and kSplit force one (docs/kernels/packed.md;
-  // a forced kSplit needs the workspace). The kernels give results within
-  // the accuracy bound but not the same bits.
+  // Device memory only: which kernel runs. kAuto picks by the batch (units:
+  // (token, 16-head group) pairs; chunks: 64 columns of a token). With the
+  // workspace of workspace_size(), the split path where it measured fastest:
+  // at W = 128 up to 48 units, W = 256 up to 32, W = 640 8-32, W = 1152 up
+  // to 40 and 67-132, wider tokens up to 132. Otherwise the cluster kernel
+  // up to 16 units (W > 128), the stream kernel beyond, with two CTAs a unit
+  // up to 66 units. kCluster, kStream and kSplit force one
+  // (docs/kernels/packed.md; a forced kSplit needs the workspace). The
+  // kernels give results within the accuracy bound but not the same bits.
   Dsv4Kernel kernel = Dsv4Kernel::kAuto;
 };
 

@@ -31,6 +31,24 @@ int compute_capability(int device) {
 
 }  // namespace
 
+int64_t device_sm_count() {
+  static std::atomic<int64_t> cached[kMaxCachedDevices] = {};
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  if (device < kMaxCachedDevices) {
+    if (const int64_t known = cached[device].load(std::memory_order_relaxed); known > 0) return known;
+  }
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  if (device < kMaxCachedDevices) cached[device].store(sms, std::memory_order_relaxed);
+  return sms;
+}
+
 Status hopper_device_status(const std::string& prefix) {
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) {

@@ -17,6 +17,17 @@ namespace sparse_decode {
 // call's path).
 Status hopper_device_status(const std::string& prefix);
 
+// The current device's SMs (0 without a device); read once a device.
+int64_t device_sm_count();
+
+// Dynamic shared memory that keeps a CTA alone on its SM (two such CTAs do
+// not fit an SM's 228 KiB, each with its 1 KiB reserve): a split kernel
+// launched early under PDL asks for it when its grid fits one CTA an SM,
+// so that CTAs still resident from the previous kernel cannot pack two of
+// its CTAs onto one SM while other SMs idle (docs/kernels/split.md).
+inline constexpr size_t kSmAloneSmemBytes = 228 * 1024 / 2;
+static_assert(2 * (kSmAloneSmemBytes + 1024) > 228 * 1024, "two CTAs with this much shared memory exceed an SM");
+
 // Ok, or CudaError "what: <CUDA's message>" for `error` (a cudaError_t).
 Status cuda_status(int error, const char* what);
 

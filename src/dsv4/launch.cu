@@ -188,7 +188,8 @@ int set_kernel_attributes() {
       }
       if (e == cudaSuccess) e = cudaFuncSetAttribute(k.cluster, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
       if (e == cudaSuccess) {
-        e = cudaFuncSetAttribute(k.split, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k.split_smem));
+        e = cudaFuncSetAttribute(k.split, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(std::max(k.split_smem, kSmAloneSmemBytes)));
       }
       for (const StreamKernel& stream : {k.stream, k.stream_deep, k.stream_halves}) {
         if (e != cudaSuccess || !stream.kernel) continue;
@@ -213,25 +214,6 @@ Status configure_kernels() {
   return configured.run();
 }
 
-// The current device's SMs (0 without a device); cached.
-int64_t device_sms() {
-  static std::atomic<int64_t> cache[kMaxDevices] = {};
-  int device = 0, sms = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  if (device < kMaxDevices && cache[device].load(std::memory_order_relaxed) > 0) {
-    return cache[device].load(std::memory_order_relaxed);
-  }
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  if (device < kMaxDevices) cache[device].store(sms, std::memory_order_relaxed);
-  return sms;
-}
-
 // Split CTAs of `group_heads` heads the current device holds at once (0
 // without a device); cached.
 int64_t split_slots(DType dtype, int group_heads) {
@@ -251,7 +233,7 @@ int64_t split_slots(DType dtype, int group_heads) {
     cudaGetLastError();
     return 0;
   }
-  const int64_t slots = int64_t{per_sm} * device_sms();
+  const int64_t slots = int64_t{per_sm} * device_sm_count();
   if (cached) cached->store(slots, std::memory_order_relaxed);
   return slots;
 }
@@ -451,7 +433,7 @@ Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace
   // At most one unit per two SMs: the stream kernel in dim halves (same
   // bits, twice the CTAs); at most one unit an SM: the deep stream kernel
   // (FP8, 16 heads: same bits, more rows in flight).
-  const int64_t sms = cluster || split ? 0 : device_sms();
+  const int64_t sms = cluster || split ? 0 : device_sm_count();
   const StreamKernel& streamed = cluster || split                                       ? kernels.stream
                                  : kernels.stream_halves.kernel && 2 * units <= sms ? kernels.stream_halves
                                  : kernels.stream_deep.kernel && units <= sms       ? kernels.stream_deep
@@ -461,6 +443,9 @@ Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace
       static_cast<unsigned>(units * (cluster ? plan.groups : split ? p.split_ctas : streamed.dim_parts)));
   config.blockDim = dim3(cluster || split ? Traits16::kThreads : streamed.threads);
   config.dynamicSmemBytes = cluster ? kernels.cluster_smem : split ? kernels.split_smem : streamed.smem;
+  if (split && args.enable_pdl && config.gridDim.x <= device_sm_count()) {
+    config.dynamicSmemBytes = std::max(kernels.split_smem, kSmAloneSmemBytes);  // one split CTA an SM
+  }
   config.stream = stream;
   cudaLaunchAttribute attributes[2];
   attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;

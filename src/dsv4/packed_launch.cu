@@ -49,8 +49,9 @@ int set_stream_kernel_attributes() {
       e = cudaErrorInvalidDeviceFunction;
     }
     if (e == cudaSuccess) {
+      const size_t most = unit_ctas == 0 ? std::max(sizeof(PackedStreamSmem), kSmAloneSmemBytes) : sizeof(PackedStreamSmem);
       e = cudaFuncSetAttribute(packed_stream_kernel_pointer(unit_ctas), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(sizeof(PackedStreamSmem)));
+                               static_cast<int>(most));
     }
   }
   return e;
@@ -104,13 +105,14 @@ PackedPlan packed_plan(int32_t swa_width, int32_t extra_width, int64_t clusters)
   return plan;
 }
 
-// kAuto's choice (packed.md, "Dispatch"; units are (token, 16-head group)
-// pairs): a token of at most 2 chunks (W <= 128) always runs the stream
-// kernel with one CTA a unit; otherwise up to kClusterMaxUnits units the
-// cluster kernel, up to kPairMaxUnits the stream kernel with two CTAs a
-// unit (each walking half of the chunks: one pair an SM of a 132-SM part),
-// beyond it one CTA a unit. Constants, not the device's SM count, so that
-// the choice (and with it the bits) is the same on every Hopper part.
+// kAuto's choice without the split path (packed.md, "Dispatch"; units are
+// (token, 16-head group) pairs): a token of at most 2 chunks (W <= 128)
+// runs the stream kernel with one CTA a unit; otherwise up to
+// kClusterMaxUnits units the cluster kernel, up to kPairMaxUnits the stream
+// kernel with two CTAs a unit (each walking half of the chunks: one pair an
+// SM of a 132-SM part), beyond it one CTA a unit. Constants, not the
+// device's SM count, so that the choice (and with it the bits) is the same
+// on every Hopper part.
 constexpr int64_t kClusterMaxUnits = 16;
 constexpr int64_t kPairMaxUnits = 66;
 constexpr int32_t kStreamMaxChunksAlways = 2;
@@ -119,21 +121,31 @@ int32_t token_chunks(const Dsv4PackedDecodeArgs& args) {
   return chunks_of(args.swa.width) + (args.extra.given() ? chunks_of(args.extra.width) : 0);
 }
 
-// With the workspace, the split path serves up to kSplitMaxUnits units of
-// more than 2 chunks; tokens of more than kSplitNarrowChunks chunks only from
-// kSplitMinUnitsWide units (below, the cluster kernel is 0.2-0.5 µs faster
-// at W = 640; from 8 units its 10-CTA clusters no longer fit at once:
-// packed.md, "The split path").
-constexpr int64_t kSplitMaxUnits = 16;
-constexpr int64_t kSplitMinUnitsWide = 8;
-constexpr int32_t kSplitNarrowChunks = 4;
+// With the workspace, whether the split path serves `units` units of
+// `chunks` chunks a token: where it measured faster than the cluster and
+// stream kernels (packed.md, "Fourteenth session": 16 and 64 heads, W = 128
+// to 4224, T = 1 to 192, with and without PDL). Past kSplitMaxUnits one wave
+// holds a single CTA a unit, so there is nothing to split.
+constexpr int64_t kSplitMaxUnits = kOneWaveCtas / 2;
+
+bool split_serves(int32_t chunks, int64_t units) {
+  if (units > kSplitMaxUnits || chunks < 2) return false;
+  if (chunks <= 2) return units <= 48;  // W = 128: two CTAs a unit beat one walking both chunks
+  if (chunks <= 4) return units <= 32;  // W = 256; from 40 units the stream kernel
+  // W = 640: below 8 units the cluster kernel is 0.2-0.5 µs faster; past 32
+  // the stream kernel's pair (and from 67 units one CTA a unit) wins.
+  if (chunks <= 10) return units >= 8 && units <= 32;
+  // W = 1152: the pair wins between 41 and 66 units; beyond, one CTA a unit
+  // walking 18 chunks loses to the split path's two.
+  if (chunks <= 18) return units <= 40 || units > kPairMaxUnits;
+  return true;  // W = 2176 and 4224: faster at every unit count up to one wave
+}
 
 Dsv4Kernel packed_kernel_choice(const Dsv4PackedDecodeArgs& args, bool split_workspace) {
   if (args.kernel != Dsv4Kernel::kAuto) return args.kernel;
-  if (token_chunks(args) <= kStreamMaxChunksAlways) return Dsv4Kernel::kStream;
   const int64_t units = clusters_of(args);
-  const int64_t split_from = token_chunks(args) <= kSplitNarrowChunks ? 1 : kSplitMinUnitsWide;
-  if (split_workspace && units >= split_from && units <= kSplitMaxUnits) return Dsv4Kernel::kSplit;
+  if (split_workspace && split_serves(token_chunks(args), units)) return Dsv4Kernel::kSplit;
+  if (token_chunks(args) <= kStreamMaxChunksAlways) return Dsv4Kernel::kStream;
   return units > kClusterMaxUnits ? Dsv4Kernel::kStream : Dsv4Kernel::kCluster;
 }
 
@@ -243,6 +255,9 @@ Status launch_packed(const Dsv4PackedDecodeArgs& args, void* workspace, size_t w
     grid = dim3(static_cast<unsigned>(clusters_of(args) * unit_ctas));
     block = dim3(PackedStreamTraits::kLaunchThreads);
     smem_bytes = sizeof(PackedStreamSmem);
+    // Launched early under PDL, a grid of at most one CTA an SM asks for an
+    // SM each (common/device_support.h, kSmAloneSmemBytes).
+    if (split && args.enable_pdl && grid.x <= device_sm_count()) smem_bytes = std::max(smem_bytes, kSmAloneSmemBytes);
     cluster_ctas = split ? 1u : static_cast<unsigned>(unit_ctas);
   } else {
     kernel = packed_kernel_pointer();

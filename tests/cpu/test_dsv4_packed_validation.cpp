@@ -156,8 +156,9 @@ TEST(Dsv4PackedValidation, ValidCallPassesAndWritesEverything) {
 }
 
 // The split path's workspace follows kAuto's choice on device memory (the
-// split path: up to 16 units, from 8 units for tokens of more than 4
-// chunks) and a forced kSplit at any batch; host memory needs none.
+// split path where it measured fastest: 8..32 units at 5..10 chunks a
+// token, up to 32 at 3..4 chunks, up to 48 at 2, up to one wave of 132 at
+// more than 18) and a forced kSplit at any batch; host memory needs none.
 TEST(Dsv4PackedValidation, WorkspaceSizeFollowsTheChoice) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE(test::seed_message(seed));
@@ -166,20 +167,34 @@ TEST(Dsv4PackedValidation, WorkspaceSizeFollowsTheChoice) {
   EXPECT_EQ(workspace_size(a), 0u);
   a.memory = MemorySpace::kDevice;
   ASSERT_TRUE(validate(a).ok()) << validate(a).message();
-  for (int64_t tokens : {1, 7, 17, 100}) {
+  for (int64_t tokens : {1, 7, 33, 100}) {
     a.num_tokens = tokens;
     EXPECT_EQ(workspace_size(a), 0u) << tokens << " tokens";
   }
   size_t last = 0;
-  for (int64_t tokens : {8, 12, 16}) {
+  for (int64_t tokens : {8, 12, 16, 24, 32}) {
     a.num_tokens = tokens;
     EXPECT_GT(workspace_size(a), last) << tokens << " tokens";
     last = workspace_size(a);
   }
-  a.extra.width = 128;  // 4 chunks: the split path from one unit
-  a.num_tokens = 1;
-  EXPECT_GT(workspace_size(a), 0u);
+  // {extra width, fewest and most tokens on the split path}; one more token leaves it.
+  struct Range {
+    int32_t extra_width;
+    int64_t fewest, most;
+  };
+  for (const Range& range : {Range{128, 1, 32}, Range{2048, 1, 132}}) {
+    a.extra.width = range.extra_width;
+    a.extra.indices_stride = range.extra_width;
+    for (int64_t tokens : {range.fewest, range.most}) {
+      a.num_tokens = tokens;
+      ASSERT_TRUE(validate(a).ok()) << validate(a).message();
+      EXPECT_GT(workspace_size(a), 0u) << range.extra_width << " extra columns, " << tokens << " tokens";
+    }
+    a.num_tokens = range.most + 1;
+    EXPECT_EQ(workspace_size(a), 0u) << range.extra_width << " extra columns, " << range.most + 1 << " tokens";
+  }
   a.extra.width = 256;
+  a.extra.indices_stride = 256;
   a.num_tokens = 1000;
   a.kernel = Dsv4Kernel::kSplit;
   EXPECT_GE(workspace_size(a), size_t{1000} * 32 * 1024) << "a forced kSplit: at least the P V values of each unit";
