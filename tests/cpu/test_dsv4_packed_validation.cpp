@@ -177,22 +177,29 @@ TEST(Dsv4PackedValidation, WorkspaceSizeFollowsTheChoice) {
     EXPECT_GT(workspace_size(a), last) << tokens << " tokens";
     last = workspace_size(a);
   }
-  // {extra width, fewest and most tokens on the split path}; one more token leaves it.
-  struct Range {
-    int32_t extra_width;
-    int64_t fewest, most;
+  // {SWA width, extra width, token counts on the split path, token counts off it}.
+  struct Widths {
+    int32_t swa_width, extra_width;
+    std::vector<int64_t> split, other;
   };
-  for (const Range& range : {Range{128, 1, 32}, Range{2048, 1, 132}}) {
-    a.extra.width = range.extra_width;
-    a.extra.indices_stride = range.extra_width;
-    for (int64_t tokens : {range.fewest, range.most}) {
-      a.num_tokens = tokens;
-      ASSERT_TRUE(validate(a).ok()) << validate(a).message();
-      EXPECT_GT(workspace_size(a), 0u) << range.extra_width << " extra columns, " << tokens << " tokens";
+  const int32_t swa_width = a.swa.width;
+  for (const Widths& w : {Widths{64, 64, {1, 48}, {49}},                 // 2 chunks
+                          Widths{swa_width, 128, {1, 32}, {33}},         // 4 chunks
+                          Widths{swa_width, 1024, {1, 40, 67, 132}, {41, 66, 133}},  // 18 chunks
+                          Widths{swa_width, 2048, {1, 66, 132}, {133}}}) {           // 34 chunks
+    a.swa.width = w.swa_width;
+    a.extra.width = w.extra_width;
+    a.extra.indices_stride = w.extra_width;
+    for (const bool on_split : {true, false}) {
+      for (int64_t tokens : on_split ? w.split : w.other) {
+        a.num_tokens = tokens;
+        ASSERT_TRUE(validate(a).ok()) << validate(a).message();
+        EXPECT_EQ(workspace_size(a) > 0, on_split)
+            << w.swa_width << " + " << w.extra_width << " columns, " << tokens << " tokens";
+      }
     }
-    a.num_tokens = range.most + 1;
-    EXPECT_EQ(workspace_size(a), 0u) << range.extra_width << " extra columns, " << range.most + 1 << " tokens";
   }
+  a.swa.width = swa_width;
   a.extra.width = 256;
   a.extra.indices_stride = 256;
   a.num_tokens = 1000;
