@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <atomic>
 
 namespace sparse_decode {
@@ -15,38 +16,49 @@ namespace {
 
 constexpr int kMaxCachedDevices = 64;
 
-// major * 10 + minor of `device`, queried once (0: not known yet).
-int compute_capability(int device) {
-  static std::atomic<int> cached[kMaxCachedDevices] = {};
+// query(device), queried once a device (a result of 0 is queried again).
+template <class Query>
+int cached_per_device(std::atomic<int> (&cache)[kMaxCachedDevices], int device, Query query) {
   if (device < kMaxCachedDevices) {
-    if (const int known = cached[device].load(std::memory_order_relaxed); known != 0) return known;
+    if (const int known = cache[device].load(std::memory_order_relaxed); known != 0) return known;
   }
-  int major = 0, minor = 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
-  const int capability = major * 10 + minor;
-  if (device < kMaxCachedDevices) cached[device].store(capability, std::memory_order_relaxed);
-  return capability;
+  const int value = query(device);
+  if (device < kMaxCachedDevices) cache[device].store(value, std::memory_order_relaxed);
+  return value;
+}
+
+// major * 10 + minor of `device` (0: not known yet).
+int compute_capability(int device) {
+  static std::atomic<int> cache[kMaxCachedDevices] = {};
+  return cached_per_device(cache, device, [](int d) {
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d);
+    return major * 10 + minor;
+  });
 }
 
 }  // namespace
 
 int64_t device_sm_count() {
-  static std::atomic<int64_t> cached[kMaxCachedDevices] = {};
-  int device = 0, sms = 0;
+  static std::atomic<int> cache[kMaxCachedDevices] = {};
+  int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) {
     cudaGetLastError();
     return 0;
   }
-  if (device < kMaxCachedDevices) {
-    if (const int64_t known = cached[device].load(std::memory_order_relaxed); known > 0) return known;
-  }
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  if (device < kMaxCachedDevices) cached[device].store(sms, std::memory_order_relaxed);
-  return sms;
+  return cached_per_device(cache, device, [](int d) {
+    int sms = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return sms;
+  });
+}
+
+size_t split_launch_smem(size_t smem, int64_t ctas, bool pdl) {
+  return pdl && ctas <= device_sm_count() ? std::max(smem, kSmAloneSmemBytes) : smem;
 }
 
 Status hopper_device_status(const std::string& prefix) {

@@ -28,6 +28,11 @@ int64_t device_sm_count();
 inline constexpr size_t kSmAloneSmemBytes = 228 * 1024 / 2;
 static_assert(2 * (kSmAloneSmemBytes + 1024) > 228 * 1024, "two CTAs with this much shared memory exceed an SM");
 
+// The dynamic shared memory a split kernel of `ctas` CTAs that needs `smem`
+// launches with: at least kSmAloneSmemBytes under PDL when the grid fits
+// one CTA an SM, else `smem`.
+size_t split_launch_smem(size_t smem, int64_t ctas, bool pdl);
+
 // Ok, or CudaError "what: <CUDA's message>" for `error` (a cudaError_t).
 Status cuda_status(int error, const char* what);
 

@@ -442,10 +442,9 @@ Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace
   config.gridDim = dim3(
       static_cast<unsigned>(units * (cluster ? plan.groups : split ? p.split_ctas : streamed.dim_parts)));
   config.blockDim = dim3(cluster || split ? Traits16::kThreads : streamed.threads);
-  config.dynamicSmemBytes = cluster ? kernels.cluster_smem : split ? kernels.split_smem : streamed.smem;
-  if (split && args.enable_pdl && config.gridDim.x <= device_sm_count()) {
-    config.dynamicSmemBytes = std::max(kernels.split_smem, kSmAloneSmemBytes);  // one split CTA an SM
-  }
+  config.dynamicSmemBytes = cluster ? kernels.cluster_smem
+                            : split ? split_launch_smem(kernels.split_smem, config.gridDim.x, args.enable_pdl)
+                                    : streamed.smem;
   config.stream = stream;
   cudaLaunchAttribute attributes[2];
   attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;

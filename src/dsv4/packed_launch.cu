@@ -49,7 +49,8 @@ int set_stream_kernel_attributes() {
       e = cudaErrorInvalidDeviceFunction;
     }
     if (e == cudaSuccess) {
-      const size_t most = unit_ctas == 0 ? std::max(sizeof(PackedStreamSmem), kSmAloneSmemBytes) : sizeof(PackedStreamSmem);
+      // The split path (unit_ctas 0) may ask for an SM alone (split_launch_smem).
+      const size_t most = std::max(sizeof(PackedStreamSmem), unit_ctas == 0 ? kSmAloneSmemBytes : 0);
       e = cudaFuncSetAttribute(packed_stream_kernel_pointer(unit_ctas), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(most));
     }
@@ -255,9 +256,7 @@ Status launch_packed(const Dsv4PackedDecodeArgs& args, void* workspace, size_t w
     grid = dim3(static_cast<unsigned>(clusters_of(args) * unit_ctas));
     block = dim3(PackedStreamTraits::kLaunchThreads);
     smem_bytes = sizeof(PackedStreamSmem);
-    // Launched early under PDL, a grid of at most one CTA an SM asks for an
-    // SM each (common/device_support.h, kSmAloneSmemBytes).
-    if (split && args.enable_pdl && grid.x <= device_sm_count()) smem_bytes = std::max(smem_bytes, kSmAloneSmemBytes);
+    if (split) smem_bytes = split_launch_smem(smem_bytes, grid.x, args.enable_pdl);
     cluster_ctas = split ? 1u : static_cast<unsigned>(unit_ctas);
   } else {
     kernel = packed_kernel_pointer();
