@@ -112,6 +112,27 @@ int run_packed(const std::string& kernel, int64_t tokens, int32_t width) {
   return 0;
 }
 
+// The split path's combine CTAs (stamp rows from kCombineRow: 0 entry, 1 past
+// the dependency wait, 2 folded and stored), ns from the split kernel's
+// earliest entry: earliest / median / latest CTA at each mark.
+void print_combine_stamps(const std::vector<unsigned long long>& stamps) {
+  unsigned long long first_entry = ~0ull;
+  for (int c = 0; c < clocks::kCombineRow && stamps[c * clocks::kMarks] != 0; ++c) {
+    first_entry = std::min(first_entry, stamps[c * clocks::kMarks]);
+  }
+  for (int k = 0; k < 3; ++k) {
+    std::vector<long long> at;
+    for (int c = clocks::kCombineRow; c < clocks::kStampCtas && stamps[c * clocks::kMarks] != 0; ++c) {
+      const unsigned long long t = stamps[c * clocks::kMarks + k];
+      if (t != 0) at.push_back(static_cast<long long>(t - first_entry));
+    }
+    if (at.empty()) return;
+    std::sort(at.begin(), at.end());
+    std::printf("combine mark %d (%zu CTAs): %6lld %6lld %6lld\n", k, at.size(), at.front(), at[at.size() / 2],
+                at.back());
+  }
+}
+
 int main(int argc, char** argv) {
   const std::string kernel = argc > 1 ? argv[1] : "stream";
   if (kernel.rfind("packed", 0) == 0) {
@@ -178,5 +199,6 @@ int main(int argc, char** argv) {
               "end, 3 cluster wait, 4 sent, 5 received, 6 stored)\n");
   print_span(marks);
   print_stamps(stamps);
+  if (kernel == "split") print_combine_stamps(stamps);
   return 0;
 }

@@ -1,0 +1,171 @@
+// What a kernel that returns at once costs a layer inside a CUDA graph, by
+// launch configuration: threads, registers, dynamic shared memory, parameter
+// bytes, PDL, and a second kernel a layer (the split path's pair). Timed as
+// the bench times a layer: 8 layers a graph, L2 flushed (512 MiB memset)
+// before each replay outside the events, median of 30 replays.
+//   launch-cost-probe
+// See docs/kernels/small_batch.md, "Fifteenth session".
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+namespace {
+
+#define PROBE_CHECK(call)                                                                 \
+  do {                                                                                    \
+    cudaError_t e_ = (call);                                                              \
+    if (e_ != cudaSuccess) {                                                              \
+      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));     \
+      std::exit(1);                                                                       \
+    }                                                                                     \
+  } while (0)
+
+template <int kBytes>
+struct Params {
+  int run;  // 0: return at once (always, here)
+  float* out;
+  char pad[kBytes > 16 ? kBytes - 16 : 1];
+};
+
+__device__ __forceinline__ void dependency_wait(bool pdl) {
+  if (pdl) asm volatile("griddepcontrol.wait;\n" ::: "memory");
+}
+
+// Returns at once; the unreached branch keeps ~kLive values live so that
+// ptxas allocates registers as a real kernel would.
+template <int kThreads, int kLive, int kBytes>
+__global__ void __launch_bounds__(kThreads, 1) empty_kernel(const __grid_constant__ Params<kBytes> p, int pdl) {
+  dependency_wait(pdl);
+  if (p.run == 0) return;
+  float v[kLive];
+#pragma unroll
+  for (int i = 0; i < kLive; ++i) v[i] = p.out[threadIdx.x * kLive + i];
+#pragma unroll 1
+  for (int k = 0; k < p.run; ++k) {
+#pragma unroll
+    for (int i = 0; i < kLive; ++i) v[i] = v[i] * v[(i + 1) % kLive] + 1.0f;
+  }
+#pragma unroll
+  for (int i = 0; i < kLive; ++i) p.out[threadIdx.x * kLive + i] = v[i];
+}
+
+struct Config {
+  const char* name;
+  const void* first;
+  void* first_params;
+  int first_ctas, first_threads;
+  size_t first_smem;
+  bool first_pdl;
+  const void* second;  // null: one kernel a layer
+  void* second_params;
+  int second_ctas;
+  bool second_pdl;
+};
+
+void launch(const void* kernel, void* params, int ctas, int threads, size_t smem, bool pdl, cudaStream_t stream) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(ctas);
+  config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute;
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  int pdl_flag = pdl ? 1 : 0;
+  void* args[] = {params, &pdl_flag};
+  PROBE_CHECK(cudaLaunchKernelExC(&config, kernel, args));
+}
+
+double time_config(const Config& c, cudaStream_t stream, void* flush, size_t flush_bytes) {
+  constexpr int kLayers = 8, kReplays = 30;
+  cudaGraph_t graph;
+  PROBE_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  for (int l = 0; l < kLayers; ++l) {
+    launch(c.first, c.first_params, c.first_ctas, c.first_threads, c.first_smem, c.first_pdl, stream);
+    if (c.second) launch(c.second, c.second_params, c.second_ctas, 256, 0, c.second_pdl, stream);
+  }
+  PROBE_CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  PROBE_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  std::vector<float> us;
+  cudaEvent_t start, stop;
+  PROBE_CHECK(cudaEventCreate(&start));
+  PROBE_CHECK(cudaEventCreate(&stop));
+  for (int r = -3; r < kReplays; ++r) {
+    PROBE_CHECK(cudaMemsetAsync(flush, r & 1 ? 0x5A : 0xA5, flush_bytes, stream));
+    PROBE_CHECK(cudaEventRecord(start, stream));
+    PROBE_CHECK(cudaGraphLaunch(exec, stream));
+    PROBE_CHECK(cudaEventRecord(stop, stream));
+    PROBE_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    PROBE_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    if (r >= 0) us.push_back(1000.0f * ms / kLayers);
+  }
+  std::sort(us.begin(), us.end());
+  PROBE_CHECK(cudaGraphExecDestroy(exec));
+  PROBE_CHECK(cudaGraphDestroy(graph));
+  PROBE_CHECK(cudaEventDestroy(start));
+  PROBE_CHECK(cudaEventDestroy(stop));
+  return us[us.size() / 2];
+}
+
+template <class Kernel>
+const void* prepared(Kernel kernel, size_t smem) {
+  PROBE_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  cudaFuncAttributes attributes{};
+  PROBE_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+  std::printf("  kernel: %d registers\n", attributes.numRegs);
+  return reinterpret_cast<const void*>(kernel);
+}
+
+}  // namespace
+
+int main() {
+  cudaStream_t stream;
+  PROBE_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const size_t flush_bytes = size_t(512) << 20;
+  void* flush = nullptr;
+  PROBE_CHECK(cudaMalloc(&flush, flush_bytes));
+  Params<16> small = {};
+  Params<512> medium = {};
+  Params<2048> large = {};
+  constexpr size_t kBigSmem = 100 * 1024;
+  const void* tiny = prepared(empty_kernel<256, 4, 16>, kBigSmem);
+  const void* tiny_medium = prepared(empty_kernel<256, 4, 512>, kBigSmem);
+  const void* tiny_large = prepared(empty_kernel<256, 4, 2048>, kBigSmem);
+  const void* heavy = prepared(empty_kernel<384, 150, 16>, kBigSmem);
+  const void* heavy_medium = prepared(empty_kernel<384, 150, 512>, kBigSmem);
+  constexpr size_t kDeepSmem = 200 * 1024;
+  const void* deep = prepared(empty_kernel<384, 150, 256>, kDeepSmem);
+  Params<256> deep_params = {};
+  const Config configs[] = {
+      {"256 thr, few regs, no smem, 16 B params", tiny, &small, 60, 256, 0, false, nullptr, nullptr, 0, false},
+      {"same, 512 B params", tiny_medium, &medium, 60, 256, 0, false, nullptr, nullptr, 0, false},
+      {"same, 2 KiB params", tiny_large, &large, 60, 256, 0, false, nullptr, nullptr, 0, false},
+      {"same, 100 KiB smem", tiny, &small, 60, 256, kBigSmem, false, nullptr, nullptr, 0, false},
+      {"384 thr, ~168 regs", heavy, &small, 60, 384, 0, false, nullptr, nullptr, 0, false},
+      {"384 thr, ~168 regs, 100 KiB smem, 512 B", heavy_medium, &medium, 60, 384, kBigSmem, false, nullptr, nullptr, 0,
+       false},
+      {"  the same, PDL", heavy_medium, &medium, 60, 384, kBigSmem, true, nullptr, nullptr, 0, false},
+      {"  the same, 6 CTAs", heavy_medium, &medium, 6, 384, kBigSmem, false, nullptr, nullptr, 0, false},
+      {"  the same, 132 CTAs", heavy_medium, &medium, 132, 384, kBigSmem, false, nullptr, nullptr, 0, false},
+      {"  the same, 200 KiB smem, 12 CTAs", deep, &deep_params, 12, 384, kDeepSmem, false, nullptr, nullptr, 0, false},
+      {"pair: heavy 60 + tiny 48 (PDL)", heavy_medium, &medium, 60, 384, kBigSmem, false, tiny_medium, &medium, 48,
+       true},
+      {"pair, both PDL", heavy_medium, &medium, 60, 384, kBigSmem, true, tiny_medium, &medium, 48, true},
+      {"pair, neither PDL", heavy_medium, &medium, 60, 384, kBigSmem, false, tiny_medium, &medium, 48, false},
+      {"pair of tiny kernels (PDL)", tiny, &small, 60, 256, 0, false, tiny, &small, 48, true},
+  };
+  for (int round = 0; round < 2; ++round) {
+    for (const Config& c : configs) {
+      std::printf("%-45s %6.2f us a layer\n", c.name, time_config(c, stream, flush, flush_bytes));
+    }
+  }
+  PROBE_CHECK(cudaFree(flush));
+  return 0;
+}
