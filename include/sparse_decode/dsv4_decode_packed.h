@@ -101,8 +101,8 @@ struct Dsv4PackedDecodeArgs {
   // Device memory only: which kernel runs. kAuto picks by the batch (units:
   // (token, 16-head group) pairs; chunks: 64 columns of a token). With the
   // workspace of workspace_size(), the split path where it measured fastest:
-  // at W = 128 up to 48 units, W = 256 up to 32, W = 640 8-32, W = 1152 up
-  // to 40 and 67-132, wider tokens up to 132. Otherwise the cluster kernel
+  // at W = 128 up to 64 units, W = 256 to 640 up to 32, W = 1152 up to 48
+  // and 67-132, wider tokens up to 132. Otherwise the cluster kernel
   // up to 16 units (W > 128), the stream kernel beyond, with two CTAs a unit
   // up to 66 units. kCluster, kStream and kSplit force one
   // (docs/kernels/packed.md; a forced kSplit needs the workspace). The

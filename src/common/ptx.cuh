@@ -98,6 +98,28 @@ __device__ __forceinline__ float exp2_approx(float x) {
   return y;
 }
 
+// Volatile global loads (served by L2): neither the compiler nor ptxas may
+// drop one or sink it into the branch that uses its value, so a run of them
+// issues at once (the combine kernels' loads; plain loads were sunk into the
+// fold's per-group branches, one L2 round trip a group).
+__device__ __forceinline__ float2 load_l2(const float2* pointer) {
+  float2 v;
+  asm volatile("ld.volatile.global.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "l"(pointer));
+  return v;
+}
+__device__ __forceinline__ int32_t load_l2(const int32_t* pointer) {
+  int32_t v;
+  asm volatile("ld.volatile.global.b32 %0, [%1];\n" : "=r"(v) : "l"(pointer));
+  return v;
+}
+__device__ __forceinline__ float4 load_l2(const float4* pointer) {
+  float4 v;
+  asm volatile("ld.volatile.global.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "l"(pointer));
+  return v;
+}
+
 // Programmatic dependent launch: wait for the grids this one depends on /
 // let the next grid start its prologue.
 __device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "common/ptx.cuh"
 #include "dsv4/cluster_exchange.h"
@@ -997,6 +998,20 @@ __device__ __forceinline__ void with_group_bound(int groups, Fold&& fold) {
   } else {
     fold(std::integral_constant<int, kMaxGroups>{});
   }
+}
+
+// Calls fold(std::integral_constant<int, kGroups>) with kGroups == groups
+// (2 <= groups <= kMaxGroups; nothing otherwise): the combine kernel folds
+// with the exact count, so every load it issues is used and none sits
+// behind a `c < groups` branch (ptxas sank such loads into the fold, one
+// L2 round trip a group; docs/kernels/split.md, "Fifteenth session").
+template <int kMaxGroups, class Fold, int... kOffsets>
+__device__ __forceinline__ void with_group_count(int groups, Fold&& fold, std::integer_sequence<int, kOffsets...>) {
+  (void)((groups == kOffsets + 2 ? (fold(std::integral_constant<int, kOffsets + 2>{}), true) : false) || ...);
+}
+template <int kMaxGroups, class Fold>
+__device__ __forceinline__ void with_group_count(int groups, Fold&& fold) {
+  with_group_count<kMaxGroups>(groups, fold, std::make_integer_sequence<int, kMaxGroups - 1>{});
 }
 
 }  // namespace sparse_decode::dsv4

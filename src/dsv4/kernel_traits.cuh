@@ -283,6 +283,13 @@ struct SplitWorkspace {
   static constexpr int kCombineSlices = Traits::kGranules / (Traits::kThreads / Traits::kHeads);
   static_assert(Traits::kGranules % (Traits::kThreads / Traits::kHeads) == 0,
                 "a combine CTA: kThreads / kHeads granules x kHeads heads (16 x 16, or 4 x 64)");
+  // Calls of at most kFewUnits units spread each unit over more CTAs of 4
+  // granules (16 heads: 32 CTAs of 64 threads instead of 8 of 256): fewer
+  // bytes a CTA pulls from L2 (fifteenth session: W = 640, T = 1 6.75 ->
+  // 6.58 µs, W = 2176 11.93 -> 11.54). At 64 heads that is kCombineSlices.
+  static constexpr int kFewUnits = 2;
+  static constexpr int kFewUnitsSlices = Traits::kGranules / 4;
+  static_assert(kFewUnitsSlices >= kCombineSlices, "a few units' combine has at least the usual CTAs");
 };
 
 // The instantiations the launcher uses (cluster_*_h16.cu, stream_*_h16.cu).

@@ -58,9 +58,16 @@ StreamKernel stream_kernel_of(const void* kernel) {
   return {kernel, sizeof(StreamSmem<StreamT>), StreamT::kLaunchThreads, registers, StreamT::kDimParts};
 }
 
+// A combine kernel instance: its CTAs a unit and threads a CTA.
+struct CombineKernel {
+  const void* kernel;
+  int slices;   // CTAs a unit
+  int threads;  // a CTA
+};
+
 // The kernels of one dtype and head group size, the dynamic shared memory
-// each requests (its plan's size; the combine kernel has none), and the
-// split path's combine slices. The cluster kernel is always the 16-head one;
+// each requests (its plan's size; the combine kernels have none). The
+// cluster kernel is always the 16-head one;
 // the deep stream kernel (4 tiles, 1 CTA an SM) serves at most one unit an
 // SM, and the stream kernel in dim halves at most one unit per two SMs,
 // where there is one (kernel null where not).
@@ -68,40 +75,46 @@ struct KernelSet {
   const void* cluster;
   StreamKernel stream;
   const void* split;
-  const void* combine;
+  CombineKernel combine;
+  CombineKernel combine_few_units;  // calls of at most SplitWorkspace::kFewUnits units
   size_t cluster_smem;
   size_t split_smem;
-  int combine_slices;
   StreamKernel stream_deep = {};
   StreamKernel stream_halves = {};
 };
 
+template <class SplitT>
+CombineKernel combine_kernel_of(const void* kernel, int slices) {
+  return {kernel, slices, SplitT::kHeads * SplitT::kGranules / slices};
+}
+
 template <class ClusterT, class StreamT, class SplitT>
-KernelSet kernel_set(const void* cluster, const void* stream, const void* split, const void* combine) {
+KernelSet kernel_set(const void* cluster, const void* stream, const void* split, const void* (*combine)(bool)) {
+  using Workspace = SplitWorkspace<SplitT>;
   return {cluster,
           stream_kernel_of<StreamT>(stream),
           split,
-          combine,
+          combine_kernel_of<SplitT>(combine(false), Workspace::kCombineSlices),
+          combine_kernel_of<SplitT>(combine(true), Workspace::kFewUnitsSlices),
           sizeof(ClusterSmem<ClusterT>),
-          sizeof(SplitSmem<SplitT>),
-          SplitWorkspace<SplitT>::kCombineSlices};
+          sizeof(SplitSmem<SplitT>)};
 }
 
 KernelSet kernels_for(DType dtype, int group_heads) {
   if (dtype == DType::kBFloat16) {
     KernelSet bf16 = kernel_set<ClusterTraitsBf16, StreamTraitsBf16, SplitTraitsBf16>(
-        cluster_kernel_bf16_h16(), stream_kernel_bf16_h16(), split_kernel_bf16_h16(), combine_kernel_bf16_h16());
+        cluster_kernel_bf16_h16(), stream_kernel_bf16_h16(), split_kernel_bf16_h16(), combine_kernel_bf16_h16);
     bf16.stream_halves = stream_kernel_of<StreamHalvesTraitsBf16>(stream_halves_kernel_bf16_h16());
     return bf16;
   }
   if (group_heads == Traits64::kHeads) {
     KernelSet fp8 = kernel_set<ClusterTraitsFp8, StreamTraitsFp8H64, SplitTraitsFp8H64>(
-        cluster_kernel_fp8_h16(), stream_kernel_fp8_h64(), split_kernel_fp8_h64(), combine_kernel_fp8_h64());
+        cluster_kernel_fp8_h16(), stream_kernel_fp8_h64(), split_kernel_fp8_h64(), combine_kernel_fp8_h64);
     fp8.stream_halves = stream_kernel_of<StreamHalvesTraitsFp8H64>(stream_halves_kernel_fp8_h64());
     return fp8;
   }
   KernelSet fp8 = kernel_set<ClusterTraitsFp8, StreamTraitsFp8, SplitTraitsFp8>(
-      cluster_kernel_fp8_h16(), stream_kernel_fp8_h16(), split_kernel_fp8_h16(), combine_kernel_fp8_h16());
+      cluster_kernel_fp8_h16(), stream_kernel_fp8_h16(), split_kernel_fp8_h16(), combine_kernel_fp8_h16);
   fp8.stream_deep = stream_kernel_of<StreamDeepTraitsFp8>(stream_deep_kernel_fp8_h16());
   fp8.stream_halves = stream_kernel_of<StreamHalvesTraitsFp8>(stream_halves_kernel_fp8_h16());
   return fp8;
@@ -329,7 +342,7 @@ Status kernels_support(const Dsv4DecodeArgs& args) {
   const int64_t ctas_a_unit =
       kernel == Dsv4Kernel::kCluster ? groups
       : kernel == Dsv4Kernel::kSplit
-          ? std::max<int64_t>(split_plan(args).ctas, kernels_for(args.dtype, heads).combine_slices)
+          ? std::max<int64_t>(split_plan(args).ctas, kernels_for(args.dtype, heads).combine.slices)
           : 1;
   const int64_t ctas_a_token = head_groups(args.num_heads, heads) * ctas_a_unit;
   if (args.num_tokens > int64_t{0x7fffffff} / ctas_a_token) {
@@ -461,11 +474,13 @@ Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace
   }
   // The combine kernel always overlaps the split kernel's tail (PDL): it
   // waits for the split kernel's results before it reads them.
-  config.gridDim = dim3(static_cast<unsigned>(units * kernels.combine_slices));
-  config.blockDim = dim3(Traits16::kThreads);
+  const CombineKernel& combine =
+      units <= SplitWorkspace<Traits16>::kFewUnits ? kernels.combine_few_units : kernels.combine;
+  config.gridDim = dim3(static_cast<unsigned>(units * combine.slices));
+  config.blockDim = dim3(combine.threads);
   config.dynamicSmemBytes = 0;
   attributes[0].val.programmaticStreamSerializationAllowed = 1;
-  return cuda_status(cudaLaunchKernelExC(&config, kernels.combine, kernel_args), "launching the dsv4 combine kernel");
+  return cuda_status(cudaLaunchKernelExC(&config, combine.kernel, kernel_args), "launching the dsv4 combine kernel");
 }
 
 }  // namespace sparse_decode::dsv4

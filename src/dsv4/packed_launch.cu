@@ -18,7 +18,7 @@ namespace sparse_decode::dsv4 {
 // Defined with the kernels' instantiations in packed_kernel_h16.cu and packed_stream_h16.cu.
 const void* packed_kernel_pointer();
 const void* packed_stream_kernel_pointer(int unit_ctas);  // 1 or 2 CTAs a unit; 0: the split path
-const void* packed_combine_kernel_pointer(int shares);  // the combine kernel for up to 4, 10 or 16 shares a unit
+const void* packed_combine_kernel_pointer(int shares);  // the combine kernel for up to 2, 4, 10 or 16 shares a unit
 
 namespace {
 
@@ -131,14 +131,15 @@ constexpr int64_t kSplitMaxUnits = kOneWaveCtas / 2;
 
 bool split_serves(int32_t chunks, int64_t units) {
   if (units > kSplitMaxUnits || chunks < 2) return false;
-  if (chunks <= 2) return units <= 48;  // W = 128: two CTAs a unit beat one walking both chunks
+  if (chunks <= 2) return units <= 64;  // W = 128: two CTAs a unit beat one walking both chunks (tie at 64)
   if (chunks <= 4) return units <= 32;  // W = 256; from 40 units the stream kernel
-  // W = 640: below 8 units the cluster kernel is 0.2-0.5 µs faster; past 32
-  // the stream kernel's pair (and from 67 units one CTA a unit) wins.
-  if (chunks <= 10) return units >= 8 && units <= 32;
-  // W = 1152: the pair wins between 41 and 66 units; beyond, one CTA a unit
-  // walking 18 chunks loses to the split path's two.
-  if (chunks <= 18) return units <= 40 || units > kPairMaxUnits;
+  // W = 640: from 1 unit (since the combine kernel's loads issue at once:
+  // T = 1 8.7 against the cluster kernel's 10.0 µs); past 32 the stream
+  // kernel's pair (and from 67 units one CTA a unit) wins.
+  if (chunks <= 10) return units <= 32;
+  // W = 1152: the pair wins between 49 and 66 units (a tie at 48); beyond,
+  // one CTA a unit walking 18 chunks loses to the split path's two.
+  if (chunks <= 18) return units <= 48 || units > kPairMaxUnits;
   return true;  // W = 2176 and 4224: faster at every unit count up to one wave
 }
 

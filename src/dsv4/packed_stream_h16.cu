@@ -11,7 +11,8 @@ const void* packed_stream_kernel_pointer(int unit_ctas) {
                           : reinterpret_cast<const void*>(&packed_stream::packed_stream_kernel<0>);
 }
 const void* packed_combine_kernel_pointer(int shares) {
-  return shares <= 4    ? reinterpret_cast<const void*>(&packed_stream::packed_combine_kernel<4>)
+  return shares <= 2    ? reinterpret_cast<const void*>(&packed_stream::packed_combine_kernel<2>)
+         : shares <= 4  ? reinterpret_cast<const void*>(&packed_stream::packed_combine_kernel<4>)
          : shares <= 10 ? reinterpret_cast<const void*>(&packed_stream::packed_combine_kernel<10>)
                         : reinterpret_cast<const void*>(&packed_stream::packed_combine_kernel<16>);
 }

@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "common/ptx.cuh"
 #include "dsv4/packed_params.h"
@@ -721,46 +722,64 @@ __global__ void __launch_bounds__(Workspace::kCombineThreads) packed_combine_ker
   ptx::launch_dependents();
   if (head >= count) return;  // H = 8: the padded rows
 
-  // Every share's values, unit and statistics at once (shares past the
-  // unit's load share 0 again and are not used).
+  // Every share's values, unit and statistics load at once. With kMax
+  // shares (exact) every load is used; with fewer, shares past the unit's
+  // load share 0 again and are not used, and the loads are volatile: ptxas
+  // sank plain ones into the fold's per-share branches, one L2 round trip a
+  // share. The units are volatile either way (their uses sit in the `scaled`
+  // branch); each thread loads its own, so no L1 reuse is lost.
   const int shares = p.split_ctas;
-  float4 values[kMax];
-  int units[kMax];
-  float2 stats[kMax];
+  const auto fold = [&](auto exact) {
+    constexpr bool kExact = decltype(exact)::value;
+    const int count = kExact ? kMax : shares;
+    float4 values[kMax];
+    int units[kMax];
+    float2 stats[kMax];
 #pragma unroll
-  for (int r = 0; r < kMax; ++r) {
-    const uint8_t* record = share_record(p, unit_index * shares + (r < shares ? r : 0));
-    values[r] = reinterpret_cast<const float4*>(record)[(slice * 2 + h) * Traits::kThreads + walker];
-    units[r] = reinterpret_cast<const int32_t*>(record + Workspace::kValueBytes)[h * Traits::kThreads + walker];
-    stats[r] = reinterpret_cast<const float2*>(record + Workspace::kValueBytes + Workspace::kUnitBytes)[head];
-  }
-  const bool scaled = warp < Traits::kScaleTiles;  // the BF16 dims (warp 7) carry no unit
-  float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  int unit = kNoUnit;
-  HeadStats total{-INFINITY, 0.0f};
-#pragma unroll
-  for (int r = 0; r < kMax; ++r) {
-    if (r >= shares) break;
-    const float joint_max = fmaxf(total.max, stats[r].x);
-    const float own_weight = total.max == -INFINITY ? 0.0f : ptx::exp2_approx(total.max - joint_max);
-    const float share_weight = stats[r].x == -INFINITY ? 0.0f : ptx::exp2_approx(stats[r].x - joint_max);
-    total = HeadStats{joint_max, total.sum * own_weight + stats[r].y * share_weight};
-    float own_factor = own_weight, share_factor = share_weight;
-    if (scaled) {
-      const int common = max(max(weighted_unit(unit, own_weight), weighted_unit(units[r], share_weight)), -127);
-      own_factor = own_weight > 0.0f ? own_weight * pow2(unit - common) : 0.0f;
-      share_factor = share_weight > 0.0f ? share_weight * pow2(units[r] - common) : 0.0f;
-      unit = common;
+    for (int r = 0; r < kMax; ++r) {
+      const uint8_t* record = share_record(p, unit_index * shares + (r < count ? r : 0));
+      const float4* value = &reinterpret_cast<const float4*>(record)[(slice * 2 + h) * Traits::kThreads + walker];
+      const int32_t* unit_of =
+          &reinterpret_cast<const int32_t*>(record + Workspace::kValueBytes)[h * Traits::kThreads + walker];
+      const float2* stat =
+          &reinterpret_cast<const float2*>(record + Workspace::kValueBytes + Workspace::kUnitBytes)[head];
+      values[r] = kExact ? *value : ptx::load_l2(value);
+      units[r] = ptx::load_l2(unit_of);
+      stats[r] = kExact ? *stat : ptx::load_l2(stat);
     }
-    o.x = o.x * own_factor + values[r].x * share_factor, o.y = o.y * own_factor + values[r].y * share_factor;
-    o.z = o.z * own_factor + values[r].z * share_factor, o.w = o.w * own_factor + values[r].w * share_factor;
+    const bool scaled = warp < Traits::kScaleTiles;  // the BF16 dims (warp 7) carry no unit
+    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    int unit = kNoUnit;
+    HeadStats total{-INFINITY, 0.0f};
+#pragma unroll
+    for (int r = 0; r < kMax; ++r) {
+      if (r >= count) break;
+      const float joint_max = fmaxf(total.max, stats[r].x);
+      const float own_weight = total.max == -INFINITY ? 0.0f : ptx::exp2_approx(total.max - joint_max);
+      const float share_weight = stats[r].x == -INFINITY ? 0.0f : ptx::exp2_approx(stats[r].x - joint_max);
+      total = HeadStats{joint_max, total.sum * own_weight + stats[r].y * share_weight};
+      float own_factor = own_weight, share_factor = share_weight;
+      if (scaled) {
+        const int common = max(max(weighted_unit(unit, own_weight), weighted_unit(units[r], share_weight)), -127);
+        own_factor = own_weight > 0.0f ? own_weight * pow2(unit - common) : 0.0f;
+        share_factor = share_weight > 0.0f ? share_weight * pow2(units[r] - common) : 0.0f;
+        unit = common;
+      }
+      o.x = o.x * own_factor + values[r].x * share_factor, o.y = o.y * own_factor + values[r].y * share_factor;
+      o.z = o.z * own_factor + values[r].z * share_factor, o.w = o.w * own_factor + values[r].w * share_factor;
+    }
+    float* lse = p.lse && warp == 0 && slice == 0 && lane % 4 == 0
+                     ? p.lse + token * p.lse_token_stride + first_head + head
+                     : nullptr;
+    const float scale = head_output_scale(total, sink_log2, lse);
+    uint16_t* out = p.out + token * p.out_token_stride + (first_head + head) * p.out_head_stride;
+    store_head_slice(out, warp, lane % 4, slice / 2, slice % 2, o, scale, output_exponent(unit));
+  };
+  if (shares == kMax) {
+    fold(std::true_type{});
+  } else {
+    fold(std::false_type{});
   }
-  float* lse = p.lse && warp == 0 && slice == 0 && lane % 4 == 0
-                   ? p.lse + token * p.lse_token_stride + first_head + head
-                   : nullptr;
-  const float scale = head_output_scale(total, sink_log2, lse);
-  uint16_t* out = p.out + token * p.out_token_stride + (first_head + head) * p.out_head_stride;
-  store_head_slice(out, warp, lane % 4, slice / 2, slice % 2, o, scale, output_exponent(unit));
 }
 
 // ---- the kernel ----

@@ -4,7 +4,11 @@
 
 namespace sparse_decode::dsv4 {
 const void* split_kernel_fp8_h16() { return reinterpret_cast<const void*>(&split_kernel<SplitTraitsFp8>); }
-const void* combine_kernel_fp8_h16() { return reinterpret_cast<const void*>(&combine_kernel<SplitTraitsFp8>); }
+const void* combine_kernel_fp8_h16(bool few_units) {
+  using Workspace = SplitWorkspace<SplitTraitsFp8>;
+  return few_units ? reinterpret_cast<const void*>(&combine_kernel<SplitTraitsFp8, Workspace::kFewUnitsSlices>)
+                   : reinterpret_cast<const void*>(&combine_kernel<SplitTraitsFp8, Workspace::kCombineSlices>);
+}
 }  // namespace sparse_decode::dsv4
 
 #if defined(SPARSE_DECODE_PHASE_CLOCKS)

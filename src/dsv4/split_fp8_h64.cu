@@ -4,5 +4,9 @@
 
 namespace sparse_decode::dsv4 {
 const void* split_kernel_fp8_h64() { return reinterpret_cast<const void*>(&split_kernel<SplitTraitsFp8H64>); }
-const void* combine_kernel_fp8_h64() { return reinterpret_cast<const void*>(&combine_kernel<SplitTraitsFp8H64>); }
+const void* combine_kernel_fp8_h64(bool) {  // a few units' slices are the usual ones at 64 heads
+  using Workspace = SplitWorkspace<SplitTraitsFp8H64>;
+  static_assert(Workspace::kFewUnitsSlices == Workspace::kCombineSlices);
+  return reinterpret_cast<const void*>(&combine_kernel<SplitTraitsFp8H64, Workspace::kCombineSlices>);
+}
 }  // namespace sparse_decode::dsv4

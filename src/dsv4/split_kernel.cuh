@@ -75,18 +75,21 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(SplitSm
   });
 }
 
-// One CTA a (unit, slice): thread t folds head t % kHeads of granule
-// (t / kHeads) * kCombineSlices + slice over the unit's groups (16 heads: 8
-// slices of 16 granules; 64 heads: 32 slices of 4).
-template <class Traits>
-__global__ void __launch_bounds__(Traits::kThreads) combine_kernel(const __grid_constant__ Dsv4Params p) {
-  constexpr int kHeads = Traits::kHeads, kSlices = SplitWorkspace<Traits>::kCombineSlices;
+// One CTA a (unit, slice) of kHeads x kGranules / kSlices threads: thread t
+// folds head t % kHeads of granule (t / kHeads) * kSlices + slice over the
+// unit's groups (16 heads: 8 slices of 16 granules, or 32 of 4 for a few
+// units; 64 heads: 32 slices of 4).
+template <class Traits, int kSlices>
+__global__ void __launch_bounds__(Traits::kHeads * Traits::kGranules / kSlices)
+    combine_kernel(const __grid_constant__ Dsv4Params p) {
+  constexpr int kHeads = Traits::kHeads;
   const int64_t unit = blockIdx.x / kSlices;
   const int slice = static_cast<int>(blockIdx.x % kSlices);
   const int64_t token = unit / p.head_groups;
   const HeadGroup heads = head_group<kHeads>(p, static_cast<int>(unit % p.head_groups));
   const int head = threadIdx.x % kHeads;
   if (p.skip_stages & (8 | 16)) return;
+  phase_stamp(phase_clocks::kCombineRow + blockIdx.x, 0);
 
   // As in the other kernels the sinks are read before the dependency wait;
   // __fmul_rn: the product is rounded as the others round it into shared memory.
@@ -98,16 +101,19 @@ __global__ void __launch_bounds__(Traits::kThreads) combine_kernel(const __grid_
                         : nullptr;
   ptx::grid_dependency_wait();  // the split kernel's results are complete and visible
   ptx::launch_dependents();
+  phase_stamp(phase_clocks::kCombineRow + blockIdx.x, 1);
   const float bmm2 = p.bmm2_scale_ptr ? *p.bmm2_scale_ptr : p.bmm2_scale;
   const float2* stats = split_stats<Traits>(p, unit, 0);
   const float4* values = split_values<Traits>(p, unit, 0);
   constexpr int kGroupGranules = static_cast<int>(SplitWorkspace<Traits>::kValueBytes / sizeof(float4));
-  with_group_bound<Traits::kMaxGroups>(p.groups, [&](auto bound) {
-    fold_groups<Traits, decltype(bound)::value>(
-        p.groups, slice, kSlices, heads.count, sink_log2, bmm2, out_head, lse_head,
+  with_group_count<Traits::kMaxGroups>(p.groups, [&](auto count) {
+    constexpr int kGroups = decltype(count)::value;
+    fold_groups<Traits, kGroups>(
+        kGroups, slice, kSlices, heads.count, sink_log2, bmm2, out_head, lse_head,
         [&](int c) { return stats[c * kHeads + head]; },
         [&](int c, int local) { return values[c * kGroupGranules + (local * kSlices + slice) * kHeads + head]; });
   });
+  phase_stamp(phase_clocks::kCombineRow + blockIdx.x, 2);
 }
 
 }  // namespace sparse_decode::dsv4

@@ -156,9 +156,10 @@ TEST(Dsv4PackedValidation, ValidCallPassesAndWritesEverything) {
 }
 
 // The split path's workspace follows kAuto's choice on device memory (the
-// split path where it measured fastest: 8..32 units at 5..10 chunks a
-// token, up to 32 at 3..4 chunks, up to 48 at 2, up to one wave of 132 at
-// more than 18) and a forced kSplit at any batch; host memory needs none.
+// split path where it measured fastest: up to 32 units at 3..10 chunks a
+// token, up to 64 at 2, up to 48 and from 67 at 11..18, up to one wave of
+// 132 at more than 18) and a forced kSplit at any batch; host memory needs
+// none.
 TEST(Dsv4PackedValidation, WorkspaceSizeFollowsTheChoice) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE(test::seed_message(seed));
@@ -167,12 +168,12 @@ TEST(Dsv4PackedValidation, WorkspaceSizeFollowsTheChoice) {
   EXPECT_EQ(workspace_size(a), 0u);
   a.memory = MemorySpace::kDevice;
   ASSERT_TRUE(validate(a).ok()) << validate(a).message();
-  for (int64_t tokens : {1, 7, 33, 100}) {
+  for (int64_t tokens : {33, 100}) {
     a.num_tokens = tokens;
     EXPECT_EQ(workspace_size(a), 0u) << tokens << " tokens";
   }
   size_t last = 0;
-  for (int64_t tokens : {8, 12, 16, 24, 32}) {
+  for (int64_t tokens : {1, 7, 8, 12, 16, 24, 32}) {
     a.num_tokens = tokens;
     EXPECT_GT(workspace_size(a), last) << tokens << " tokens";
     last = workspace_size(a);
@@ -183,9 +184,9 @@ TEST(Dsv4PackedValidation, WorkspaceSizeFollowsTheChoice) {
     std::vector<int64_t> split, other;
   };
   const int32_t swa_width = a.swa.width;
-  for (const Widths& w : {Widths{64, 64, {1, 48}, {49}},                 // 2 chunks
+  for (const Widths& w : {Widths{64, 64, {1, 64}, {65}},                 // 2 chunks
                           Widths{swa_width, 128, {1, 32}, {33}},         // 4 chunks
-                          Widths{swa_width, 1024, {1, 40, 67, 132}, {41, 66, 133}},  // 18 chunks
+                          Widths{swa_width, 1024, {1, 48, 67, 132}, {49, 66, 133}},  // 18 chunks
                           Widths{swa_width, 2048, {1, 66, 132}, {133}}}) {           // 34 chunks
     a.swa.width = w.swa_width;
     a.extra.width = w.extra_width;

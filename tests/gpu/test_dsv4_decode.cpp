@@ -282,6 +282,17 @@ TEST_F(Dsv4Gpu, HeadCounts) {
     }
 }
 
+// The split path's combine kernel folds with the exact group count (one
+// instance for each of 2..16 groups) and spreads 1 or 2 units over more
+// CTAs than 3: every count at each of those token counts, every kernel
+// bit-compared. W = 64 g (g <= 16 chunks) has g groups; 1096 has 9 groups
+// of 2 chunks, the last chunk 8 columns.
+TEST_F(Dsv4Gpu, SplitCombineAtEveryGroupCount) {
+  for (int32_t groups = 2; groups <= 16; ++groups)
+    for (int64_t tokens : {1, 2, 3}) check_problem(config_for(tokens, 64 * groups));
+  check_problem(config_for(2, 1096));
+}
+
 TEST_F(Dsv4Gpu, WidestWidth) {  // 128 + 16384 columns: 258 chunks, 16 groups of 17
   for (int32_t width : {128 + 16384, 16500}) {
     Dsv4ProblemConfig config = config_for(5, width);
