@@ -2,15 +2,23 @@
 // launch configuration: threads, registers, dynamic shared memory, parameter
 // bytes, PDL, and a second kernel a layer (the split path's pair). Timed as
 // the bench times a layer: 8 layers a graph, L2 flushed (512 MiB memset)
-// before each replay outside the events, median of 30 replays.
+// before each replay outside the events, median of 30 replays. Then the
+// same harness over dsv4_decode calls (T = 6, widths 640 and 128, kAuto):
+// run it with SPARSE_DECODE_SKIP_STAGES=8 to time the library's kernels
+// returning at once in this harness instead of the bench's.
 //   launch-cost-probe
-// See docs/kernels/small_batch.md, "Fifteenth session".
+// See docs/kernels/split.md, "Fifteenth session".
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <vector>
+
+#include "sparse_decode/dsv4_decode.h"
+#include "testing/device_buffer.h"
+#include "testing/dsv4_problem.h"
 
 namespace {
 
@@ -52,6 +60,30 @@ __global__ void __launch_bounds__(kThreads, 1) empty_kernel(const __grid_constan
   for (int i = 0; i < kLive; ++i) p.out[threadIdx.x * kLive + i] = v[i];
 }
 
+// As empty_kernel, with what the library's kernels have and it has not:
+// ~10 k instructions of code (the unreached body unrolled), dynamic shared
+// memory and named barriers used on that path.
+template <int kThreads, int kLive, int kBytes>
+__global__ void __launch_bounds__(kThreads, 1) big_kernel(const __grid_constant__ Params<kBytes> p, int pdl) {
+  extern __shared__ float smem[];
+  dependency_wait(pdl);
+  if (p.run == 0) return;
+  float v[kLive];
+#pragma unroll
+  for (int i = 0; i < kLive; ++i) v[i] = p.out[threadIdx.x * kLive + i];
+#pragma unroll 64
+  for (int k = 0; k < p.run; ++k) {
+#pragma unroll
+    for (int i = 0; i < kLive; ++i) v[i] = v[i] * v[(i + 1) % kLive] + 1.0f;
+  }
+  smem[threadIdx.x] = v[0];
+  asm volatile("bar.sync 1, %0;\n" ::"r"(kThreads) : "memory");
+  v[1] += smem[(threadIdx.x + 1) % kThreads];
+  asm volatile("bar.sync 2, %0;\n" ::"r"(kThreads) : "memory");
+#pragma unroll
+  for (int i = 0; i < kLive; ++i) p.out[threadIdx.x * kLive + i] = v[i];
+}
+
 struct Config {
   const char* name;
   const void* first;
@@ -81,14 +113,13 @@ void launch(const void* kernel, void* params, int ctas, int threads, size_t smem
   PROBE_CHECK(cudaLaunchKernelExC(&config, kernel, args));
 }
 
-double time_config(const Config& c, cudaStream_t stream, void* flush, size_t flush_bytes) {
+// Median µs a layer of a graph of kLayers calls of `layer`.
+double time_layers(const std::function<void(cudaStream_t)>& layer, cudaStream_t stream, void* flush,
+                   size_t flush_bytes) {
   constexpr int kLayers = 8, kReplays = 30;
   cudaGraph_t graph;
   PROBE_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  for (int l = 0; l < kLayers; ++l) {
-    launch(c.first, c.first_params, c.first_ctas, c.first_threads, c.first_smem, c.first_pdl, stream);
-    if (c.second) launch(c.second, c.second_params, c.second_ctas, 256, 0, c.second_pdl, stream);
-  }
+  for (int l = 0; l < kLayers; ++l) layer(stream);
   PROBE_CHECK(cudaStreamEndCapture(stream, &graph));
   cudaGraphExec_t exec;
   PROBE_CHECK(cudaGraphInstantiate(&exec, graph, 0));
@@ -112,6 +143,37 @@ double time_config(const Config& c, cudaStream_t stream, void* flush, size_t flu
   PROBE_CHECK(cudaEventDestroy(start));
   PROBE_CHECK(cudaEventDestroy(stop));
   return us[us.size() / 2];
+}
+
+double time_config(const Config& c, cudaStream_t stream, void* flush, size_t flush_bytes) {
+  return time_layers(
+      [&](cudaStream_t s) {
+        launch(c.first, c.first_params, c.first_ctas, c.first_threads, c.first_smem, c.first_pdl, s);
+        if (c.second) launch(c.second, c.second_params, c.second_ctas, 256, 0, c.second_pdl, s);
+      },
+      stream, flush, flush_bytes);
+}
+
+// dsv4_decode (kAuto, 16 heads, FP8) at T tokens and width W, in the same harness.
+double time_dsv4(int64_t tokens, int32_t width, bool pdl, cudaStream_t stream, void* flush, size_t flush_bytes) {
+  using namespace sparse_decode;
+  testing::Dsv4ProblemConfig config;
+  config.tokens = tokens;
+  config.width = width;
+  const testing::Dsv4Problem problem = testing::make_dsv4_problem(config);
+  testing::Dsv4DeviceProblem device(problem);
+  device.args.enable_pdl = pdl;
+  const size_t bytes = workspace_size(device.args);
+  testing::DeviceBuffer workspace(bytes > 0 ? bytes : 16);
+  return time_layers(
+      [&](cudaStream_t s) {
+        const Status status = dsv4_decode(device.args, workspace.get(), workspace.bytes(), s);
+        if (!status.ok()) {
+          std::fprintf(stderr, "dsv4_decode: %s\n", status.message().c_str());
+          std::exit(1);
+        }
+      },
+      stream, flush, flush_bytes);
 }
 
 template <class Kernel>
@@ -143,6 +205,7 @@ int main() {
   constexpr size_t kDeepSmem = 200 * 1024;
   const void* deep = prepared(empty_kernel<384, 150, 256>, kDeepSmem);
   Params<256> deep_params = {};
+  const void* big = prepared(big_kernel<384, 150, 512>, kBigSmem);
   const Config configs[] = {
       {"256 thr, few regs, no smem, 16 B params", tiny, &small, 60, 256, 0, false, nullptr, nullptr, 0, false},
       {"same, 512 B params", tiny_medium, &medium, 60, 256, 0, false, nullptr, nullptr, 0, false},
@@ -155,15 +218,25 @@ int main() {
       {"  the same, 6 CTAs", heavy_medium, &medium, 6, 384, kBigSmem, false, nullptr, nullptr, 0, false},
       {"  the same, 132 CTAs", heavy_medium, &medium, 132, 384, kBigSmem, false, nullptr, nullptr, 0, false},
       {"  the same, 200 KiB smem, 12 CTAs", deep, &deep_params, 12, 384, kDeepSmem, false, nullptr, nullptr, 0, false},
+      {"big code, smem, named barriers, 60 CTAs", big, &medium, 60, 384, kBigSmem, false, nullptr, nullptr, 0, false},
+      {"  the same, 12 CTAs", big, &medium, 12, 384, kBigSmem, false, nullptr, nullptr, 0, false},
+      {"pair: big 60 + tiny 48 (PDL)", big, &medium, 60, 384, kBigSmem, false, tiny_medium, &medium, 48, true},
       {"pair: heavy 60 + tiny 48 (PDL)", heavy_medium, &medium, 60, 384, kBigSmem, false, tiny_medium, &medium, 48,
        true},
       {"pair, both PDL", heavy_medium, &medium, 60, 384, kBigSmem, true, tiny_medium, &medium, 48, true},
       {"pair, neither PDL", heavy_medium, &medium, 60, 384, kBigSmem, false, tiny_medium, &medium, 48, false},
       {"pair of tiny kernels (PDL)", tiny, &small, 60, 256, 0, false, tiny, &small, 48, true},
   };
+  const char* skip = std::getenv("SPARSE_DECODE_SKIP_STAGES");
   for (int round = 0; round < 2; ++round) {
     for (const Config& c : configs) {
       std::printf("%-45s %6.2f us a layer\n", c.name, time_config(c, stream, flush, flush_bytes));
+    }
+    for (int32_t width : {640, 128}) {
+      for (bool pdl : {false, true}) {
+        std::printf("dsv4_decode T 6 W %d%s (skip stages %s) %6.2f us a layer\n", width, pdl ? " PDL" : "",
+                    skip ? skip : "none", time_dsv4(6, width, pdl, stream, flush, flush_bytes));
+      }
     }
   }
   PROBE_CHECK(cudaFree(flush));
