@@ -929,9 +929,11 @@ __device__ __forceinline__ float output_lse(const FoldState& state) {
 // scales and stores BF16 (and lse, when lse_head is given). The output's 128
 // granules are dealt to `owners` CTAs as in the cluster kernel (granule g to
 // CTA g % owners); this one is `rank` and serves local granules
-// threadIdx.x / kHeads, + kThreads / kHeads, ... of its own. stats(c): group c's (max, sum);
-// values(c, local): its 4 FP32 P V values of the local granule. kGroups >=
-// groups bounds the unrolled loops (groups past `groups` are skipped).
+// threadIdx.x / kHeads, + kThreads / kHeads, ... of its own (a combine CTA
+// of fewer threads has one granule a thread: owned <= threads / kHeads).
+// stats(c): group c's (max, sum); values(c, local): its 4 FP32 P V values
+// of the local granule. kGroups >= groups bounds the unrolled loops (groups
+// past `groups` are skipped).
 template <class Traits, int kGroups, class Stats, class Values>
 __device__ __forceinline__ void fold_groups(int groups, int rank, int owners, int heads, float sink_log2, float bmm2,
                                             uint16_t* out_head, float* lse_head, Stats&& stats, Values&& values) {

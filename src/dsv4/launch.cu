@@ -65,9 +65,9 @@ struct CombineKernel {
   int threads;  // a CTA
 };
 
-// The kernels of one dtype and head group size, the dynamic shared memory
-// each requests (its plan's size; the combine kernels have none). The
-// cluster kernel is always the 16-head one;
+// The kernels of one dtype and head group size and the dynamic shared
+// memory each requests (its plan's size; the combine kernels have none).
+// The cluster kernel is always the 16-head one;
 // the deep stream kernel (4 tiles, 1 CTA an SM) serves at most one unit an
 // SM, and the stream kernel in dim halves at most one unit per two SMs,
 // where there is one (kernel null where not).
@@ -338,6 +338,12 @@ Status kernels_support(const Dsv4DecodeArgs& args) {
   if (Status status = hopper_device_status(""); !status.ok()) return status;
   const Dsv4Kernel kernel = choose_kernel(args);
   const int64_t groups = chunk_plan(args.width).groups;
+  // The combine kernel folds only 2..kMaxGroups groups (with_group_count);
+  // every validated width (W >= 128) has that many.
+  if (kernel == Dsv4Kernel::kSplit && (groups < 2 || groups > Traits16::kMaxGroups)) {
+    return Status::NotSupported("width: the split path folds 2 to " + std::to_string(Traits16::kMaxGroups) +
+                                " column groups, got " + std::to_string(groups));
+  }
   const int heads = group_heads(args, kernel);
   const int64_t ctas_a_unit =
       kernel == Dsv4Kernel::kCluster ? groups

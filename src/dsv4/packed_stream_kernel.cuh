@@ -731,13 +731,13 @@ __global__ void __launch_bounds__(Workspace::kCombineThreads) packed_combine_ker
   const int shares = p.split_ctas;
   const auto fold = [&](auto exact) {
     constexpr bool kExact = decltype(exact)::value;
-    const int count = kExact ? kMax : shares;
+    const int share_count = kExact ? kMax : shares;
     float4 values[kMax];
     int units[kMax];
     float2 stats[kMax];
 #pragma unroll
     for (int r = 0; r < kMax; ++r) {
-      const uint8_t* record = share_record(p, unit_index * shares + (r < count ? r : 0));
+      const uint8_t* record = share_record(p, unit_index * shares + (r < share_count ? r : 0));
       const float4* value = &reinterpret_cast<const float4*>(record)[(slice * 2 + h) * Traits::kThreads + walker];
       const int32_t* unit_of =
           &reinterpret_cast<const int32_t*>(record + Workspace::kValueBytes)[h * Traits::kThreads + walker];
@@ -753,7 +753,7 @@ __global__ void __launch_bounds__(Workspace::kCombineThreads) packed_combine_ker
     HeadStats total{-INFINITY, 0.0f};
 #pragma unroll
     for (int r = 0; r < kMax; ++r) {
-      if (r >= count) break;
+      if (r >= share_count) break;
       const float joint_max = fmaxf(total.max, stats[r].x);
       const float own_weight = total.max == -INFINITY ? 0.0f : ptx::exp2_approx(total.max - joint_max);
       const float share_weight = stats[r].x == -INFINITY ? 0.0f : ptx::exp2_approx(stats[r].x - joint_max);

@@ -23,8 +23,8 @@ inline constexpr size_t kStampCount = size_t{kStampCtas} * kMarks;
 // The last stamp slot of a CTA holds its SM (%smid) instead: no kernel has 8 span marks.
 inline constexpr int kSmSlot = kMarks - 1;
 // The split path's combine kernel stamps rows kCombineRow + its CTA (0 entry,
-// 1 past its dependency wait, 2 folded and stored): the split kernel's CTAs
-// then keep the rows below.
+// 1 past its dependency wait, 2 folded and stored): read them only when the
+// split kernel had at most kCombineRow CTAs (its stamps take the rows below).
 inline constexpr int kCombineRow = kStampCtas / 2;
 
 // Copy the clocks [warpgroup][chunk][mark] of the last launch of the FP8
@@ -68,12 +68,10 @@ __device__ __forceinline__ void phase_mark(int chunk, int mark) {
   (void)chunk, (void)mark;
 #endif
 }
-// A mark of CTA 0's span (phase_clocks::kSpanRow), by the first thread of each
-// math warpgroup; and every CTA's %globaltimer at the mark, by its thread 0.
 // %globaltimer at `mark` in stamp row `row`, by thread 0 (the combine kernel's marks).
-__device__ __forceinline__ void phase_stamp(int row, int mark) {
+__device__ __forceinline__ void phase_stamp(int64_t row, int mark) {
 #if defined(SPARSE_DECODE_PHASE_CLOCKS)
-  if (threadIdx.x == 0 && row < phase_clocks::kStampCtas) {
+  if (threadIdx.x == 0 && row >= 0 && row < phase_clocks::kStampCtas) {
     unsigned long long now;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
     phase_clocks::g_stamps[row][mark] = now;
@@ -82,6 +80,8 @@ __device__ __forceinline__ void phase_stamp(int row, int mark) {
   (void)row, (void)mark;
 #endif
 }
+// A mark of CTA 0's span (phase_clocks::kSpanRow), by the first thread of each
+// math warpgroup; and every CTA's %globaltimer at the mark, by its thread 0.
 __device__ __forceinline__ void phase_span(int mark) {
 #if defined(SPARSE_DECODE_PHASE_CLOCKS)
   if (threadIdx.x == 0 && blockIdx.x < phase_clocks::kStampCtas) {

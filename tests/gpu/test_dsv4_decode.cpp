@@ -283,13 +283,27 @@ TEST_F(Dsv4Gpu, HeadCounts) {
 }
 
 // The split path's combine kernel folds with the exact group count (one
-// instance for each of 2..16 groups) and spreads 1 or 2 units over more
-// CTAs than 3: every count at each of those token counts, every kernel
-// bit-compared. W = 64 g (g <= 16 chunks) has g groups; 1096 has 9 groups
-// of 2 chunks, the last chunk 8 columns.
+// instance for each of 2..16 groups, for each dtype and head group size)
+// and gives a unit 32 CTAs at 1 or 2 units, 8 at 3: every count at each of
+// those token counts, every kernel bit-compared; FP8 and BF16 at 16 heads,
+// FP8 at 64 (64-head tiles). W = 64 g (g <= 16 chunks) has g groups; 1096
+// has 9 groups of 2 chunks, the last chunk 8 columns.
 TEST_F(Dsv4Gpu, SplitCombineAtEveryGroupCount) {
-  for (int32_t groups = 2; groups <= 16; ++groups)
-    for (int64_t tokens : {1, 2, 3}) check_problem(config_for(tokens, 64 * groups));
+  struct Variant {
+    DType dtype;
+    int heads;
+  };
+  const Variant variants[] = {{DType::kFloat8E4M3, 16}, {DType::kBFloat16, 16}, {DType::kFloat8E4M3, 64}};
+  for (const Variant& v : variants) {
+    SCOPED_TRACE(std::string(dtype_name(v.dtype)) + ", H " + std::to_string(v.heads));
+    for (int32_t groups = 2; groups <= 16; ++groups) {
+      for (int64_t tokens : {1, 2, 3}) {
+        Dsv4ProblemConfig config = config_for(tokens, 64 * groups, v.dtype);
+        config.heads = v.heads;
+        check_problem(config);
+      }
+    }
+  }
   check_problem(config_for(2, 1096));
 }
 

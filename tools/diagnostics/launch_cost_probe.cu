@@ -207,7 +207,7 @@ int main() {
   Params<256> deep_params = {};
   const void* big = prepared(big_kernel<384, 150, 512>, kBigSmem);
   const Config configs[] = {
-      {"256 thr, few regs, no smem, 16 B params", tiny, &small, 60, 256, 0, false, nullptr, nullptr, 0, false},
+      {"256 thr, few regs, no smem, 24 B params", tiny, &small, 60, 256, 0, false, nullptr, nullptr, 0, false},
       {"same, 512 B params", tiny_medium, &medium, 60, 256, 0, false, nullptr, nullptr, 0, false},
       {"same, 2 KiB params", tiny_large, &large, 60, 256, 0, false, nullptr, nullptr, 0, false},
       {"same, 100 KiB smem", tiny, &small, 60, 256, kBigSmem, false, nullptr, nullptr, 0, false},
