@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -61,13 +62,25 @@ __global__ void __launch_bounds__(kThreads, 1) empty_kernel(const __grid_constan
 }
 
 // As empty_kernel, with what the library's kernels have and it has not:
-// ~10 k instructions of code (the unreached body unrolled), dynamic shared
-// memory and named barriers used on that path.
-template <int kThreads, int kLive, int kBytes>
+// ~4 k instructions of code (the unreached body unrolled), dynamic shared
+// memory and named barriers used on that path, and with kMbarrier an
+// mbarrier (its ELF then lists EIATTR_NUM_MBARRIERS, as the library's do).
+template <int kThreads, int kLive, int kBytes, bool kMbarrier>
 __global__ void __launch_bounds__(kThreads, 1) big_kernel(const __grid_constant__ Params<kBytes> p, int pdl) {
   extern __shared__ float smem[];
   dependency_wait(pdl);
   if (p.run == 0) return;
+  if constexpr (kMbarrier) {
+    __shared__ alignas(8) uint64_t barrier;
+    const uint32_t address = static_cast<uint32_t>(__cvta_generic_to_shared(&barrier));
+    if (threadIdx.x == 0) asm volatile("mbarrier.init.shared.b64 [%0], %1;\n" ::"r"(address), "r"(kThreads) : "memory");
+    __syncthreads();
+    asm volatile("mbarrier.arrive.shared.b64 _, [%0];\n" ::"r"(address) : "memory");
+    asm volatile(
+        "{\n .reg .pred done;\n wait:\n"
+        " mbarrier.try_wait.parity.shared.b64 done, [%0], 0;\n @!done bra wait;\n}\n" ::"r"(address)
+        : "memory");
+  }
   float v[kLive];
 #pragma unroll
   for (int i = 0; i < kLive; ++i) v[i] = p.out[threadIdx.x * kLive + i];
@@ -205,7 +218,8 @@ int main() {
   constexpr size_t kDeepSmem = 200 * 1024;
   const void* deep = prepared(empty_kernel<384, 150, 256>, kDeepSmem);
   Params<256> deep_params = {};
-  const void* big = prepared(big_kernel<384, 150, 512>, kBigSmem);
+  const void* big = prepared(big_kernel<384, 150, 512, false>, kBigSmem);
+  const void* big_mbarrier = prepared(big_kernel<384, 150, 512, true>, kBigSmem);
   const Config configs[] = {
       {"256 thr, few regs, no smem, 24 B params", tiny, &small, 60, 256, 0, false, nullptr, nullptr, 0, false},
       {"same, 512 B params", tiny_medium, &medium, 60, 256, 0, false, nullptr, nullptr, 0, false},
@@ -220,6 +234,8 @@ int main() {
       {"  the same, 200 KiB smem, 12 CTAs", deep, &deep_params, 12, 384, kDeepSmem, false, nullptr, nullptr, 0, false},
       {"big code, smem, named barriers, 60 CTAs", big, &medium, 60, 384, kBigSmem, false, nullptr, nullptr, 0, false},
       {"  the same, 12 CTAs", big, &medium, 12, 384, kBigSmem, false, nullptr, nullptr, 0, false},
+      {"  the same with an mbarrier, 60 CTAs", big_mbarrier, &medium, 60, 384, kBigSmem, false, nullptr, nullptr, 0,
+       false},
       {"pair: big 60 + tiny 48 (PDL)", big, &medium, 60, 384, kBigSmem, false, tiny_medium, &medium, 48, true},
       {"pair: heavy 60 + tiny 48 (PDL)", heavy_medium, &medium, 60, 384, kBigSmem, false, tiny_medium, &medium, 48,
        true},
