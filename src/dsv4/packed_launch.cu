@@ -178,15 +178,14 @@ bool packed_split_workspace_fits(const Dsv4PackedDecodeArgs& args, const void* w
          reinterpret_cast<uintptr_t>(workspace) % PackedSplitWorkspace::kAlignment == 0;
 }
 
-bool runs_stream_kernel(const Dsv4PackedDecodeArgs& args) { return packed_kernel_choice(args) == Dsv4Kernel::kStream; }
-
 // CTAs a unit of the stream kernel (kAuto's rule, also when it is forced).
 int stream_unit_ctas(const Dsv4PackedDecodeArgs& args) {
   return clusters_of(args) <= kPairMaxUnits && token_chunks(args) > kStreamMaxChunksAlways ? 2 : 1;
 }
 
 Status packed_supports(const Dsv4PackedDecodeArgs& args) {
-  if (packed_kernel_choice(args) == Dsv4Kernel::kSplit) {
+  const Dsv4Kernel choice = packed_kernel_choice(args);
+  if (choice == Dsv4Kernel::kSplit) {
     // The split kernel's grid (ctas a unit) and the combine kernel's (a CTA a unit's warp).
     const int64_t ctas = std::max<int64_t>(split_plan_of(args).ctas, PackedStreamTraits::kWarps);
     if (clusters_of(args) > int64_t{0x7fffffff} / ctas) {
@@ -196,7 +195,7 @@ Status packed_supports(const Dsv4PackedDecodeArgs& args) {
     }
     return hopper_device_status("dsv4_decode_packed: ");
   }
-  if (runs_stream_kernel(args)) {
+  if (choice == Dsv4Kernel::kStream) {
     if (clusters_of(args) > int64_t{0x7fffffff}) {
       return Status::NotSupported("dsv4_decode_packed: num_tokens: at most 2^31 - 1 (token, 16-head group) units a call");
     }

@@ -84,15 +84,11 @@ __device__ __forceinline__ void phase_stamp(int64_t row, int mark) {
 // math warpgroup; and every CTA's %globaltimer at the mark, by its thread 0.
 __device__ __forceinline__ void phase_span(int mark) {
 #if defined(SPARSE_DECODE_PHASE_CLOCKS)
-  if (threadIdx.x == 0 && blockIdx.x < phase_clocks::kStampCtas) {
-    unsigned long long now;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-    phase_clocks::g_stamps[blockIdx.x][mark] = now;
-    if (mark == 0) {
-      unsigned sm;
-      asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-      phase_clocks::g_stamps[blockIdx.x][phase_clocks::kSmSlot] = sm;
-    }
+  phase_stamp(blockIdx.x, mark);
+  if (mark == 0 && threadIdx.x == 0 && blockIdx.x < phase_clocks::kStampCtas) {
+    unsigned sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    phase_clocks::g_stamps[blockIdx.x][phase_clocks::kSmSlot] = sm;
   }
   if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && threadIdx.x / 128 < phase_clocks::kWarpgroups) {
     phase_clocks::g_clocks[threadIdx.x / 128][phase_clocks::kSpanRow][mark] = clock64();

@@ -17,6 +17,7 @@
 #include <functional>
 #include <vector>
 
+#include "common/device_support.h"
 #include "sparse_decode/dsv4_decode.h"
 #include "testing/device_buffer.h"
 #include "testing/dsv4_problem.h"
@@ -39,36 +40,41 @@ struct Params {
   char pad[kBytes > 16 ? kBytes - 16 : 1];
 };
 
-__device__ __forceinline__ void dependency_wait(bool pdl) {
-  if (pdl) asm volatile("griddepcontrol.wait;\n" ::: "memory");
-}
-
-// Returns at once; the unreached branch keeps ~kLive values live so that
-// ptxas allocates registers as a real kernel would.
-template <int kThreads, int kLive, int kBytes>
-__global__ void __launch_bounds__(kThreads, 1) empty_kernel(const __grid_constant__ Params<kBytes> p, int pdl) {
-  dependency_wait(pdl);
-  if (p.run == 0) return;
+// Work a real kernel would do, never reached (p.run is 0): kLive values kept
+// live so that ptxas allocates registers as a real kernel would, the loop
+// unrolled kUnroll times for code size; `middle` runs between loop and store.
+template <int kLive, int kUnroll, int kBytes, class Middle>
+__device__ __forceinline__ void unreached_work(const Params<kBytes>& p, Middle&& middle) {
   float v[kLive];
 #pragma unroll
   for (int i = 0; i < kLive; ++i) v[i] = p.out[threadIdx.x * kLive + i];
-#pragma unroll 1
+#pragma unroll kUnroll
   for (int k = 0; k < p.run; ++k) {
 #pragma unroll
     for (int i = 0; i < kLive; ++i) v[i] = v[i] * v[(i + 1) % kLive] + 1.0f;
   }
+  middle(v);
 #pragma unroll
   for (int i = 0; i < kLive; ++i) p.out[threadIdx.x * kLive + i] = v[i];
 }
 
+// Returns at once (after the dependency wait, a no-op unless launched with
+// PDL, as in the library's kernels).
+template <int kThreads, int kLive, int kBytes>
+__global__ void __launch_bounds__(kThreads, 1) empty_kernel(const __grid_constant__ Params<kBytes> p) {
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  if (p.run == 0) return;
+  unreached_work<kLive, 1>(p, [](float(&)[kLive]) {});
+}
+
 // As empty_kernel, with what the library's kernels have and it has not:
-// ~4 k instructions of code (the unreached body unrolled), dynamic shared
-// memory and named barriers used on that path, and with kMbarrier an
-// mbarrier (its ELF then lists EIATTR_NUM_MBARRIERS, as the library's do).
+// ~4 k instructions of code, dynamic shared memory and named barriers used
+// on the unreached path, and with kMbarrier an mbarrier (its ELF then lists
+// EIATTR_NUM_MBARRIERS, as the library's do).
 template <int kThreads, int kLive, int kBytes, bool kMbarrier>
-__global__ void __launch_bounds__(kThreads, 1) big_kernel(const __grid_constant__ Params<kBytes> p, int pdl) {
+__global__ void __launch_bounds__(kThreads, 1) big_kernel(const __grid_constant__ Params<kBytes> p) {
   extern __shared__ float smem[];
-  dependency_wait(pdl);
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
   if (p.run == 0) return;
   if constexpr (kMbarrier) {
     __shared__ alignas(8) uint64_t barrier;
@@ -81,20 +87,12 @@ __global__ void __launch_bounds__(kThreads, 1) big_kernel(const __grid_constant_
         " mbarrier.try_wait.parity.shared.b64 done, [%0], 0;\n @!done bra wait;\n}\n" ::"r"(address)
         : "memory");
   }
-  float v[kLive];
-#pragma unroll
-  for (int i = 0; i < kLive; ++i) v[i] = p.out[threadIdx.x * kLive + i];
-#pragma unroll 64
-  for (int k = 0; k < p.run; ++k) {
-#pragma unroll
-    for (int i = 0; i < kLive; ++i) v[i] = v[i] * v[(i + 1) % kLive] + 1.0f;
-  }
-  smem[threadIdx.x] = v[0];
-  asm volatile("bar.sync 1, %0;\n" ::"r"(kThreads) : "memory");
-  v[1] += smem[(threadIdx.x + 1) % kThreads];
-  asm volatile("bar.sync 2, %0;\n" ::"r"(kThreads) : "memory");
-#pragma unroll
-  for (int i = 0; i < kLive; ++i) p.out[threadIdx.x * kLive + i] = v[i];
+  unreached_work<kLive, 64>(p, [&](float(&v)[kLive]) {
+    smem[threadIdx.x] = v[0];
+    asm volatile("bar.sync 1, %0;\n" ::"r"(kThreads) : "memory");
+    v[1] += smem[(threadIdx.x + 1) % kThreads];
+    asm volatile("bar.sync 2, %0;\n" ::"r"(kThreads) : "memory");
+  });
 }
 
 struct Config {
@@ -110,20 +108,15 @@ struct Config {
   bool second_pdl;
 };
 
+// Through the library's own launch helper, so that the probe's launches are
+// made exactly as the library's are.
 void launch(const void* kernel, void* params, int ctas, int threads, size_t smem, bool pdl, cudaStream_t stream) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(ctas);
-  config.blockDim = dim3(threads);
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  cudaLaunchAttribute attribute;
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  int pdl_flag = pdl ? 1 : 0;
-  void* args[] = {params, &pdl_flag};
-  PROBE_CHECK(cudaLaunchKernelExC(&config, kernel, args));
+  const sparse_decode::Status status =
+      sparse_decode::launch_kernel(kernel, ctas, threads, smem, pdl, stream, params, "launching a probe kernel");
+  if (!status.ok()) {
+    std::fprintf(stderr, "%s\n", status.message().c_str());
+    std::exit(1);
+  }
 }
 
 // Median µs a layer of a graph of kLayers calls of `layer`.
