@@ -106,7 +106,8 @@ BenchLayers::BenchLayers(const KvPools& pools, const BenchShape& shape, uint64_t
   shape_.dtype = pools.dtype();
   layers_.reserve(static_cast<size_t>(pools.layers()));
   for (int i = 0; i < pools.layers(); ++i) layers_.push_back(make_layer(pools, i, seed + 1000003ull * i, stream));
-  // The output memsets ran on the legacy default stream, the fills on `stream`.
+  // The fills and output memsets ran on `stream` (a memset on the legacy stream
+  // left every later launch ~0.3 us slower: docs/kernels/split.md, "Sixteenth session").
   SPARSE_DECODE_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
@@ -124,7 +125,7 @@ BenchLayer BenchLayers::make_layer(const KvPools& pools, int index, uint64_t see
   fill_random(dtype, layer.q.get(), layer.q.bytes(), seed ^ 0x51u, stream);
   layer.sinks = testing::DeviceBuffer(random_sinks(s.heads, seed ^ 0x5Eu));
   layer.out = testing::DeviceBuffer(static_cast<size_t>(s.tokens * s.heads * kHeadDim * 2));
-  layer.out.fill_bytes(0xFF);  // BF16 NaN: an element the kernel never writes fails the check
+  layer.out.fill_bytes(0xFF, stream);  // BF16 NaN: an element the kernel never writes fails the check
   layer.checksum = testing::DeviceBuffer(static_cast<size_t>(gather_checksum_words(s.tokens, s.width, 1) * 4));
   layer.active_rows = s.tokens * s.width;  // make_layer_indices names an in-range row in every column
 

@@ -151,7 +151,7 @@ DsaBenchLayers::DsaBenchLayers(const DsaCache& cache, const DsaBenchShape& shape
   }
   layers_.reserve(static_cast<size_t>(cache.layers()));
   for (int i = 0; i < cache.layers(); ++i) layers_.push_back(make_layer(cache, i, seed + 1000003ull * i, stream));
-  // The uploads and memsets ran on the legacy default stream, the fills on `stream`.
+  // The uploads ran synchronously, the fills and output memsets on `stream`.
   SPARSE_DECODE_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
@@ -176,7 +176,7 @@ DsaBenchLayer DsaBenchLayers::make_layer(const DsaCache& cache, int index, uint6
   layer.gate = testing::DeviceBuffer(static_cast<size_t>(s.tokens * gate_width * 2));
   fill_random_bf16(layer.gate.get(), layer.gate.bytes(), seed ^ 0x6Au, stream);
   layer.out = testing::DeviceBuffer(static_cast<size_t>(values * 2));
-  layer.out.fill_bytes(0xFF);  // BF16 NaN: an element the kernel never writes fails the check
+  layer.out.fill_bytes(0xFF, stream);  // BF16 NaN: an element the kernel never writes fails the check
   int64_t checksum_words = 0;
   for (int loads : kDsaGatherLoadChoices) {
     checksum_words = std::max(checksum_words, dsa_gather_checksum_words(rows, R, s.block_size,

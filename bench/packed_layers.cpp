@@ -43,7 +43,7 @@ PackedBenchLayers::PackedBenchLayers(const PackedPools& pools, const BenchShape&
   }
   layers_.reserve(static_cast<size_t>(pools.layers()));
   for (int i = 0; i < pools.layers(); ++i) layers_.push_back(make_layer(pools, i, seed + 1000003ull * i, stream));
-  // The output memsets ran on the legacy default stream, the q fills on `stream`.
+  // The q fills and output memsets ran on `stream`.
   SPARSE_DECODE_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
@@ -63,7 +63,7 @@ PackedBenchLayer PackedBenchLayers::make_layer(const PackedPools& pools, int ind
   fill_random_bf16(layer.q.get(), layer.q.bytes(), seed ^ 0x51u, stream);
   layer.sinks = testing::DeviceBuffer(random_sinks(s.heads, seed ^ 0x5Eu));
   layer.out = testing::DeviceBuffer(static_cast<size_t>(s.tokens * s.heads * kHeadDim * 2));
-  layer.out.fill_bytes(0xFF);  // BF16 NaN: an element the kernel never writes fails the check
+  layer.out.fill_bytes(0xFF, stream);  // BF16 NaN: an element the kernel never writes fails the check
   layer.checksum = testing::DeviceBuffer(static_cast<size_t>(gather_checksum_words(s.tokens, s.width, 1) * 4));
 
   Dsv4PackedDecodeArgs& a = layer.args;

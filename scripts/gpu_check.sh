@@ -44,7 +44,13 @@ grep -E "^\[  FAILED  \] [A-Z]|Failure" "$OUT/gpu_tests.log" | head -40
 note "gpu tests: rc=$rc ($(grep -c '^\[       OK' "$OUT/gpu_tests.log") ok, $(grep -c '^\[  FAILED  \] [A-Z]' "$OUT/gpu_tests.log") failed)"
 
 for tool in ${SANITIZERS:-memcheck racecheck synccheck}; do
-  timeout "${SANITIZER_TIMEOUT:-0}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$tests" --gtest_filter="$SANITIZER_FILTER" \
+  # synccheck's automatic count of tracked barriers overflowed on the 64-head
+  # split tests ("Detected overflow of tracked cuda::barrier structures", then
+  # a launch failure); with 16384 only the cluster kernel's known reports remain
+  # (small_batch.md; sixteenth session).
+  extra=()
+  [ "$tool" = synccheck ] && extra=(--num-cuda-barriers 16384)
+  timeout "${SANITIZER_TIMEOUT:-0}" compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 9 "$tests" --gtest_filter="$SANITIZER_FILTER" \
     > "$OUT/sanitizer_$tool.log" 2>&1
   note "compute-sanitizer $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tail -1)"
 done

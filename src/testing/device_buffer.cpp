@@ -56,6 +56,10 @@ void DeviceBuffer::fill_bytes(uint8_t value) {
   check_cuda(cudaDeviceSynchronize(), "cudaMemset");
 }
 
+void DeviceBuffer::fill_bytes(uint8_t value, CUstream_st* stream) {
+  if (bytes_) check_cuda(cudaMemsetAsync(data_, value, bytes_, stream), "cudaMemsetAsync");
+}
+
 void DeviceBuffer::download(void* host, size_t bytes) const {
   if (bytes) check_cuda(cudaMemcpy(host, data_, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
 }

@@ -10,6 +10,8 @@
 #include "testing/dsv4_packed_problem.h"
 #include "testing/dsv4_problem.h"
 
+struct CUstream_st;
+
 namespace sparse_decode::testing {
 
 // Whether a CUDA device is present; `why` says why not.
@@ -35,7 +37,8 @@ class DeviceBuffer {
   template <typename T>
   T* as() const { return static_cast<T*>(data_); }
   size_t bytes() const { return bytes_; }
-  void fill_bytes(uint8_t value);                   // synchronous memset
+  void fill_bytes(uint8_t value);                   // synchronous memset (legacy stream)
+  void fill_bytes(uint8_t value, CUstream_st* stream);  // memset queued on `stream`
   void download(void* host, size_t bytes) const;    // synchronous copy to the host
   template <typename T>
   std::vector<T> download() const {

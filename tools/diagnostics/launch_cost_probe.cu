@@ -2,12 +2,15 @@
 // launch configuration: threads, registers, dynamic shared memory, parameter
 // bytes, PDL, and a second kernel a layer (the split path's pair). Timed as
 // the bench times a layer: 8 layers a graph, L2 flushed (512 MiB memset)
-// before each replay outside the events, median of 30 replays. Then the
-// same harness over dsv4_decode calls (T = 6, widths 640 and 128, kAuto):
-// run it with SPARSE_DECODE_SKIP_STAGES=8 to time the library's kernels
-// returning at once in this harness instead of the bench's.
+// before each replay outside the events, replays queued, median of 30
+// (PROBE_ALL_HARNESSES=1 also: replays synchronized, 1 and 32 layers). Then
+// the same harness over dsv4_decode calls (T = 6, widths 640 and 128, kAuto;
+// every layer the same problem or each its own), and the bench's own pools,
+// layers and timer against the probe's (bisect_against_the_bench). With
+// SPARSE_DECODE_SKIP_STAGES=8 the library's kernels return at once.
+// PROBE_START (start_process) picks what the process does first.
 //   launch-cost-probe
-// See docs/kernels/split.md, "Fifteenth session".
+// See docs/kernels/split.md, "Sixteenth session".
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -15,9 +18,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <memory>
+#include <string>
 #include <vector>
 
-#include "common/device_support.h"
+#include "bench/bench_layers.h"
+#include "bench/graph_timer.h"
 #include "sparse_decode/dsv4_decode.h"
 #include "testing/device_buffer.h"
 #include "testing/dsv4_problem.h"
@@ -108,46 +114,70 @@ struct Config {
   bool second_pdl;
 };
 
-// Through the library's own launch helper, so that the probe's launches are
-// made exactly as the library's are.
+// Made as the library's launch_kernel makes its launches (same launch
+// config and attribute). Not through it: the library links the static CUDA
+// runtime, which does not know kernels registered with the probe's.
 void launch(const void* kernel, void* params, int ctas, int threads, size_t smem, bool pdl, cudaStream_t stream) {
-  const sparse_decode::Status status =
-      sparse_decode::launch_kernel(kernel, ctas, threads, smem, pdl, stream, params, "launching a probe kernel");
-  if (!status.ok()) {
-    std::fprintf(stderr, "%s\n", status.message().c_str());
-    std::exit(1);
-  }
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(ctas));
+  config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute;
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  void* kernel_args[] = {params};
+  PROBE_CHECK(cudaLaunchKernelExC(&config, kernel, kernel_args));
 }
 
-// Median µs a layer of a graph of kLayers calls of `layer`.
+// How the replays are timed: `queued` as the bench times them (every replay
+// queued before the host waits, the graph uploaded once), else the host
+// waits for each replay before it queues the next; `layers` calls a graph.
+struct Harness {
+  bool queued = false;
+  int layers = 8;
+};
+Harness harness;
+
+// Median µs a layer of a graph of harness.layers calls of `layer`.
 double time_layers(const std::function<void(cudaStream_t)>& layer, cudaStream_t stream, void* flush,
                    size_t flush_bytes) {
-  constexpr int kLayers = 8, kReplays = 30;
+  constexpr int kReplays = 30, kWarmup = 3;
   cudaGraph_t graph;
   PROBE_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  for (int l = 0; l < kLayers; ++l) layer(stream);
+  for (int l = 0; l < harness.layers; ++l) layer(stream);
   PROBE_CHECK(cudaStreamEndCapture(stream, &graph));
   cudaGraphExec_t exec;
   PROBE_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  std::vector<float> us;
-  cudaEvent_t start, stop;
-  PROBE_CHECK(cudaEventCreate(&start));
-  PROBE_CHECK(cudaEventCreate(&stop));
-  for (int r = -3; r < kReplays; ++r) {
+  if (harness.queued) PROBE_CHECK(cudaGraphUpload(exec, stream));
+  std::vector<cudaEvent_t> starts(kWarmup + kReplays), stops(kWarmup + kReplays);
+  for (int r = 0; r < kWarmup + kReplays; ++r) {
+    PROBE_CHECK(cudaEventCreate(&starts[r]));
+    PROBE_CHECK(cudaEventCreate(&stops[r]));
+  }
+  for (int r = 0; r < kWarmup + kReplays; ++r) {
     PROBE_CHECK(cudaMemsetAsync(flush, r & 1 ? 0x5A : 0xA5, flush_bytes, stream));
-    PROBE_CHECK(cudaEventRecord(start, stream));
+    PROBE_CHECK(cudaEventRecord(starts[r], stream));
     PROBE_CHECK(cudaGraphLaunch(exec, stream));
-    PROBE_CHECK(cudaEventRecord(stop, stream));
-    PROBE_CHECK(cudaEventSynchronize(stop));
+    PROBE_CHECK(cudaEventRecord(stops[r], stream));
+    if (!harness.queued) PROBE_CHECK(cudaEventSynchronize(stops[r]));
+  }
+  PROBE_CHECK(cudaStreamSynchronize(stream));
+  std::vector<float> us;
+  for (int r = kWarmup; r < kWarmup + kReplays; ++r) {
     float ms = 0;
-    PROBE_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    if (r >= 0) us.push_back(1000.0f * ms / kLayers);
+    PROBE_CHECK(cudaEventElapsedTime(&ms, starts[r], stops[r]));
+    us.push_back(1000.0f * ms / harness.layers);
+  }
+  for (int r = 0; r < kWarmup + kReplays; ++r) {
+    PROBE_CHECK(cudaEventDestroy(starts[r]));
+    PROBE_CHECK(cudaEventDestroy(stops[r]));
   }
   std::sort(us.begin(), us.end());
   PROBE_CHECK(cudaGraphExecDestroy(exec));
   PROBE_CHECK(cudaGraphDestroy(graph));
-  PROBE_CHECK(cudaEventDestroy(start));
-  PROBE_CHECK(cudaEventDestroy(stop));
   return us[us.size() / 2];
 }
 
@@ -160,26 +190,88 @@ double time_config(const Config& c, cudaStream_t stream, void* flush, size_t flu
       stream, flush, flush_bytes);
 }
 
-// dsv4_decode (kAuto, 16 heads, FP8) at T tokens and width W, in the same harness.
-double time_dsv4(int64_t tokens, int32_t width, bool pdl, cudaStream_t stream, void* flush, size_t flush_bytes) {
+// dsv4_decode (kAuto, 16 heads, FP8) at T tokens and width W, in the same
+// harness: every layer the same problem, or (distinct) each its own (own
+// rows, indices, q and out, as in the bench).
+double time_dsv4(int64_t tokens, int32_t width, bool pdl, bool distinct, cudaStream_t stream, void* flush,
+                 size_t flush_bytes) {
   using namespace sparse_decode;
-  testing::Dsv4ProblemConfig config;
-  config.tokens = tokens;
-  config.width = width;
-  const testing::Dsv4Problem problem = testing::make_dsv4_problem(config);
-  testing::Dsv4DeviceProblem device(problem);
-  device.args.enable_pdl = pdl;
-  const size_t bytes = workspace_size(device.args);
-  testing::DeviceBuffer workspace(bytes > 0 ? bytes : 16);
+  std::vector<std::unique_ptr<testing::Dsv4DeviceProblem>> layers;
+  size_t bytes = 16;
+  for (int l = 0; l < (distinct ? harness.layers : 1); ++l) {
+    testing::Dsv4ProblemConfig config;
+    config.tokens = tokens;
+    config.width = width;
+    config.seed = 1 + l;
+    layers.push_back(std::make_unique<testing::Dsv4DeviceProblem>(testing::make_dsv4_problem(config)));
+    layers.back()->args.enable_pdl = pdl;
+    bytes = std::max(bytes, workspace_size(layers.back()->args));
+  }
+  testing::DeviceBuffer workspace(bytes);
+  int next = 0;
   return time_layers(
       [&](cudaStream_t s) {
-        const Status status = dsv4_decode(device.args, workspace.get(), workspace.bytes(), s);
+        const Dsv4DecodeArgs& args = layers[next++ % layers.size()]->args;
+        const Status status = dsv4_decode(args, workspace.get(), workspace.bytes(), s);
         if (!status.ok()) {
           std::fprintf(stderr, "dsv4_decode: %s\n", status.message().c_str());
           std::exit(1);
         }
       },
       stream, flush, flush_bytes);
+}
+
+// The bench's own pools, layers and timer against the probe's (which of
+// them makes a layer cost more in the bench).
+void bisect_against_the_bench(cudaStream_t stream, void* flush, size_t flush_bytes, const char* skip) {
+  using namespace sparse_decode;
+  harness = Harness{true, 8};
+  const bench::KvPools pools(512u << 20, 1536u << 20, 8, DType::kFloat8E4M3, 1, stream);
+  bench::BenchShape shape;
+  const bench::BenchLayers layers(pools, shape, 1, stream);
+  size_t bytes = 16;
+  for (int l = 0; l < 8; ++l) bytes = std::max(bytes, workspace_size(layers.layer(l).args));
+  testing::DeviceBuffer workspace(bytes);
+  auto bench_layer = [&](int l, cudaStream_t s) {
+    const Status status = dsv4_decode(layers.layer(l).args, workspace.get(), workspace.bytes(), s);
+    if (!status.ok()) std::exit(1);
+  };
+  int next = 0;
+  std::printf("bisect (skip stages %s): bench layers, probe timer    %6.2f us a layer\n", skip ? skip : "none",
+              time_layers([&](cudaStream_t s) { bench_layer(next++ % 8, s); }, stream, flush, flush_bytes));
+  bench::GraphTimer timer(stream, flush_bytes);
+  auto bench_timer = [&](const std::function<void(int, cudaStream_t)>& layer) {
+    std::vector<double> us = timer.time_replays(
+        [&](cudaStream_t s) {
+          for (int l = 0; l < 8; ++l) layer(l, s);
+        },
+        30, 3);
+    std::sort(us.begin(), us.end());
+    return us[us.size() / 2] / 8;
+  };
+  std::printf("bisect (skip stages %s): bench layers, bench timer    %6.2f us a layer\n", skip ? skip : "none",
+              bench_timer(bench_layer));
+  std::vector<std::unique_ptr<testing::Dsv4DeviceProblem>> problems;
+  for (int l = 0; l < 8; ++l) {
+    testing::Dsv4ProblemConfig config;
+    config.tokens = 6;
+    config.width = 640;
+    config.seed = 1 + l;
+    problems.push_back(std::make_unique<testing::Dsv4DeviceProblem>(testing::make_dsv4_problem(config)));
+    bytes = std::max(bytes, workspace_size(problems.back()->args));
+  }
+  testing::DeviceBuffer workspace2(bytes);
+  std::printf("bisect (skip stages %s): probe problems, bench timer  %6.2f us a layer\n", skip ? skip : "none",
+              bench_timer([&](int l, cudaStream_t s) {
+                if (!dsv4_decode(problems[l]->args, workspace2.get(), workspace2.bytes(), s).ok()) std::exit(1);
+              }));
+  std::printf("bisect (skip stages %s): probe problems, probe timer  %6.2f us a layer\n", skip ? skip : "none",
+              time_layers(
+                  [&](cudaStream_t s) {
+                    if (!dsv4_decode(problems[next++ % 8]->args, workspace2.get(), workspace2.bytes(), s).ok())
+                      std::exit(1);
+                  },
+                  stream, flush, flush_bytes));
 }
 
 template <class Kernel>
@@ -189,6 +281,36 @@ const void* prepared(Kernel kernel, size_t smem) {
   PROBE_CHECK(cudaFuncGetAttributes(&attributes, kernel));
   std::printf("  kernel: %d registers\n", attributes.numRegs);
   return reinterpret_cast<const void*>(kernel);
+}
+
+// What the process does before it times anything (PROBE_START): nothing;
+// memset-legacy: eight synchronous 96 KiB cudaMemset calls (the legacy
+// stream, as the bench's output poisoning did: every later launch of the
+// process cost ~0.3 us more); memset-legacy-once: one of them (no effect);
+// memset-stream: the eight as cudaMemsetAsync on the probe's stream (no
+// effect); ballast: 2 GiB allocated and written, kept (no effect); bisect:
+// see bisect_against_the_bench. What it allocates lives as long as the result.
+struct ProcessStart {
+  std::vector<sparse_decode::testing::DeviceBuffer> buffers;
+};
+
+ProcessStart start_process(const std::string& first, cudaStream_t stream) {
+  ProcessStart kept;
+  const int memsets = first == "memset-legacy" || first == "memset-stream" ? 8 : first == "memset-legacy-once" ? 1 : 0;
+  for (int i = 0; i < memsets; ++i) {
+    kept.buffers.emplace_back(size_t(96) << 10);
+    if (first == "memset-stream") {
+      PROBE_CHECK(cudaMemsetAsync(kept.buffers.back().get(), 0xFF, kept.buffers.back().bytes(), stream));
+    } else {
+      kept.buffers.back().fill_bytes(0xFF);  // cudaMemset + cudaDeviceSynchronize
+    }
+  }
+  if (first == "ballast") {
+    kept.buffers.emplace_back(size_t(2) << 30);
+    kept.buffers.back().fill_bytes(1);
+  }
+  PROBE_CHECK(cudaDeviceSynchronize());
+  return kept;
 }
 
 }  // namespace
@@ -237,17 +359,32 @@ int main() {
       {"pair of tiny kernels (PDL)", tiny, &small, 60, 256, 0, false, tiny, &small, 48, true},
   };
   const char* skip = std::getenv("SPARSE_DECODE_SKIP_STAGES");
-  for (int round = 0; round < 2; ++round) {
+  const char* start = std::getenv("PROBE_START");
+  const std::string first = start ? start : "nothing";
+  if (first == "bisect") bisect_against_the_bench(stream, flush, flush_bytes, skip);
+  const ProcessStart kept = start_process(first, stream);
+  std::printf("-- start: %s\n", first.c_str());
+  std::vector<Harness> harnesses = {{true, 8}};
+  if (std::getenv("PROBE_ALL_HARNESSES")) harnesses = {{true, 8}, {false, 8}, {true, 1}, {true, 32}, {false, 1}, {false, 32}};
+  for (const Harness& h : harnesses) {
+    harness = h;
+    std::printf("-- replays %s, %d layers a graph\n", h.queued ? "queued (as the bench)" : "synchronized", h.layers);
+    const bool all = h.layers == 8;
     for (const Config& c : configs) {
+      if (!all && c.second == nullptr && c.first != tiny) continue;
       std::printf("%-45s %6.2f us a layer\n", c.name, time_config(c, stream, flush, flush_bytes));
     }
     for (int32_t width : {640, 128}) {
       for (bool pdl : {false, true}) {
-        std::printf("dsv4_decode T 6 W %d%s (skip stages %s) %6.2f us a layer\n", width, pdl ? " PDL" : "",
-                    skip ? skip : "none", time_dsv4(6, width, pdl, stream, flush, flush_bytes));
+        for (bool distinct : {false, true}) {
+          std::printf("dsv4_decode T 6 W %d%s%s (skip stages %s) %6.2f us a layer\n", width, pdl ? " PDL" : "",
+                      distinct ? " distinct layers" : "", skip ? skip : "none",
+                      time_dsv4(6, width, pdl, distinct, stream, flush, flush_bytes));
+        }
       }
     }
   }
+  bisect_against_the_bench(stream, flush, flush_bytes, skip);
   PROBE_CHECK(cudaFree(flush));
   return 0;
 }
