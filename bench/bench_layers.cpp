@@ -106,8 +106,9 @@ BenchLayers::BenchLayers(const KvPools& pools, const BenchShape& shape, uint64_t
   shape_.dtype = pools.dtype();
   layers_.reserve(static_cast<size_t>(pools.layers()));
   for (int i = 0; i < pools.layers(); ++i) layers_.push_back(make_layer(pools, i, seed + 1000003ull * i, stream));
-  // The fills and output memsets ran on `stream` (a memset on the legacy stream
-  // left every later launch ~0.3 us slower: docs/kernels/split.md, "Sixteenth session").
+  // The uploads ran synchronously, the fills and output memsets on `stream`
+  // (eight ~96 KiB synchronous memsets on the legacy stream left every later
+  // launch ~0.3 us slower: docs/kernels/split.md, "Sixteenth session").
   SPARSE_DECODE_CUDA_CHECK(cudaDeviceSynchronize());
 }
 

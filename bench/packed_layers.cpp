@@ -43,7 +43,7 @@ PackedBenchLayers::PackedBenchLayers(const PackedPools& pools, const BenchShape&
   }
   layers_.reserve(static_cast<size_t>(pools.layers()));
   for (int i = 0; i < pools.layers(); ++i) layers_.push_back(make_layer(pools, i, seed + 1000003ull * i, stream));
-  // The q fills and output memsets ran on `stream`.
+  // The uploads ran synchronously, the q fills and output memsets on `stream`.
   SPARSE_DECODE_CUDA_CHECK(cudaDeviceSynchronize());
 }
 

@@ -47,10 +47,10 @@ for tool in ${SANITIZERS:-memcheck racecheck synccheck}; do
   # synccheck's automatic count of tracked barriers overflowed on the 64-head
   # split tests ("Detected overflow of tracked cuda::barrier structures", then
   # a launch failure); with 16384 only the cluster kernel's known reports remain
-  # (small_batch.md; sixteenth session).
+  # (small_batch.md; docs/gpu_workflow.md, "Sixteenth session").
   extra=()
   [ "$tool" = synccheck ] && extra=(--num-cuda-barriers 16384)
-  timeout "${SANITIZER_TIMEOUT:-0}" compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 9 "$tests" --gtest_filter="$SANITIZER_FILTER" \
+  timeout "${SANITIZER_TIMEOUT:-0}" compute-sanitizer --tool "$tool" ${extra[@]+"${extra[@]}"} --error-exitcode 9 "$tests" --gtest_filter="$SANITIZER_FILTER" \
     > "$OUT/sanitizer_$tool.log" 2>&1
   note "compute-sanitizer $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tail -1)"
 done

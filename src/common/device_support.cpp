@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <atomic>
 
+#include "common/launch_config.h"
+
 namespace sparse_decode {
 
 Status cuda_status(int error, const char* what) {
@@ -90,18 +92,9 @@ Status OncePerDevice::run() {
 
 Status launch_kernel(const void* kernel, int64_t ctas, int threads, size_t smem, bool pdl, CUstream_st* stream,
                      void* params, const char* what) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(ctas));
-  config.blockDim = dim3(threads);
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  cudaLaunchAttribute attribute;
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
+  LaunchConfig launch(ctas, threads, smem, pdl, stream);
   void* kernel_args[] = {params};
-  return cuda_status(cudaLaunchKernelExC(&config, kernel, kernel_args), what);
+  return cuda_status(cudaLaunchKernelExC(&launch.config, kernel, kernel_args), what);
 }
 
 }  // namespace sparse_decode

@@ -38,7 +38,7 @@ class DeviceBuffer {
   T* as() const { return static_cast<T*>(data_); }
   size_t bytes() const { return bytes_; }
   void fill_bytes(uint8_t value);                   // synchronous memset (legacy stream)
-  void fill_bytes(uint8_t value, CUstream_st* stream);  // memset queued on `stream`
+  void fill_bytes(uint8_t value, CUstream_st* stream);  // memset queued on `stream` (synchronize before use elsewhere)
   void download(void* host, size_t bytes) const;    // synchronous copy to the host
   template <typename T>
   std::vector<T> download() const {

@@ -18,12 +18,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "bench/bench_layers.h"
 #include "bench/graph_timer.h"
+#include "common/launch_config.h"
 #include "sparse_decode/dsv4_decode.h"
 #include "testing/device_buffer.h"
 #include "testing/dsv4_problem.h"
@@ -114,22 +116,12 @@ struct Config {
   bool second_pdl;
 };
 
-// Made as the library's launch_kernel makes its launches (same launch
-// config and attribute). Not through it: the library links the static CUDA
-// runtime, which does not know kernels registered with the probe's.
+// As the library's launch_kernel launches (the same LaunchConfig), through
+// the probe's own runtime.
 void launch(const void* kernel, void* params, int ctas, int threads, size_t smem, bool pdl, cudaStream_t stream) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(ctas));
-  config.blockDim = dim3(threads);
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  cudaLaunchAttribute attribute;
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
+  sparse_decode::LaunchConfig config(ctas, threads, smem, pdl, stream);
   void* kernel_args[] = {params};
-  PROBE_CHECK(cudaLaunchKernelExC(&config, kernel, kernel_args));
+  PROBE_CHECK(cudaLaunchKernelExC(&config.config, kernel, kernel_args));
 }
 
 // How the replays are timed: `queued` as the bench times them (every replay
@@ -190,55 +182,69 @@ double time_config(const Config& c, cudaStream_t stream, void* flush, size_t flu
       stream, flush, flush_bytes);
 }
 
-// dsv4_decode (kAuto, 16 heads, FP8) at T tokens and width W, in the same
-// harness: every layer the same problem, or (distinct) each its own (own
-// rows, indices, q and out, as in the bench).
-double time_dsv4(int64_t tokens, int32_t width, bool pdl, bool distinct, cudaStream_t stream, void* flush,
-                 size_t flush_bytes) {
-  using namespace sparse_decode;
-  std::vector<std::unique_ptr<testing::Dsv4DeviceProblem>> layers;
-  size_t bytes = 16;
-  for (int l = 0; l < (distinct ? harness.layers : 1); ++l) {
-    testing::Dsv4ProblemConfig config;
+// One dsv4_decode call; exits with its message on an error.
+void decode(const sparse_decode::Dsv4DecodeArgs& args, const sparse_decode::testing::DeviceBuffer& workspace,
+            cudaStream_t stream) {
+  const sparse_decode::Status status = sparse_decode::dsv4_decode(args, workspace.get(), workspace.bytes(), stream);
+  if (!status.ok()) {
+    std::fprintf(stderr, "dsv4_decode: %s\n", status.message().c_str());
+    std::exit(1);
+  }
+}
+
+// `count` test problems (kAuto, 16 heads, FP8, per-token lens) of T tokens
+// and width W, seeds 1..count.
+using Problems = std::vector<std::unique_ptr<sparse_decode::testing::Dsv4DeviceProblem>>;
+Problems make_problems(int count, int64_t tokens, int32_t width, bool pdl) {
+  Problems problems;
+  for (int l = 0; l < count; ++l) {
+    sparse_decode::testing::Dsv4ProblemConfig config;
     config.tokens = tokens;
     config.width = width;
     config.seed = 1 + l;
-    layers.push_back(std::make_unique<testing::Dsv4DeviceProblem>(testing::make_dsv4_problem(config)));
-    layers.back()->args.enable_pdl = pdl;
-    bytes = std::max(bytes, workspace_size(layers.back()->args));
+    problems.push_back(std::make_unique<sparse_decode::testing::Dsv4DeviceProblem>(
+        sparse_decode::testing::make_dsv4_problem(config)));
+    problems.back()->args.enable_pdl = pdl;
   }
-  testing::DeviceBuffer workspace(bytes);
+  return problems;
+}
+
+size_t workspace_bytes(const Problems& problems) {
+  size_t bytes = 16;
+  for (const auto& problem : problems) bytes = std::max(bytes, sparse_decode::workspace_size(problem->args));
+  return bytes;
+}
+
+// dsv4_decode at T tokens and width W in the probe's harness: every layer
+// the same problem, or (distinct) each its own (own rows, indices, q and
+// out, as in the bench).
+double time_dsv4(int64_t tokens, int32_t width, bool pdl, bool distinct, cudaStream_t stream, void* flush,
+                 size_t flush_bytes) {
+  const Problems problems = make_problems(distinct ? harness.layers : 1, tokens, width, pdl);
+  const sparse_decode::testing::DeviceBuffer workspace(workspace_bytes(problems));
   int next = 0;
-  return time_layers(
-      [&](cudaStream_t s) {
-        const Dsv4DecodeArgs& args = layers[next++ % layers.size()]->args;
-        const Status status = dsv4_decode(args, workspace.get(), workspace.bytes(), s);
-        if (!status.ok()) {
-          std::fprintf(stderr, "dsv4_decode: %s\n", status.message().c_str());
-          std::exit(1);
-        }
-      },
-      stream, flush, flush_bytes);
+  return time_layers([&](cudaStream_t s) { decode(problems[next++ % problems.size()]->args, workspace, s); }, stream,
+                     flush, flush_bytes);
 }
 
 // The bench's own pools, layers and timer against the probe's (which of
-// them makes a layer cost more in the bench).
+// them makes a layer cost more in the bench), T = 6, W = 640, 8 layers.
 void bisect_against_the_bench(cudaStream_t stream, void* flush, size_t flush_bytes, const char* skip) {
   using namespace sparse_decode;
   harness = Harness{true, 8};
   const bench::KvPools pools(512u << 20, 1536u << 20, 8, DType::kFloat8E4M3, 1, stream);
-  bench::BenchShape shape;
-  const bench::BenchLayers layers(pools, shape, 1, stream);
+  const bench::BenchLayers layers(pools, bench::BenchShape{}, 1, stream);
   size_t bytes = 16;
   for (int l = 0; l < 8; ++l) bytes = std::max(bytes, workspace_size(layers.layer(l).args));
-  testing::DeviceBuffer workspace(bytes);
-  auto bench_layer = [&](int l, cudaStream_t s) {
-    const Status status = dsv4_decode(layers.layer(l).args, workspace.get(), workspace.bytes(), s);
-    if (!status.ok()) std::exit(1);
+  const testing::DeviceBuffer bench_workspace(bytes);
+  const Problems problems = make_problems(8, 6, 640, false);
+  const testing::DeviceBuffer probe_workspace(workspace_bytes(problems));
+  auto bench_layer = [&](int l, cudaStream_t s) { decode(layers.layer(l).args, bench_workspace, s); };
+  auto probe_layer = [&](int l, cudaStream_t s) { decode(problems[l]->args, probe_workspace, s); };
+  auto probe_timer = [&](const std::function<void(int, cudaStream_t)>& layer) {
+    int next = 0;
+    return time_layers([&](cudaStream_t s) { layer(next++ % 8, s); }, stream, flush, flush_bytes);
   };
-  int next = 0;
-  std::printf("bisect (skip stages %s): bench layers, probe timer    %6.2f us a layer\n", skip ? skip : "none",
-              time_layers([&](cudaStream_t s) { bench_layer(next++ % 8, s); }, stream, flush, flush_bytes));
   bench::GraphTimer timer(stream, flush_bytes);
   auto bench_timer = [&](const std::function<void(int, cudaStream_t)>& layer) {
     std::vector<double> us = timer.time_replays(
@@ -249,29 +255,15 @@ void bisect_against_the_bench(cudaStream_t stream, void* flush, size_t flush_byt
     std::sort(us.begin(), us.end());
     return us[us.size() / 2] / 8;
   };
-  std::printf("bisect (skip stages %s): bench layers, bench timer    %6.2f us a layer\n", skip ? skip : "none",
+  const char* stages = skip ? skip : "none";
+  std::printf("bisect (skip stages %s): bench layers, probe timer    %6.2f us a layer\n", stages,
+              probe_timer(bench_layer));
+  std::printf("bisect (skip stages %s): bench layers, bench timer    %6.2f us a layer\n", stages,
               bench_timer(bench_layer));
-  std::vector<std::unique_ptr<testing::Dsv4DeviceProblem>> problems;
-  for (int l = 0; l < 8; ++l) {
-    testing::Dsv4ProblemConfig config;
-    config.tokens = 6;
-    config.width = 640;
-    config.seed = 1 + l;
-    problems.push_back(std::make_unique<testing::Dsv4DeviceProblem>(testing::make_dsv4_problem(config)));
-    bytes = std::max(bytes, workspace_size(problems.back()->args));
-  }
-  testing::DeviceBuffer workspace2(bytes);
-  std::printf("bisect (skip stages %s): probe problems, bench timer  %6.2f us a layer\n", skip ? skip : "none",
-              bench_timer([&](int l, cudaStream_t s) {
-                if (!dsv4_decode(problems[l]->args, workspace2.get(), workspace2.bytes(), s).ok()) std::exit(1);
-              }));
-  std::printf("bisect (skip stages %s): probe problems, probe timer  %6.2f us a layer\n", skip ? skip : "none",
-              time_layers(
-                  [&](cudaStream_t s) {
-                    if (!dsv4_decode(problems[next++ % 8]->args, workspace2.get(), workspace2.bytes(), s).ok())
-                      std::exit(1);
-                  },
-                  stream, flush, flush_bytes));
+  std::printf("bisect (skip stages %s): probe problems, bench timer  %6.2f us a layer\n", stages,
+              bench_timer(probe_layer));
+  std::printf("bisect (skip stages %s): probe problems, probe timer  %6.2f us a layer\n", stages,
+              probe_timer(probe_layer));
 }
 
 template <class Kernel>
@@ -295,6 +287,12 @@ struct ProcessStart {
 };
 
 ProcessStart start_process(const std::string& first, cudaStream_t stream) {
+  const std::string known[] = {"nothing", "memset-legacy", "memset-legacy-once", "memset-stream", "ballast", "bisect"};
+  if (std::find(std::begin(known), std::end(known), first) == std::end(known)) {
+    std::fprintf(stderr, "PROBE_START=%s: not one of nothing, memset-legacy, memset-legacy-once, memset-stream, "
+                 "ballast, bisect\n", first.c_str());
+    std::exit(2);
+  }
   ProcessStart kept;
   const int memsets = first == "memset-legacy" || first == "memset-stream" ? 8 : first == "memset-legacy-once" ? 1 : 0;
   for (int i = 0; i < memsets; ++i) {
@@ -361,11 +359,14 @@ int main() {
   const char* skip = std::getenv("SPARSE_DECODE_SKIP_STAGES");
   const char* start = std::getenv("PROBE_START");
   const std::string first = start ? start : "nothing";
-  if (first == "bisect") bisect_against_the_bench(stream, flush, flush_bytes, skip);
   const ProcessStart kept = start_process(first, stream);
+  if (first == "bisect") bisect_against_the_bench(stream, flush, flush_bytes, skip);
   std::printf("-- start: %s\n", first.c_str());
   std::vector<Harness> harnesses = {{true, 8}};
-  if (std::getenv("PROBE_ALL_HARNESSES")) harnesses = {{true, 8}, {false, 8}, {true, 1}, {true, 32}, {false, 1}, {false, 32}};
+  const char* all_harnesses = std::getenv("PROBE_ALL_HARNESSES");
+  if (all_harnesses && std::string(all_harnesses) == "1") {
+    harnesses = {{true, 8}, {false, 8}, {true, 1}, {true, 32}, {false, 1}, {false, 32}};
+  }
   for (const Harness& h : harnesses) {
     harness = h;
     std::printf("-- replays %s, %d layers a graph\n", h.queued ? "queued (as the bench)" : "synchronized", h.layers);
