@@ -50,7 +50,8 @@ struct Dsv4Params {
   int32_t split_groups;     // (the last CTA of a unit may walk fewer)
   int32_t skip_stages;      // measurement aid (SPARSE_DECODE_SKIP_STAGES): 1 = no row loads, 2 = no exchange,
                             // 4 = stop after the gather, 8 = stop at once, 16 = combine kernel stops at once,
-                            // 32 = cluster kernel stops once its peers' bytes landed
+                            // 32 = cluster kernel stops once its peers' bytes landed, 64 = the split
+                            // path launches no combine kernel
 };
 
 }  // namespace sparse_decode::dsv4

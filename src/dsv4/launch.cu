@@ -475,7 +475,7 @@ Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace
   void* kernel_args[] = {&p};
   const void* first = cluster ? kernels.cluster : split ? kernels.split : streamed.kernel;
   if (Status status = cuda_status(cudaLaunchKernelExC(&config, first, kernel_args), "launching a dsv4 kernel");
-      !status.ok() || !split) {
+      !status.ok() || !split || (p.skip_stages & 64)) {
     return status;
   }
   // The combine kernel always overlaps the split kernel's tail (PDL): it
