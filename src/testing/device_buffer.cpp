@@ -64,17 +64,21 @@ void DeviceBuffer::download(void* host, size_t bytes) const {
   if (bytes) check_cuda(cudaMemcpy(host, data_, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
 }
 
+DeviceOutputs::DeviceOutputs(int64_t tokens, int32_t heads)
+    : out(static_cast<size_t>(tokens) * heads * kHeadDim * 2),
+      lse(static_cast<size_t>(tokens) * heads * sizeof(float)),
+      out_of_range_count(sizeof(int32_t)) {
+  out_of_range_count.fill_bytes(0);
+}
+
 Dsv4DeviceProblem::Dsv4DeviceProblem(const Dsv4Problem& problem)
-    : q(problem.q),
+    : DeviceOutputs(problem.config.tokens, problem.config.heads),
+      q(problem.q),
       swa_kv(problem.swa_kv),
       compressed_kv(problem.compressed_kv),
       indices(problem.indices),
       lens(problem.lens),
-      sinks(problem.sinks),
-      out(static_cast<size_t>(problem.config.tokens) * problem.config.heads * kHeadDim * 2),
-      lse(static_cast<size_t>(problem.config.tokens) * problem.config.heads * sizeof(float)),
-      out_of_range_count(sizeof(int32_t)) {
-  out_of_range_count.fill_bytes(0);
+      sinks(problem.sinks) {
   args = problem.host_args(out.get(), lse.as<float>());
   args.memory = MemorySpace::kDevice;
   args.q = q.get();
@@ -87,18 +91,15 @@ Dsv4DeviceProblem::Dsv4DeviceProblem(const Dsv4Problem& problem)
 }
 
 Dsv4PackedDeviceProblem::Dsv4PackedDeviceProblem(const Dsv4PackedProblem& problem)
-    : q(problem.q),
+    : DeviceOutputs(problem.config.tokens, problem.config.heads),
+      q(problem.q),
       swa_pool(problem.swa_pool),
       extra_pool(problem.extra_pool),
       swa_indices(problem.swa_indices),
       swa_lens(problem.swa_lens),
       extra_indices(problem.extra_indices),
       extra_lens(problem.extra_lens),
-      sinks(problem.sinks),
-      out(static_cast<size_t>(problem.config.tokens) * problem.config.heads * kHeadDim * 2),
-      lse(static_cast<size_t>(problem.config.tokens) * problem.config.heads * sizeof(float)),
-      out_of_range_count(sizeof(int32_t)) {
-  out_of_range_count.fill_bytes(0);
+      sinks(problem.sinks) {
   args = problem.host_args(out.get(), lse.as<float>());
   args.memory = MemorySpace::kDevice;
   args.q = q.get();

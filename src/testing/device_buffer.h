@@ -52,19 +52,24 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-// A problem's inputs on the device, plus out [T, H, 512] BF16 and lse [T, H].
-struct Dsv4DeviceProblem {
+// What a device problem's call writes: out [T, H, 512] BF16, lse [T, H] and
+// the out-of-range counter (zeroed).
+struct DeviceOutputs {
+  DeviceOutputs(int64_t tokens, int32_t heads);
+  DeviceBuffer out, lse, out_of_range_count;
+};
+
+// A problem's inputs on the device, plus its outputs.
+struct Dsv4DeviceProblem : DeviceOutputs {
   explicit Dsv4DeviceProblem(const Dsv4Problem& problem);
-  DeviceBuffer q, swa_kv, compressed_kv, indices, lens, sinks, out, lse, out_of_range_count;
+  DeviceBuffer q, swa_kv, compressed_kv, indices, lens, sinks;
   Dsv4DecodeArgs args;  // device memory; lse and out_of_range_count set
 };
 
-// A packed problem's inputs on the device, plus out [T, H, 512] BF16, lse
-// [T, H] and the out-of-range counter (0).
-struct Dsv4PackedDeviceProblem {
+// A packed problem's inputs on the device, plus its outputs.
+struct Dsv4PackedDeviceProblem : DeviceOutputs {
   explicit Dsv4PackedDeviceProblem(const Dsv4PackedProblem& problem);
-  DeviceBuffer q, swa_pool, extra_pool, swa_indices, swa_lens, extra_indices, extra_lens, sinks, out, lse,
-      out_of_range_count;
+  DeviceBuffer q, swa_pool, extra_pool, swa_indices, swa_lens, extra_indices, extra_lens, sinks;
   Dsv4PackedDecodeArgs args;  // device memory; lse and out_of_range_count set
 };
 
