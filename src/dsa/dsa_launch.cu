@@ -3,6 +3,7 @@
 // dependent launch between them.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <climits>
 #include <string>
 
@@ -23,6 +24,15 @@ int set_kernel_attributes() {
 Status configure_kernels() {
   static OncePerDevice configured(set_kernel_attributes, "configuring the dsa_decode kernels");
   return configured.run();
+}
+
+// The splits the kernels run: split s takes region columns s, s + splits,
+// ... (docs/dsa_layout.md, decision 4), so splits past the R columns read
+// nothing and weigh 0 in the combine (their partials are zeros). Running
+// min(splits, R) of them, at least 2 so that the same combine runs, gives
+// the same partition and the same bits without the empty CTAs.
+int32_t launched_splits(const DsaDecodeArgs& a) {
+  return a.splits <= 1 ? a.splits : std::max(2, std::min(a.splits, a.num_regions));
 }
 
 DsaParams make_params(const DsaDecodeArgs& a, void* workspace) {
@@ -55,14 +65,14 @@ DsaParams make_params(const DsaDecodeArgs& a, void* workspace) {
   p.active = a.active;
   p.clear_inactive = a.clear_inactive ? 1 : 0;
   p.scale = a.scale;
-  p.splits = a.splits;
+  p.splits = launched_splits(a);
   p.gate = a.gate;
   p.gate_is_f32 = a.gate_dtype == DsaGateDType::kFloat32 ? 1 : 0;
   p.gate_token_stride = a.gate_token_stride;
   p.rows = a.num_rows;
-  if (a.splits > 1) {
+  if (p.splits > 1) {
     p.partial = static_cast<float*>(workspace);
-    p.lse = p.partial + a.num_rows * a.splits * a.num_heads * kDsaHeadDim;
+    p.lse = p.partial + a.num_rows * p.splits * a.num_heads * kDsaHeadDim;
   }
   return p;
 }
@@ -85,12 +95,12 @@ Status launch_dsa(const DsaDecodeArgs& args, void* workspace, CUstream_st* strea
   const void* split = fp8 ? reinterpret_cast<const void*>(&dsa_split_kernel<true>)
                           : reinterpret_cast<const void*>(&dsa_split_kernel<false>);
   const size_t smem = fp8 ? sizeof(DsaSmem<true>) : sizeof(DsaSmem<false>);
-  if (Status status = launch_kernel(split, args.num_rows * args.splits, DsaTraits::kThreads, smem, args.enable_pdl,
+  if (Status status = launch_kernel(split, args.num_rows * p.splits, DsaTraits::kThreads, smem, args.enable_pdl,
                                     stream, &p, "launching the dsa_decode split kernel");
       !status.ok()) {
     return status;
   }
-  if (args.splits == 1) return Status::Ok();
+  if (p.splits == 1) return Status::Ok();
   return launch_kernel(reinterpret_cast<const void*>(&dsa_combine_kernel), args.num_rows, DsaCombineTraits::kThreads, 0,
                        true, stream, &p, "launching the dsa_decode combine kernel");
 }
