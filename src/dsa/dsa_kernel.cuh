@@ -33,6 +33,7 @@ struct DsaTraits {
   static constexpr int kGranules = kDims / 4;            // 4-dim pieces of an output row
   static constexpr int kColumnBatch = 256;               // region columns a split resolves at once
   static_assert(kKeysPerWarp == 16, "a warp's P is one k16 A fragment (two n8 score tiles)");
+  static_assert(kColumnBatch % kThreads == 0, "a thread resolves kColumnBatch / kThreads columns of a batch");
   static_assert(kDims % 16 == 0, "Q K^T walks k16 steps; P V pairs of n8 tiles");
   static_assert((kRowHalves * 2 / 16) % 2 == 1, "an odd number of 16-byte units a row: conflict-free ldmatrix");
 };
@@ -77,14 +78,26 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 
 // round_to(gate dtype, sigmoid(gate)) of head h of `row`, or 1 without a gate
 // (docs/dsa_layout.md, decision 1: float32 sigmoid with a rounded division).
-__device__ __forceinline__ float gate_factor(const DsaParams& p, int64_t row, int head) {
-  if (!p.gate) return 1.0f;
+// The gate's input for a head of the row as a float (0 without a gate); an
+// L2 load that ptxas may not sink, so the combine issues it with its others.
+__device__ __forceinline__ float gate_input(const DsaParams& p, int64_t row, int head) {
+  if (!p.gate) return 0.0f;
   const int64_t token = row / p.groups;
   const int64_t index = token * p.gate_token_stride + (row % p.groups) * p.heads + head;
-  const float x = p.gate_is_f32 ? static_cast<const float*>(p.gate)[index]
-                                : bf16_bits_to_float(static_cast<const uint16_t*>(p.gate)[index]);
+  return p.gate_is_f32 ? ptx::load_l2(static_cast<const float*>(p.gate) + index)
+                       : bf16_bits_to_float(ptx::load_l2(static_cast<const uint16_t*>(p.gate) + index));
+}
+
+// The factor the gate puts on a head's output: sigmoid(x), rounded to BF16
+// with a BF16 gate; 1 without a gate.
+__device__ __forceinline__ float gate_of(const DsaParams& p, float x) {
+  if (!p.gate) return 1.0f;
   const float sigmoid = __fdiv_rn(1.0f, 1.0f + expf(-x));
   return p.gate_is_f32 ? sigmoid : bf16_bits_to_float(float_to_bf16_bits(sigmoid));
+}
+
+__device__ __forceinline__ float gate_factor(const DsaParams& p, int64_t row, int head) {
+  return gate_of(p, gate_input(p, row, head));
 }
 
 // Stores 4 dims of an output head as BF16 (rounded once, after the gate).
@@ -92,17 +105,16 @@ __device__ __forceinline__ void store_out4(uint16_t* dst, float4 v) {
   *reinterpret_cast<uint2*>(dst) = make_uint2(pack_bf16(v.x, v.y), pack_bf16(v.z, v.w));
 }
 
-// The keys of region column c that the row sees: its page and how many of
-// its first slots are visible (0: the column contributes nothing and, past
-// the position, its table entry is not read).
+// The keys of a region column (logical block `block`) that the row sees:
+// its page and how many of its first slots are visible (0: the column
+// contributes nothing and, past the position, its table entry is not read).
 struct RegionKeys {
   int64_t page;
   int32_t count;
 };
 
-__device__ __forceinline__ RegionKeys region_keys(const DsaParams& p, int64_t row, int64_t request, int32_t position,
-                                                  int c) {
-  const int32_t block = p.regions[row * p.regions_stride + c];
+__device__ __forceinline__ RegionKeys region_keys(const DsaParams& p, int64_t request, int32_t position,
+                                                  int32_t block) {
   if (block < 0 || block >= p.max_blocks) return {0, 0};
   const int64_t first = int64_t{block} * p.block_size;
   if (first > position) return {0, 0};
@@ -195,7 +207,22 @@ __global__ void __launch_bounds__(DsaTraits::kThreads) dsa_split_kernel(const __
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
   ptx::grid_dependency_wait();  // every input is per-step data the previous kernel may write
-  if (p.active[row] == 0) {
+  // The row's metadata and the first batch's region ids load at once (L2
+  // loads that ptxas may not sink into the branches that use them): one
+  // DRAM trip before the block table instead of three in a row.
+  const int split_columns = (p.num_regions - split + p.splits - 1) / p.splits;
+  const int32_t* row_regions = p.regions + row * p.regions_stride + split;
+  int32_t first_blocks[T::kColumnBatch / T::kThreads];
+#pragma unroll
+  for (int u = 0; u < T::kColumnBatch / T::kThreads; ++u) {
+    const int j = threadIdx.x + u * T::kThreads;
+    first_blocks[u] = j < split_columns ? ptx::load_l2(row_regions + int64_t{j} * p.splits) : -1;
+  }
+  const bool active = ptx::load_l2(p.active + row) != 0;
+  const int32_t position = ptx::load_l2(p.positions + row);
+  const float k_scale = kFp8 ? ptx::load_l2(p.k_scale) : 1.0f;
+  const float v_scale = kFp8 ? ptx::load_l2(p.v_scale) : 1.0f;
+  if (!active) {
     // The combine zeroes the row (splits > 1); one split zeroes it here.
     if (p.splits == 1 && p.clear_inactive) {
       for (int x = threadIdx.x; x < p.heads * T::kGranules; x += T::kThreads) {
@@ -217,9 +244,7 @@ __global__ void __launch_bounds__(DsaTraits::kThreads) dsa_split_kernel(const __
   ptx::cp_async_commit();
 
   const int64_t request = row / (int64_t{p.groups} * p.query_len);
-  const int32_t position = p.positions[row];
   const uint8_t* group_base = p.cache + (row % p.groups) * p.group_stride;
-  const float k_scale = kFp8 ? *p.k_scale : 1.0f;
   const float scale_log2 = p.scale * k_scale * 1.4426950408889634f;
 
   // ldmatrix addresses: Q as the A operand (rows = heads), K as B (n = keys),
@@ -238,12 +263,15 @@ __global__ void __launch_bounds__(DsaTraits::kThreads) dsa_split_kernel(const __
   // (its page and visible slots: two dependent loads for all of them at
   // once), then the batch's tiles are walked with the next tile's copies in
   // flight during this one's math.
-  const int split_columns = (p.num_regions - split + p.splits - 1) / p.splits;
   for (int batch0 = 0; batch0 < split_columns; batch0 += T::kColumnBatch) {
     const int columns = split_columns - batch0 < T::kColumnBatch ? split_columns - batch0 : T::kColumnBatch;
     __syncthreads();  // the previous batch's walk is done with the column table and the tiles
-    for (int j = threadIdx.x; j < columns; j += T::kThreads) {
-      const RegionKeys region = region_keys(p, row, request, position, split + (batch0 + j) * p.splits);
+#pragma unroll
+    for (int u = 0; u < T::kColumnBatch / T::kThreads; ++u) {
+      const int j = threadIdx.x + u * T::kThreads;
+      if (j >= columns) break;
+      const int32_t block = batch0 == 0 ? first_blocks[u] : row_regions[int64_t{batch0 + j} * p.splits];
+      const RegionKeys region = region_keys(p, request, position, block);
       s.column_page[j] = region.page;
       s.column_count[j] = region.count;
     }
@@ -375,7 +403,6 @@ __global__ void __launch_bounds__(DsaTraits::kThreads) dsa_split_kernel(const __
   }
   __syncthreads();
 
-  const float v_scale = kFp8 ? *p.v_scale : 1.0f;
   for (int x = threadIdx.x; x < p.heads * T::kGranules; x += T::kThreads) {
     const int head = x / T::kGranules, dim = (x % T::kGranules) * 4;
     float sum = s.warp_sum[0][head];
@@ -404,6 +431,8 @@ __global__ void __launch_bounds__(DsaTraits::kThreads) dsa_split_kernel(const __
 struct DsaCombineTraits {
   static constexpr int kThreads = 256;
   static constexpr int kUnroll = 8;  // splits whose partials are loaded at once
+  static_assert(kDsaMaxSplits * DsaTraits::kHeads % kThreads == 0, "each thread loads the same count of lse entries");
+  static_assert(kThreads >= DsaTraits::kHeads, "thread h computes head h's weights");
 };
 
 // One CTA a row: merges the row's splits in split order, applies the gate
@@ -419,11 +448,25 @@ __global__ void __launch_bounds__(DsaCombineTraits::kThreads) dsa_combine_kernel
   const int64_t row = blockIdx.x;
   ptx::grid_dependency_wait();  // the split kernel's partials are complete and visible
   ptx::launch_dependents();
-  const bool active = p.active[row] != 0;
-  if (!active && !p.clear_inactive) return;
+  // The row's flag, the gate's inputs and the splits' lse load at once (one
+  // trip, not three; an inactive row's lse are not used).
   const int64_t entry0 = row * p.splits * p.heads;  // (split s, head h): entry0 + s * heads + h
+  constexpr int kLsePerThread = kDsaMaxSplits * T::kHeads / C::kThreads;
+  float lse[kLsePerThread];
+#pragma unroll
+  for (int u = 0; u < kLsePerThread; ++u) {
+    const int i = threadIdx.x + u * C::kThreads;
+    lse[u] = i < p.splits * p.heads ? ptx::load_l2(p.lse + entry0 + i) : -INFINITY;
+  }
+  const float gate_x = threadIdx.x < p.heads ? gate_input(p, row, threadIdx.x) : 0.0f;
+  const bool active = ptx::load_l2(p.active + row) != 0;
+  if (!active && !p.clear_inactive) return;
   if (active) {
-    for (int i = threadIdx.x; i < p.splits * p.heads; i += C::kThreads) weight[i / p.heads][i % p.heads] = p.lse[entry0 + i];
+#pragma unroll
+    for (int u = 0; u < kLsePerThread; ++u) {
+      const int i = threadIdx.x + u * C::kThreads;
+      if (i < p.splits * p.heads) weight[i / p.heads][i % p.heads] = lse[u];
+    }
     __syncthreads();
     if (threadIdx.x < p.heads) {
       const int head = threadIdx.x;
@@ -436,7 +479,7 @@ __global__ void __launch_bounds__(DsaCombineTraits::kThreads) dsa_combine_kernel
         weight[split][head] = w;
         total += w;
       }
-      factor[head] = max == -INFINITY ? 0.0f : gate_factor(p, row, head) / total;
+      factor[head] = max == -INFINITY ? 0.0f : gate_of(p, gate_x) / total;
     }
     __syncthreads();
   }
