@@ -430,28 +430,47 @@ __global__ void __launch_bounds__(DsaTraits::kThreads) dsa_split_kernel(const __
 
 struct DsaCombineTraits {
   static constexpr int kThreads = 256;
-  static constexpr int kUnroll = 8;  // splits whose partials are loaded at once
-  static_assert(kDsaMaxSplits * DsaTraits::kHeads % kThreads == 0, "each thread loads the same count of lse entries");
+  // A row's (head, granule) pairs over kSlices CTAs, one pair a thread.
+  static constexpr int kSlices = (DsaTraits::kHeads * DsaTraits::kGranules + kThreads - 1) / kThreads;
+  // Instances by a bound on the splits (4, 8, 16, 32): a thread holds one
+  // float4 a split, and a 32-split kernel's 158 registers a thread at every
+  // T cost the split kernel its second CTA an SM while the combine's CTAs
+  // wait (seventeenth session: T = 128 +3.7 us).
+  static constexpr int bound(int splits) { return splits <= 4 ? 4 : splits <= 8 ? 8 : splits <= 16 ? 16 : 32; }
   static_assert(kThreads >= DsaTraits::kHeads, "thread h computes head h's weights");
 };
 
-// One CTA a row: merges the row's splits in split order, applies the gate
-// and stores BF16; zeroes inactive rows when asked (docs/dsa_layout.md).
-// The split weights go through shared memory first (one load a thread), so
-// that each output granule then issues its splits' loads together: a loop
-// of dependent loads a split made v1 of this kernel take 50 µs at T = 1.
+// kSlices CTAs a row, one output granule a thread: merges the row's splits
+// in split order, applies the gate and stores BF16; zeroes inactive rows
+// when asked (docs/dsa_layout.md). Everything a thread reads (the row's
+// flag, every split's lse, the gate inputs, its granule of every split's
+// partial) is loaded at once after the dependency wait, one L2 round trip
+// (docs/kernels/dsa.md, "Seventeenth session"); the weights then go through
+// shared memory.
+template <int kMaxSplits>
 __global__ void __launch_bounds__(DsaCombineTraits::kThreads) dsa_combine_kernel(const __grid_constant__ DsaParams p) {
   using T = DsaTraits;
   using C = DsaCombineTraits;
-  __shared__ float weight[kDsaMaxSplits][T::kHeads];  // exp(lse_s - max) of each split and head (0: empty)
+  static_assert(kMaxSplits <= kDsaMaxSplits && C::bound(kMaxSplits) == kMaxSplits, "an instance of DsaCombineTraits::bound");
+  __shared__ float weight[kMaxSplits][T::kHeads];  // exp(lse_s - max) of each split and head (0: empty)
   __shared__ float factor[T::kHeads];                 // gate / sum of the weights; 0: no key in any split
-  const int64_t row = blockIdx.x;
+  const int64_t row = blockIdx.x / C::kSlices;
+  const int x = static_cast<int>(blockIdx.x % C::kSlices) * C::kThreads + threadIdx.x;  // (head, granule) pair
+  const bool has_granule = x < p.heads * T::kGranules;
+  const int head = has_granule ? x / T::kGranules : 0, dim = (x % T::kGranules) * 4;
   ptx::grid_dependency_wait();  // the split kernel's partials are complete and visible
   ptx::launch_dependents();
-  // The row's flag, the gate's inputs and the splits' lse load at once (one
-  // trip, not three; an inactive row's lse are not used).
+  // An inactive row's lse and partials are read but not used.
   const int64_t entry0 = row * p.splits * p.heads;  // (split s, head h): entry0 + s * heads + h
-  constexpr int kLsePerThread = kDsaMaxSplits * T::kHeads / C::kThreads;
+  const float* partial = p.partial + (entry0 + head) * T::kDims + dim;
+  float4 part[kMaxSplits];
+#pragma unroll
+  for (int s = 0; s < kMaxSplits; ++s) {
+    part[s] = has_granule && s < p.splits
+                  ? ptx::load_l2(reinterpret_cast<const float4*>(partial + int64_t{s} * p.heads * T::kDims))
+                  : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+  constexpr int kLsePerThread = (kMaxSplits * T::kHeads + C::kThreads - 1) / C::kThreads;
   float lse[kLsePerThread];
 #pragma unroll
   for (int u = 0; u < kLsePerThread; ++u) {
@@ -469,45 +488,33 @@ __global__ void __launch_bounds__(DsaCombineTraits::kThreads) dsa_combine_kernel
     }
     __syncthreads();
     if (threadIdx.x < p.heads) {
-      const int head = threadIdx.x;
+      const int h = threadIdx.x;
       float max = -INFINITY;
-      for (int split = 0; split < p.splits; ++split) max = fmaxf(max, weight[split][head]);
+      for (int split = 0; split < p.splits; ++split) max = fmaxf(max, weight[split][h]);
       float total = 0.0f;
       for (int split = 0; split < p.splits; ++split) {
-        const float lse = weight[split][head];
-        const float w = lse == -INFINITY ? 0.0f : expf(lse - max);  // an empty split weighs 0
-        weight[split][head] = w;
+        const float split_lse = weight[split][h];
+        const float w = split_lse == -INFINITY ? 0.0f : expf(split_lse - max);  // an empty split weighs 0
+        weight[split][h] = w;
         total += w;
       }
-      factor[head] = max == -INFINITY ? 0.0f : gate_of(p, gate_x) / total;
+      factor[h] = max == -INFINITY ? 0.0f : gate_of(p, gate_x) / total;
     }
     __syncthreads();
   }
-  for (int x = threadIdx.x; x < p.heads * T::kGranules; x += C::kThreads) {
-    const int head = x / T::kGranules, dim = (x % T::kGranules) * 4;
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (active && factor[head] != 0.0f) {
-      const float* partial = p.partial + (entry0 + head) * T::kDims + dim;
-      for (int split0 = 0; split0 < p.splits; split0 += C::kUnroll) {
-        float4 part[C::kUnroll];
+  if (!has_granule) return;
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if (active && factor[head] != 0.0f) {
 #pragma unroll
-        for (int u = 0; u < C::kUnroll; ++u) {
-          part[u] = split0 + u < p.splits
-                        ? *reinterpret_cast<const float4*>(partial + int64_t{split0 + u} * p.heads * T::kDims)
-                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
-#pragma unroll
-        for (int u = 0; u < C::kUnroll; ++u) {
-          if (split0 + u >= p.splits) break;
-          const float w = weight[split0 + u][head];
-          acc.x += w * part[u].x, acc.y += w * part[u].y, acc.z += w * part[u].z, acc.w += w * part[u].w;
-        }
-      }
-      const float f = factor[head];
-      acc = make_float4(acc.x * f, acc.y * f, acc.z * f, acc.w * f);
+    for (int s = 0; s < kMaxSplits; ++s) {
+      if (s >= p.splits) break;
+      const float w = weight[s][head];
+      acc.x += w * part[s].x, acc.y += w * part[s].y, acc.z += w * part[s].z, acc.w += w * part[s].w;
     }
-    store_out4(p.out + row * p.out_row_stride + head * p.out_head_stride + dim, acc);
+    const float f = factor[head];
+    acc = make_float4(acc.x * f, acc.y * f, acc.z * f, acc.w * f);
   }
+  store_out4(p.out + row * p.out_row_stride + head * p.out_head_stride + dim, acc);
 }
 
 }  // namespace sparse_decode::dsa

@@ -1,6 +1,6 @@
 // Launch of the dsa_decode kernels (docs/kernels/dsa.md): the split kernel on
-// a (row, split) grid, then with splits > 1 the combine kernel, programmatic
-// dependent launch between them.
+// a (row, split) grid, then with splits > 1 the combine kernel (kSlices CTAs
+// a row), programmatic dependent launch between them.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -85,6 +85,11 @@ Status dsa_kernels_support(const DsaDecodeArgs& args) {
     return Status::NotSupported("dsa_decode: num_rows * splits must be at most 2^31 - 1 CTAs, got num_rows = " +
                                 std::to_string(args.num_rows) + ", splits = " + std::to_string(args.splits));
   }
+  if (args.splits > 1 && args.num_rows > INT_MAX / DsaCombineTraits::kSlices) {
+    return Status::NotSupported("dsa_decode: num_rows must be at most (2^31 - 1) / " +
+                                std::to_string(DsaCombineTraits::kSlices) + " with splits > 1 (combine CTAs), got " +
+                                std::to_string(args.num_rows));
+  }
   return Status::Ok();
 }
 
@@ -101,8 +106,13 @@ Status launch_dsa(const DsaDecodeArgs& args, void* workspace, CUstream_st* strea
     return status;
   }
   if (p.splits == 1) return Status::Ok();
-  return launch_kernel(reinterpret_cast<const void*>(&dsa_combine_kernel), args.num_rows, DsaCombineTraits::kThreads, 0,
-                       true, stream, &p, "launching the dsa_decode combine kernel");
+  const int bound = DsaCombineTraits::bound(p.splits);
+  const void* combine = bound == 4    ? reinterpret_cast<const void*>(&dsa_combine_kernel<4>)
+                        : bound == 8  ? reinterpret_cast<const void*>(&dsa_combine_kernel<8>)
+                        : bound == 16 ? reinterpret_cast<const void*>(&dsa_combine_kernel<16>)
+                                      : reinterpret_cast<const void*>(&dsa_combine_kernel<32>);
+  return launch_kernel(combine, args.num_rows * DsaCombineTraits::kSlices, DsaCombineTraits::kThreads, 0, true, stream,
+                       &p, "launching the dsa_decode combine kernel");
 }
 
 }  // namespace sparse_decode::dsa
