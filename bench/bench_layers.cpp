@@ -84,12 +84,29 @@ std::vector<int32_t> make_layer_indices(const BenchShape& shape, int64_t swa_row
   std::uniform_int_distribution<int64_t> any_row(0, std::max<int64_t>(compressed_rows - 1, 0));
   std::vector<int64_t> last_token_of_row(static_cast<size_t>(compressed_rows), -1);  // keeps a token's rows distinct
 
+  if (shape.page_aligned_topk && topk % kBenchPageSize != 0) {
+    throw std::runtime_error("page-aligned top-k needs W - 128 a multiple of " + std::to_string(kBenchPageSize));
+  }
+  const int64_t pages = compressed_rows / kBenchPageSize;
+  std::uniform_int_distribution<int64_t> any_page(0, std::max<int64_t>(pages - 1, 0));
+  std::vector<int64_t> last_token_of_page(static_cast<size_t>(pages), -1);
+
   std::vector<int32_t> indices(static_cast<size_t>(shape.tokens * shape.width));
   for (int64_t t = 0; t < shape.tokens; ++t) {
     int32_t* row = &indices[static_cast<size_t>(t * shape.width)];
     const int64_t request = t / kBenchQueryLen, in_request = t % kBenchQueryLen;
     const int64_t window_start = windows[static_cast<size_t>(request) % windows.size()] * kSwaWindowRows;
     for (int32_t c = 0; c < kSwaColumns; ++c) row[c] = static_cast<int32_t>(window_start + in_request + c);
+    if (shape.page_aligned_topk) {
+      for (int32_t k = 0; k < topk; k += kBenchPageSize) {
+        int64_t page;
+        do page = any_page(rng);
+        while (last_token_of_page[static_cast<size_t>(page)] == t);
+        last_token_of_page[static_cast<size_t>(page)] = t;
+        for (int64_t j = 0; j < kBenchPageSize; ++j) row[kSwaColumns + k + j] = static_cast<int32_t>(page * kBenchPageSize + j);
+      }
+      continue;
+    }
     for (int32_t k = 0; k < topk; ++k) {
       int64_t r;
       do r = any_row(rng);

@@ -50,12 +50,17 @@ struct BenchShape {
   int32_t heads = kBenchHeads;
   DType dtype = DType::kFloat8E4M3;  // of q and the pools (BenchLayers sets the pools' own)
   bool enable_pdl = false;
+  // The top-k columns as whole pages of kBenchPageSize rows (W - 128 a
+  // multiple of it): the canonical page expansion that HCA's block table
+  // names (--layout hca).
+  bool page_aligned_topk = false;
 };
 
 // Indices [T, W] of one layer: per request of kBenchQueryLen tokens a window
 // of consecutive SWA rows (token i of a request starts i rows later; requests
 // use disjoint windows while the region has room), and per token W - 128
-// distinct scattered top-k rows. Every column is active.
+// distinct scattered top-k rows (with page_aligned_topk: (W - 128) / 64
+// distinct scattered pages, each page's rows in order). Every column is active.
 std::vector<int32_t> make_layer_indices(const BenchShape& shape, int64_t swa_rows, int64_t compressed_rows,
                                         uint64_t seed);
 

@@ -15,13 +15,14 @@ inline constexpr size_t kMiB = size_t{1} << 20;
 
 // Which rows the bench times: plain 512-byte FP8 (or BF16) rows through
 // dsv4_decode (SPEC section 1), packed 584-byte rows through
-// dsv4_decode_packed (SPEC section 2; run_packed_bench in packed_bench.h), or
-// the region-paged DSA cache through dsa_decode (SPEC section 4;
-// run_dsa_bench in dsa_bench.h).
-enum class BenchLayout { kPlain, kPacked, kDsa };
+// dsv4_decode_packed (SPEC section 2; run_packed_bench in packed_bench.h),
+// the compressed stream by pages through dsv4_decode_hca (SPEC section 3;
+// run_hca_bench in hca_bench.h), or the region-paged DSA cache through
+// dsa_decode (SPEC section 4; run_dsa_bench in dsa_bench.h).
+enum class BenchLayout { kPlain, kPacked, kHca, kDsa };
 
 struct BenchOptions {
-  BenchLayout layout = BenchLayout::kPlain;  // --layout plain | packed | dsa
+  BenchLayout layout = BenchLayout::kPlain;  // --layout plain | packed | hca | dsa
   std::vector<int64_t> tokens = {1, 6, 12, 48, 128, 512, 2048};  // T of each shape
   std::vector<int32_t> widths = {640, 128};                       // W of each shape (packed: SWA 128 + extra W - 128)
   std::vector<int32_t> heads = {16};                              // query heads of each shape (--heads)

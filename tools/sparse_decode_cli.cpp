@@ -9,6 +9,7 @@
 
 #include "bench/dsa_bench.h"
 #include "bench/dsv4_bench.h"
+#include "bench/hca_bench.h"
 #include "bench/packed_bench.h"
 #include "cli_args.h"
 #include "demo.h"
@@ -38,7 +39,9 @@ commands:
             --csv PATH            also write the rows as CSV
             --pdl                 enable programmatic dependent launch
             --layout L            plain (default: dsv4_decode), packed (dsv4_decode_packed,
-                                  584-byte rows; width W = SWA 128 + extra W - 128) or dsa
+                                  584-byte rows; width W = SWA 128 + extra W - 128), hca
+                                  (dsv4_decode_hca, FP8: top-k as whole pages of 64 rows,
+                                  beside dsv4_decode on the same rows) or dsa
                                   (dsa_decode, SPEC section 4; options below)
             --dtype D             fp8 (default) or bf16: q and pools (BF16: 1024-byte rows);
                                   dsa: the cache (q, out and gate are BF16)
@@ -109,10 +112,12 @@ bench::BenchOptions parse_bench(ArgReader& args) {
         o.layout = bench::BenchLayout::kPlain;
       } else if (layout == "packed") {
         o.layout = bench::BenchLayout::kPacked;
+      } else if (layout == "hca") {
+        o.layout = bench::BenchLayout::kHca;
       } else if (layout == "dsa") {
         o.layout = bench::BenchLayout::kDsa;
       } else {
-        throw CliError("bench: --layout expects plain, packed or dsa, got '" + layout + "'");
+        throw CliError("bench: --layout expects plain, packed, hca or dsa, got '" + layout + "'");
       }
     } else if (option == "--dtype") {
       const std::string dtype = args.string_value(option);
@@ -166,6 +171,7 @@ int run(int argc, char** argv) {
     const bench::BenchOptions options = parse_bench(args);
     switch (options.layout) {
       case bench::BenchLayout::kPacked: return bench::run_packed_bench(options);
+      case bench::BenchLayout::kHca: return bench::run_hca_bench(options);
       case bench::BenchLayout::kDsa: return bench::run_dsa_bench(options);
       default: return bench::run_dsv4_bench(options);
     }

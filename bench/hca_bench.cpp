@@ -1,0 +1,215 @@
+#include "bench/hca_bench.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bench/bench_layers.h"
+#include "bench/bench_run.h"
+#include "bench/cuda_check.h"
+#include "bench/graph_timer.h"
+#include "bench/layer_check.h"
+#include "sparse_decode/dsv4_decode.h"
+#include "sparse_decode/dsv4_decode_hca.h"
+#include "testing/device_buffer.h"
+
+namespace sparse_decode::bench {
+namespace {
+
+std::string check_options(const BenchOptions& o) {
+  if (o.dtype != DType::kFloat8E4M3) return "--layout hca reads FP8 E4M3 rows only";
+  if (o.kernels.size() != 1 || o.kernels[0] != Dsv4Kernel::kAuto) return "--kernel belongs to --layout plain and packed";
+  for (int32_t w : o.widths) {
+    if (w < kSwaColumns || (w - kSwaColumns) % kBenchPageSize != 0) {
+      return "--widths: with --layout hca, 128 + whole pages of 64 top-k rows";
+    }
+  }
+  return check_common_options(o);
+}
+
+// A layer's HCA metadata over the plain layer's rows: swa_rows are the
+// layer's first 128 columns (stride W), the block table its top-k pages in
+// column order; one request a token (q_len 1), so that hca_seq_lens bounds
+// each token alone. Its own output, so that both decodes can be compared.
+struct HcaLayer {
+  testing::DeviceBuffer swa_lens, block_table, lens, hca_seq_lens, out;
+  Dsv4HcaDecodeArgs args;
+};
+
+HcaLayer make_hca_layer(const BenchLayer& plain, const KvPools& pools, int index, const BenchShape& s,
+                        CUstream_st* stream) {
+  const int32_t topk = s.width - kSwaColumns;
+  const int32_t max_pages = std::max<int32_t>(1, topk / static_cast<int32_t>(kBenchPageSize));
+  const auto tokens = static_cast<size_t>(s.tokens);
+  const std::vector<int32_t> indices = download<int32_t>(plain.indices.get(), tokens * static_cast<size_t>(s.width));
+  std::vector<int32_t> table(tokens * static_cast<size_t>(max_pages), -1);
+  for (size_t t = 0; t < tokens; ++t) {
+    for (int32_t p = 0; p < topk / kBenchPageSize; ++p) {
+      table[t * max_pages + p] = indices[t * s.width + kSwaColumns + p * kBenchPageSize] / kBenchPageSize;
+    }
+  }
+  HcaLayer layer;
+  layer.swa_lens = testing::DeviceBuffer(std::vector<int32_t>(tokens, kSwaColumns));
+  layer.block_table = testing::DeviceBuffer(table);
+  layer.lens = testing::DeviceBuffer(std::vector<int32_t>(tokens, s.width));
+  layer.hca_seq_lens =
+      testing::DeviceBuffer(std::vector<int32_t>(tokens, kSwaColumns + max_pages * static_cast<int32_t>(kBenchPageSize)));
+  layer.out = testing::DeviceBuffer(plain.out.bytes());
+  layer.out.fill_bytes(0xFF, stream);  // BF16 NaN: an element the decode never writes differs from the plain output
+
+  const Dsv4DecodeArgs& p = plain.args;
+  Dsv4HcaDecodeArgs& a = layer.args;
+  a.memory = MemorySpace::kDevice;
+  a.num_tokens = s.tokens;
+  a.num_heads = s.heads;
+  a.q = p.q;
+  a.q_token_stride = p.q_token_stride;
+  a.q_head_stride = p.q_head_stride;
+  a.swa_kv = p.swa_kv;
+  a.compressed_kv = pools.compressed_region(index);
+  a.swa_rows = p.indices;
+  a.swa_rows_stride = s.width;
+  a.swa_lens = layer.swa_lens.as<int32_t>();
+  a.block_table = layer.block_table.as<int32_t>();
+  a.max_pages = max_pages;
+  a.block_table_stride = max_pages;
+  a.lens = layer.lens.as<int32_t>();
+  a.hca_seq_lens = layer.hca_seq_lens.as<int32_t>();
+  a.num_requests = static_cast<int32_t>(s.tokens);
+  a.q_len = 1;
+  a.bmm1_scale = p.bmm1_scale.value;
+  a.bmm2_scale = p.bmm2_scale.value;
+  a.sinks = p.sinks;
+  a.out = layer.out.get();
+  a.out_token_stride = p.out_token_stride;
+  a.out_head_stride = p.out_head_stride;
+  a.enable_pdl = s.enable_pdl;
+  return layer;
+}
+
+void print_header(const BenchOptions& o, const KvPools& pools, const GraphTimer& timer) {
+  std::printf("dsv4_decode_hca (SPEC section 3): FP8 rows; the compressed stream by pages of %lld rows (top-k = whole\n"
+              "pages), one request a token; beside dsv4_decode on the same rows (the table HCA's expansion writes)\n",
+              static_cast<long long>(kBenchPageSize));
+  std::printf("%d layers a graph, each its own indices and pool region; pools %.2f GiB; L2 flushed with %zu MiB\n",
+              o.layers, pools.total_bytes() / double(1 << 30), timer.flush_bytes() / kMiB);
+  std::printf("sinks on, every column active; median of %d replays (per layer = replay / L)%s\n", o.replays,
+              o.enable_pdl ? ", PDL on" : "");
+  print_gather_note(o);
+  std::printf("%6s %6s %5s %9s %-15s %9s %11s %7s %10s %10s %6s\n", "T", "width", "heads", "hca_us", "plain kernel",
+              "plain_us", "gather_us", "rows/w", "fraction", "check_err", "bits");
+}
+
+struct HcaRow {
+  BenchRow plain;   // dsv4_decode on the expanded rows
+  double hca_us = 0.0;
+};
+
+void write_csv_rows(std::ofstream& csv, const HcaRow& r) {
+  const BenchRow& p = r.plain;
+  const double hca_gbps = r.hca_us > 0 ? p.gathered_bytes / r.hca_us / 1e3 : 0.0;
+  csv << "dsv4_decode_hca,hca," << p.tokens << ',' << p.width << ',' << p.heads << ',' << p.layers << ',' << r.hca_us
+      << ',' << p.gathered_bytes << ',' << hca_gbps << ',' << p.gather_us << ','
+      << (r.hca_us > 0 ? p.gather_us / r.hca_us : 0.0) << '\n';
+  csv << "dsv4_decode,auto:" << kernel_name(p.ran) << ',' << p.tokens << ',' << p.width << ',' << p.heads << ','
+      << p.layers << ',' << p.decode_us << ',' << p.gathered_bytes << ',' << p.gbps() << ',' << p.gather_us << ','
+      << p.gather_fraction() << '\n';
+  csv.flush();
+}
+
+enum class ShapeOutcome { kTimed, kSkipped, kCheckFailed };
+
+ShapeOutcome run_shape(const BenchOptions& o, CUstream_st* stream, const KvPools& pools, GraphTimer& timer,
+                       BenchShape shape, HcaRow& row) {
+  shape.page_aligned_topk = true;
+  const BenchLayers layers(pools, shape, o.seed + 7919ull * shape.tokens + shape.width, stream);
+  std::vector<HcaLayer> hca;
+  for (int i = 0; i < layers.count(); ++i) hca.push_back(make_hca_layer(layers.layer(i), pools, i, shape, stream));
+  SPARSE_DECODE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  for (Status status : {supports(layers.layer(0).args), supports(hca[0].args)}) {
+    if (!status.ok()) {
+      std::printf("skip T=%lld width=%d: %s\n", static_cast<long long>(shape.tokens), shape.width,
+                  status.message().c_str());
+      return ShapeOutcome::kSkipped;
+    }
+  }
+  size_t workspace_bytes = 0;
+  for (int i = 0; i < layers.count(); ++i) {
+    workspace_bytes = std::max({workspace_bytes, workspace_size(layers.layer(i).args), workspace_size(hca[i].args)});
+  }
+  const testing::DeviceBuffer workspace(workspace_bytes);
+
+  // Layer 0: the plain decode against the fp64 reference, then HCA's bits against the plain decode's.
+  const LayerCheck check = check_layer(layers.layer(0).args, o.check_tokens, stream);
+  if (Status status = dsv4_decode_hca(hca[0].args, workspace.get(), workspace_bytes, stream); !status.ok()) {
+    throw std::runtime_error("dsv4_decode_hca: " + status.message());
+  }
+  SPARSE_DECODE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const size_t out_bytes = layers.layer(0).out.bytes();
+  const bool same_bits = download<uint8_t>(layers.layer(0).out.get(), out_bytes) == download<uint8_t>(hca[0].out.get(), out_bytes);
+  if (!check.passes() || !same_bits) {
+    std::printf("FAIL T=%lld width=%d, not timed: %s%s\n", static_cast<long long>(shape.tokens), shape.width,
+                check.summary().c_str(), same_bits ? "" : "; dsv4_decode_hca's output differs from dsv4_decode's");
+    return ShapeOutcome::kCheckFailed;
+  }
+
+  const GatherTime gather =
+      time_reference_gather(timer, o, layers.count(), [&](int i) -> const GatherLayer& { return layers.layer(i).gather; });
+  BenchRow& p = row.plain;
+  p.tokens = shape.tokens;
+  p.width = shape.width;
+  p.heads = shape.heads;
+  p.layers = layers.count();
+  p.ran = dsv4_chosen_kernel(layers.layer(0).args);
+  p.gathered_bytes = layers.gathered_bytes_per_layer();
+  p.gather_us = gather.us;
+  p.gather_rows_per_warp = gather.rows_per_warp;
+  p.check_error = check.first_tokens.relative_l2;
+  p.decode_us = time_per_layer(timer, o, layers.count(), [&](int i, CUstream_st* s) {
+    if (Status status = dsv4_decode(layers.layer(i).args, workspace.get(), workspace_bytes, s); !status.ok()) {
+      throw std::runtime_error("dsv4_decode: " + status.message());
+    }
+  });
+  row.hca_us = time_per_layer(timer, o, layers.count(), [&](int i, CUstream_st* s) {
+    if (Status status = dsv4_decode_hca(hca[i].args, workspace.get(), workspace_bytes, s); !status.ok()) {
+      throw std::runtime_error("dsv4_decode_hca: " + status.message());
+    }
+  });
+  return ShapeOutcome::kTimed;
+}
+
+}  // namespace
+
+int run_hca_bench(const BenchOptions& options) {
+  std::ofstream csv;
+  if (const int status = start_run(options, check_options(options), csv); status != 0) return status;
+  const Stream stream = make_stream();
+  const KvPools pools(options.swa_pool_bytes, options.compressed_pool_bytes, options.layers, DType::kFloat8E4M3,
+                      options.seed, stream.get());
+  GraphTimer timer(stream.get(), options.flush_bytes);
+  print_header(options, pools, timer);
+
+  int failed = 0;
+  for_each_shape(options, [&](const BenchShape& shape) {
+    HcaRow row;
+    const ShapeOutcome outcome = run_shape(options, stream.get(), pools, timer, shape, row);
+    failed += outcome == ShapeOutcome::kCheckFailed;
+    if (outcome != ShapeOutcome::kTimed) return;
+    const BenchRow& p = row.plain;
+    std::printf("%6lld %6d %5d %9.2f %-15s %9.2f %11.2f %7d %10.3f %10.2e %6s\n", static_cast<long long>(p.tokens),
+                p.width, p.heads, row.hca_us, (std::string("auto:") + kernel_name(p.ran)).c_str(), p.decode_us,
+                p.gather_us, p.gather_rows_per_warp, row.hca_us > 0 ? p.gather_us / row.hca_us : 0.0, p.check_error,
+                "same");
+    std::fflush(stdout);
+    if (csv.is_open()) write_csv_rows(csv, row);
+  });
+  std::printf("\nfraction = gather_us / hca_us; bits: dsv4_decode_hca's output against dsv4_decode's (layer 0)\n");
+  return finish_run(options, csv.is_open(), failed);
+}
+
+}  // namespace sparse_decode::bench
