@@ -179,9 +179,15 @@ Status dsv4_decode_hca(const Dsv4HcaDecodeArgs& args, void* workspace, size_t wo
   p.expanded_lens = lens;
   p.num_tokens = args.num_tokens;
   if (Status status = dsv4::launch_hca_expand(p, args.enable_pdl, stream); !status.ok()) return status;
-  // Section 1's kernels on the same stream; with PDL they are launched as
-  // dependents of the expand kernel and wait for it before reading the table.
-  return dsv4::launch_dsv4(section1, base, layout.scratch_bytes, stream);
+  // Section 1's kernels on the same stream, always as programmatic dependents
+  // of the expand kernel (as the split path's combine kernel follows its
+  // split kernel): they wait for it before reading the table. What they read
+  // before that wait (the sinks) was written before the expand kernel
+  // started: it waits for the previous work itself, and without the caller's
+  // PDL it is not launched before that work has completed.
+  Dsv4DecodeArgs dependent = section1;
+  dependent.enable_pdl = true;
+  return dsv4::launch_dsv4(dependent, base, layout.scratch_bytes, stream);
 }
 
 }  // namespace sparse_decode
