@@ -112,15 +112,13 @@ __device__ __forceinline__ uint16_t load_l2(const uint16_t* pointer) {
   asm volatile("ld.volatile.global.u16 %0, [%1];\n" : "=h"(v) : "l"(pointer));
   return v;
 }
-__device__ __forceinline__ float load_l2(const float* pointer) {
-  float v;
-  asm volatile("ld.volatile.global.f32 %0, [%1];\n" : "=f"(v) : "l"(pointer));
-  return v;
-}
 __device__ __forceinline__ int32_t load_l2(const int32_t* pointer) {
   int32_t v;
   asm volatile("ld.volatile.global.b32 %0, [%1];\n" : "=r"(v) : "l"(pointer));
   return v;
+}
+__device__ __forceinline__ float load_l2(const float* pointer) {
+  return __int_as_float(load_l2(reinterpret_cast<const int32_t*>(pointer)));
 }
 __device__ __forceinline__ float4 load_l2(const float4* pointer) {
   float4 v;

@@ -24,7 +24,7 @@ size_t round_up16(size_t bytes) {
 size_t saturating_add(size_t a, size_t b) { return a > SIZE_MAX - b ? SIZE_MAX : a + b; }
 
 // Section 1's arguments for the expanded problem: the HCA call's q, pools,
-// sinks, scales, outputs, counter and PDL, with `indices` [T, W'] and `lens`
+// sinks, scales, outputs and counter, with `indices` [T, W'] and `lens`
 // [T] (null where only the geometry is needed). No seq_lens: the expansion
 // already applied the window rule, and without seq_lens section 1's window
 // is all 128 columns (its kernels' token_scope).
@@ -56,7 +56,12 @@ Dsv4DecodeArgs expanded_args(const Dsv4HcaDecodeArgs& args, int32_t width, const
   s.lse = args.lse;
   s.lse_token_stride = args.lse_token_stride;
   s.out_of_range_count = args.out_of_range_count;
-  s.enable_pdl = args.enable_pdl;
+  // Always the expand kernel's programmatic dependents (as the split path's
+  // combine kernel follows its split kernel): they wait for it before reading
+  // the table, and what they read before that wait (the sinks) was written
+  // before the expand kernel started, which waits for the previous work
+  // itself and without the caller's PDL is launched only after it.
+  s.enable_pdl = true;
   s.kernel = Dsv4Kernel::kAuto;
   return s;
 }
@@ -179,15 +184,8 @@ Status dsv4_decode_hca(const Dsv4HcaDecodeArgs& args, void* workspace, size_t wo
   p.expanded_lens = lens;
   p.num_tokens = args.num_tokens;
   if (Status status = dsv4::launch_hca_expand(p, args.enable_pdl, stream); !status.ok()) return status;
-  // Section 1's kernels on the same stream, always as programmatic dependents
-  // of the expand kernel (as the split path's combine kernel follows its
-  // split kernel): they wait for it before reading the table. What they read
-  // before that wait (the sinks) was written before the expand kernel
-  // started: it waits for the previous work itself, and without the caller's
-  // PDL it is not launched before that work has completed.
-  Dsv4DecodeArgs dependent = section1;
-  dependent.enable_pdl = true;
-  return dsv4::launch_dsv4(dependent, base, layout.scratch_bytes, stream);
+  // Section 1's kernels on the same stream, the expand kernel's dependents (expanded_args).
+  return dsv4::launch_dsv4(section1, base, layout.scratch_bytes, stream);
 }
 
 }  // namespace sparse_decode
