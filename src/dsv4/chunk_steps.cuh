@@ -59,7 +59,7 @@ __device__ __forceinline__ int32_t chunk_index(const Dsv4Params& p, int64_t toke
 template <class Traits>
 __device__ __forceinline__ int32_t producer_index(const Dsv4Params& p, int64_t token, int chunk) {
   const int lane = threadIdx.x % 32;
-  const int column = chunk * Traits::kChunkColumns + (threadIdx.x / 32 - Traits::kWarps) * Traits::kProducerRows + lane;
+  const int column = chunk * Traits::kChunkColumns + (threadIdx.x / 32 - Traits::kFirstProducerWarp) * Traits::kProducerRows + lane;
   return lane < Traits::kProducerRows ? column_index(p, token, column) : -1;
 }
 
@@ -166,7 +166,7 @@ template <class Traits>
 __device__ __forceinline__ void produce_chunk(ChunkSmem<Traits>& s, const Dsv4Params& p, int column0, int32_t index,
                                               int len, int window, bool count_out_of_range, int buffer) {
   constexpr int kRows = Traits::kProducerRows;
-  copy_rows<Traits, kRows>(s, p, (threadIdx.x / 32 - Traits::kWarps) * kRows, column0, index, len, window,
+  copy_rows<Traits, kRows>(s, p, (threadIdx.x / 32 - Traits::kFirstProducerWarp) * kRows, column0, index, len, window,
                            count_out_of_range, buffer);
 }
 
@@ -230,12 +230,12 @@ __device__ __forceinline__ void load_query(ChunkSmem<Traits>& s, const Dsv4Param
 
 // Stores this warpgroup's partial S^T (the wgmma fragment: rows = columns of
 // the chunk 16 warp + lane/4 (+8), heads 8j + 2(lane%4) (+1)) as
-// scores[warpgroup][head][column].
+// scores[slot][warpgroup][head][column].
 template <class Traits>
-__device__ __forceinline__ void store_scores(ChunkSmem<Traits>& s, const float (&d)[Traits::kHeads / 2]) {
+__device__ __forceinline__ void store_scores(ChunkSmem<Traits>& s, const float (&d)[Traits::kHeads / 2], int slot) {
   const int warpgroup = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
   const int column = 16 * warp + lane / 4, head = 2 * (lane % 4);
-  float(&scores)[Traits::kHeads][Traits::kScoreRowFloats] = s.scores[warpgroup];
+  float(&scores)[Traits::kHeads][Traits::kScoreRowFloats] = s.scores[slot][warpgroup];
 #pragma unroll
   for (int j = 0; j < Traits::kHeads / 8; ++j) {
     scores[8 * j + head][column] = d[4 * j + 0];
@@ -286,9 +286,9 @@ __device__ __forceinline__ void score_batch(float (&partial)[kSlots][Traits::kHe
 // each run of kStepsPerAccumulator k-steps has its own accumulator set,
 // summed in FP32 in set order ((s0 + s1) + s2) + s3. 16 heads: all sets live,
 // loaded kScoreBatch k-steps at a time; 64 heads: sets 0 and 1, then each
-// later set into slot 1.
+// later set into slot 1. The result goes to scores[slot].
 template <class Traits>
-__device__ __forceinline__ void score_chunk(ChunkSmem<Traits>& s, int buffer) {
+__device__ __forceinline__ void score_chunk(ChunkSmem<Traits>& s, int buffer, int slot = 0) {
   // The warpgroup broadcast from lane 0: the compiler then knows it is warp
   // uniform and builds the Q descriptors in uniform registers.
   const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
@@ -324,17 +324,18 @@ __device__ __forceinline__ void score_chunk(ChunkSmem<Traits>& s, int buffer) {
       for (int i = 0; i < kRegs; ++i) partial[0][i] += partial[1][i];
     }
   }
-  store_scores<Traits>(s, partial[0]);
+  store_scores<Traits>(s, partial[0], slot);
 }
 
 // Rounds 4 probabilities for P V and stores them at probs[..][head][column]:
 // FP16 for FP8 rows, BF16 hi + lo for BF16 rows. Returns their sum as P V
 // multiplies them ((p0 + p1) + (p2 + p3); hi + lo is exact in FP32).
 template <class Traits>
-__device__ __forceinline__ float store_probabilities(ChunkSmem<Traits>& s, int head, int column, const float (&p)[4]) {
+__device__ __forceinline__ float store_probabilities(ChunkSmem<Traits>& s, int head, int column, const float (&p)[4],
+                                                   int slot) {
   if constexpr (!Traits::kBf16) {
     const __half2 p01 = __floats2half2_rn(p[0], p[1]), p23 = __floats2half2_rn(p[2], p[3]);
-    *reinterpret_cast<uint2*>(&s.probs[0][head][column]) =
+    *reinterpret_cast<uint2*>(&s.probs[slot][0][head][column]) =
         make_uint2(*reinterpret_cast<const uint32_t*>(&p01), *reinterpret_cast<const uint32_t*>(&p23));
     const float2 f01 = __half22float2(p01), f23 = __half22float2(p23);
     return (f01.x + f01.y) + (f23.x + f23.y);
@@ -343,9 +344,9 @@ __device__ __forceinline__ float store_probabilities(ChunkSmem<Traits>& s, int h
     const float2 h01 = __bfloat1622float2(hi01), h23 = __bfloat1622float2(hi23);
     const __nv_bfloat162 lo01 = __floats2bfloat162_rn(__fsub_rn(p[0], h01.x), __fsub_rn(p[1], h01.y));
     const __nv_bfloat162 lo23 = __floats2bfloat162_rn(__fsub_rn(p[2], h23.x), __fsub_rn(p[3], h23.y));
-    *reinterpret_cast<uint2*>(&s.probs[0][head][column]) =
+    *reinterpret_cast<uint2*>(&s.probs[slot][0][head][column]) =
         make_uint2(*reinterpret_cast<const uint32_t*>(&hi01), *reinterpret_cast<const uint32_t*>(&hi23));
-    *reinterpret_cast<uint2*>(&s.probs[1][head][column]) =
+    *reinterpret_cast<uint2*>(&s.probs[slot][1][head][column]) =
         make_uint2(*reinterpret_cast<const uint32_t*>(&lo01), *reinterpret_cast<const uint32_t*>(&lo23));
     const float2 l01 = __bfloat1622float2(lo01), l23 = __bfloat1622float2(lo23);
     const float e0 = __fadd_rn(h01.x, l01.x), e1 = __fadd_rn(h01.y, l01.y);
@@ -357,9 +358,11 @@ __device__ __forceinline__ float store_probabilities(ChunkSmem<Traits>& s, int h
 // Online softmax over the chunk: kSoftmaxThreads threads a head (16 at 16
 // heads, 4 at 64), kSoftmaxColumns columns each (4, 16). Writes the rounded
 // probabilities and the group's running statistics (restarted at the first
-// chunk of a group).
+// chunk of a group) into chunk slot `slot`; the statistics so far are the
+// previous slot's.
 template <class Traits>
-__device__ __forceinline__ void softmax_chunk(ChunkSmem<Traits>& s, int buffer, float scale_log2, bool group_start) {
+__device__ __forceinline__ void softmax_chunk(ChunkSmem<Traits>& s, int buffer, float scale_log2, bool group_start,
+                                              int slot = 0) {
   static_assert(Traits::kWarpgroups == 2, "the score is the sum of the two warpgroups' halves");
   constexpr int kThreadsPerHead = Traits::kSoftmaxThreads, kColumns = Traits::kSoftmaxColumns;
   const int head = threadIdx.x / kThreadsPerHead, part = threadIdx.x % kThreadsPerHead;
@@ -367,8 +370,8 @@ __device__ __forceinline__ void softmax_chunk(ChunkSmem<Traits>& s, int buffer, 
   float v[kColumns];
 #pragma unroll
   for (int quad = 0; quad < kColumns / 4; ++quad) {
-    const float4 lo = *reinterpret_cast<const float4*>(&s.scores[0][head][part * kColumns + 4 * quad]);
-    const float4 hi = *reinterpret_cast<const float4*>(&s.scores[1][head][part * kColumns + 4 * quad]);
+    const float4 lo = *reinterpret_cast<const float4*>(&s.scores[slot][0][head][part * kColumns + 4 * quad]);
+    const float4 hi = *reinterpret_cast<const float4*>(&s.scores[slot][1][head][part * kColumns + 4 * quad]);
     // Explicit roundings (no contraction): all kernels must do the same float operations.
     v[4 * quad + 0] = __fmul_rn(__fadd_rn(lo.x, hi.x), scale_log2);
     v[4 * quad + 1] = __fmul_rn(__fadd_rn(lo.y, hi.y), scale_log2);
@@ -385,8 +388,9 @@ __device__ __forceinline__ void softmax_chunk(ChunkSmem<Traits>& s, int buffer, 
   for (int offset = 1; offset < kThreadsPerHead; offset *= 2) {
     chunk_max = fmaxf(chunk_max, __shfl_xor_sync(0xffffffffu, chunk_max, offset));
   }
-  const float old_max = group_start ? -INFINITY : s.running_max[head];
-  const float old_sum = group_start ? 0.0f : s.running_sum[head];
+  const int previous = (slot + Traits::kChunkSlots - 1) % Traits::kChunkSlots;
+  const float old_max = group_start ? -INFINITY : s.running_max[previous][head];
+  const float old_sum = group_start ? 0.0f : s.running_sum[previous][head];
   const float new_max = fmaxf(old_max, chunk_max);
   const float base = new_max == -INFINITY ? 0.0f : new_max;  // no active column yet: all p = 0
   // The denominator sums what P V multiplies: ((quad 0 + quad 1) + quad 2) + ...
@@ -397,7 +401,7 @@ __device__ __forceinline__ void softmax_chunk(ChunkSmem<Traits>& s, int buffer, 
                                     ptx::exp2_approx(__fsub_rn(v[4 * quad + 1], base)),
                                     ptx::exp2_approx(__fsub_rn(v[4 * quad + 2], base)),
                                     ptx::exp2_approx(__fsub_rn(v[4 * quad + 3], base))};
-    const float quad_sum = store_probabilities<Traits>(s, head, part * kColumns + 4 * quad, probabilities);
+    const float quad_sum = store_probabilities<Traits>(s, head, part * kColumns + 4 * quad, probabilities, slot);
     sum = quad == 0 ? quad_sum : __fadd_rn(sum, quad_sum);
   }
 #pragma unroll
@@ -405,9 +409,9 @@ __device__ __forceinline__ void softmax_chunk(ChunkSmem<Traits>& s, int buffer, 
   __syncwarp();
   if (part == 0) {
     const float factor = ptx::exp2_approx(__fsub_rn(old_max, base));  // 0 while old_max is -inf
-    s.rescale[head] = factor;
-    s.running_sum[head] = __fmaf_rn(old_sum, factor, sum);
-    s.running_max[head] = new_max;
+    s.rescale[slot][head] = factor;
+    s.running_sum[slot][head] = __fmaf_rn(old_sum, factor, sum);
+    s.running_max[slot][head] = new_max;
   }
 }
 
@@ -420,9 +424,15 @@ __device__ __forceinline__ uint32_t kv_address(const ChunkSmem<Traits>& s, int b
 // Shared-memory address of this lane's ldmatrix.x4 rows of P for head tile 0
 // (rows = heads, 16 columns from column 0); tile t is 16 rows further.
 template <class Traits>
-__device__ __forceinline__ uint32_t prob_fragment_base(const ChunkSmem<Traits>& s, int part) {
+__device__ __forceinline__ uint32_t prob_fragment_base(const ChunkSmem<Traits>& s, int part, int slot) {
   const int lane = threadIdx.x % 32;
-  return ptx::smem_address(&s.probs[part][(lane & 7) + ((lane >> 3) & 1) * 8][(lane >> 4) * 8]);
+  return ptx::smem_address(&s.probs[slot][part][(lane & 7) + ((lane >> 3) & 1) * 8][(lane >> 4) * 8]);
+}
+
+// The warp's index among the warps that run P V (warps kWarps.. with P V warps).
+template <class Traits>
+__device__ __forceinline__ int pv_warp() {
+  return static_cast<int>((threadIdx.x - (Traits::kPvWarps > 0 ? Traits::kThreads : 0)) / 32);
 }
 template <class Traits>
 inline constexpr uint32_t kProbTileBytes = 16 * Traits::kProbRowHalves * 2;
@@ -434,10 +444,11 @@ inline constexpr uint32_t kProbTileBytes = 16 * Traits::kProbRowHalves * 2;
 // every head tile. P is BF16 hi + lo: two MMAs a step, the small part first.
 template <class Traits, int kGroups>
 __device__ __forceinline__ void accumulate_dims_bf16(ChunkSmem<Traits>& s, int buffer,
-                                                     DimGroupFragment<Traits, kGroups>& acc, int first_group) {
+                                                     DimGroupFragment<Traits, kGroups>& acc, int first_group,
+                                                     int slot) {
   constexpr int kTiles = Traits::kHeadTiles;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const uint32_t hi_base = prob_fragment_base<Traits>(s, 0), lo_base = prob_fragment_base<Traits>(s, 1);
+  const int warp = pv_warp<Traits>(), lane = threadIdx.x % 32;
+  const uint32_t hi_base = prob_fragment_base<Traits>(s, 0, slot), lo_base = prob_fragment_base<Traits>(s, 1, slot);
   // Matrices of an ldmatrix.x4.trans: rows k..k+7 / k+8..k+15 (row groups) x dims d..d+7 / d+8..d+15 (pieces).
   const int piece0 = (warp * Traits::kDimsPerWarp + first_group * 32) / 8 + (lane >> 4);
   const uint32_t v_base = kv_address<Traits>(s, buffer, ((lane >> 3) & 1) * 8 + (lane & 7), piece0 * 16);
@@ -476,12 +487,13 @@ __device__ __forceinline__ void accumulate_dims_bf16(ChunkSmem<Traits>& s, int b
 // with more, all tiles' fragments are loaded once a k-step.
 template <class Traits, int kGroups>
 __device__ __forceinline__ void accumulate_dims_fp8(ChunkSmem<Traits>& s, int buffer,
-                                                    DimGroupFragment<Traits, kGroups>& acc, int first_group) {
+                                                    DimGroupFragment<Traits, kGroups>& acc, int first_group,
+                                                    int slot) {
   constexpr int kTiles = Traits::kHeadTiles;
   constexpr bool kLoadPerTile = kGroups == 1 && kTiles > 1;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warp = pv_warp<Traits>(), lane = threadIdx.x % 32;
   const int d0 = warp * Traits::kDimsPerWarp + first_group * 32;
-  const uint32_t p_base = prob_fragment_base<Traits>(s, 0);
+  const uint32_t p_base = prob_fragment_base<Traits>(s, 0, slot);
   // Matrices of an ldmatrix.x4: rows k..k+7 / k+8..k+15 (row groups) x dims d..d+15 / d+16..d+31 (pieces).
   const uint32_t v_base = kv_address<Traits>(s, buffer, ((lane >> 3) & 1) * 8 + (lane & 7), (d0 / 16 + (lane >> 4)) * 16);
 #pragma unroll
@@ -521,14 +533,16 @@ __device__ __forceinline__ void accumulate_dims_fp8(ChunkSmem<Traits>& s, int bu
 }
 
 // O += P V for kGroups of the warp's 32-dim groups from first_group (the
-// fragment's values as they stand: the caller zeroes or rescales them).
+// fragment's values as they stand: the caller zeroes or rescales them),
+// with the probabilities of chunk slot `slot`.
 template <class Traits, int kGroups>
 __device__ __forceinline__ void accumulate_dims(ChunkSmem<Traits>& s, int buffer,
-                                                DimGroupFragment<Traits, kGroups>& acc, int first_group) {
+                                                DimGroupFragment<Traits, kGroups>& acc, int first_group,
+                                                int slot = 0) {
   if constexpr (Traits::kBf16) {
-    accumulate_dims_bf16<Traits, kGroups>(s, buffer, acc, first_group);
+    accumulate_dims_bf16<Traits, kGroups>(s, buffer, acc, first_group, slot);
   } else {
-    accumulate_dims_fp8<Traits, kGroups>(s, buffer, acc, first_group);
+    accumulate_dims_fp8<Traits, kGroups>(s, buffer, acc, first_group, slot);
   }
 }
 
@@ -542,12 +556,12 @@ __device__ __forceinline__ int first_output_dim_group() {
 // O += P V for the warp's dims this CTA outputs (O restarts at the first chunk of a group).
 template <class Traits>
 __device__ __forceinline__ void accumulate_chunk(ChunkSmem<Traits>& s, int buffer, OutputFragment<Traits>& acc,
-                                                 bool group_start) {
+                                                 bool group_start, int slot) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int t = 0; t < Traits::kHeadTiles; ++t) {
     // A group starts from +0 (not from 0 * the previous group: -0 and NaN would survive).
-    const float top = s.rescale[16 * t + lane / 4], bottom = s.rescale[16 * t + lane / 4 + 8];
+    const float top = s.rescale[slot][16 * t + lane / 4], bottom = s.rescale[slot][16 * t + lane / 4 + 8];
 #pragma unroll
     for (int g = 0; g < Traits::kOutputDimGroups; ++g)
 #pragma unroll
@@ -559,7 +573,7 @@ __device__ __forceinline__ void accumulate_chunk(ChunkSmem<Traits>& s, int buffe
           a[2] = group_start ? 0.0f : __fmul_rn(a[2], bottom), a[3] = group_start ? 0.0f : __fmul_rn(a[3], bottom);
         }
   }
-  accumulate_dims<Traits, Traits::kOutputDimGroups>(s, buffer, acc, first_output_dim_group<Traits>());
+  accumulate_dims<Traits, Traits::kOutputDimGroups>(s, buffer, acc, first_output_dim_group<Traits>(), slot);
 }
 
 // SWA columns valid for the token under seq_lens: min(128, position + 1),
@@ -629,16 +643,16 @@ __device__ __forceinline__ TokenScope token_scope(ChunkSmem<Traits>& s, const Ds
 }
 
 // The P V step of the walks that keep a group's P V fragment over its
-// chunks: accumulate_chunk, then group_end(acc) after the group's last chunk
-// (its statistics are then in running_max / running_sum).
+// chunks: accumulate_chunk, then group_end(acc, slot) after the group's last
+// chunk (its statistics are then in running_max[slot] / running_sum[slot]).
 template <class Traits, class GroupEnd>
 struct GroupAccumulator {
   ChunkSmem<Traits>& s;
   OutputFragment<Traits>& acc;
   GroupEnd group_end;
-  __device__ __forceinline__ void operator()(int buffer, bool group_start, bool group_last) {
-    accumulate_chunk<Traits>(s, buffer, acc, group_start);
-    if (group_last) group_end(acc);
+  __device__ __forceinline__ void operator()(int buffer, bool group_start, bool group_last, int slot) {
+    accumulate_chunk<Traits>(s, buffer, acc, group_start, slot);
+    if (group_last) group_end(acc, slot);
   }
 };
 
@@ -650,7 +664,7 @@ __device__ __forceinline__ GroupAccumulator<Traits, GroupEnd> accumulate_groups(
 }
 
 // The math of chunk i of a walk (its rows in tile `buffer`): Q K^T, softmax,
-// then pv(buffer, group_start, group_last), the P V step (GroupAccumulator,
+// then pv(buffer, group_start, group_last, slot 0), the P V step (GroupAccumulator,
 // or the 64-head stream kernel's fold by dim group). Groups are runs of
 // `per_group` chunks from the walk's first.
 template <class Traits, class ChunkPv>
@@ -666,7 +680,7 @@ __device__ __forceinline__ void chunk_math(ChunkSmem<Traits>& s, const TokenScop
   phase_mark(i, 5);
   math_sync<Traits>();
   phase_mark(i, 6);
-  pv(buffer, group_start, i % per_group == per_group - 1 || i == count - 1);
+  pv(buffer, group_start, i % per_group == per_group - 1 || i == count - 1, 0);
   phase_mark(i, 7);
 }
 
@@ -767,7 +781,7 @@ __device__ __forceinline__ void produce_chunks(ChunkSmem<Traits>& s, const Dsv4P
     const int buffer = i % Traits::kBuffers;
     const int32_t next = i + 1 < count ? producer_index<Traits>(p, scope.token, first + i + 1) : -1;
     if (i >= Traits::kBuffers) {
-      ptx::named_barrier_sync(Traits::kTileFreeBarrier + buffer, Traits::kLaunchThreads);
+      ptx::named_barrier_sync(Traits::kTileFreeBarrier + buffer, Traits::kTileFreeThreads);
       // Generic-proxy accesses of the tile's last use before the bulk copies
       // (async proxy) into it: this lane's zero fills, and the math warps'
       // reads that the barrier ordered before this point. Keep it after the
@@ -805,18 +819,88 @@ __device__ __forceinline__ void walk_chunks_fed(ChunkSmem<Traits>& s, const Dsv4
     // The warp's reads of the tile are done (their values fed the MMAs), as
     // when a consumer releases a stage in CUTLASS's TMA pipelines (no proxy fence).
     if (i + Traits::kBuffers < count) {
-      ptx::named_barrier_arrive(Traits::kTileFreeBarrier + buffer, Traits::kLaunchThreads);
+      ptx::named_barrier_arrive(Traits::kTileFreeBarrier + buffer, Traits::kTileFreeThreads);
+    }
+  }
+}
+
+// With P V warps, the scoring warps' walk (threads < kThreads): Q K^T and
+// the softmax of chunk i into chunk slot i % 2, handed over to the P V
+// warps (walk_chunks_after_scores) on the slot's two barriers. Chunk i's
+// softmax waits for chunk i - 2's P V to leave the slot (its probabilities,
+// rescale factors and statistics).
+template <class Traits>
+__device__ __forceinline__ void score_chunks(ChunkSmem<Traits>& s, const Dsv4Params& p, const TokenScope& scope,
+                                             int count, int per_group) {
+  static_assert(Traits::kPvWarps > 0, "the scoring side of a walk with P V warps");
+  constexpr int kSlots = Traits::kChunkSlots, kHandoff = Traits::kSlotHandoffThreads;
+  if (threadIdx.x < Traits::kHeads) s.sink_log2[threadIdx.x] = scope.sink * kLog2e;
+  ptx::cp_async_commit();  // load_query's copies
+  ptx::cp_async_wait_group<0>();
+  ptx::fence_proxy_async_shared();  // Q (cp.async) is read by wgmma (async proxy)
+  math_sync<Traits>();
+  phase_span(2);  // the query has landed
+  const auto mark = [&](int i, int k) {
+    if (threadIdx.x == 0) phase_mark_in(0, i, k);
+  };
+  for (int i = 0; i < count; ++i) {
+    const int buffer = i % Traits::kBuffers, slot = i % kSlots;
+    mark(i, 0);
+    wait_tile<Traits>(s, buffer, i / Traits::kBuffers);
+    mark(i, 1), mark(i, 2);
+    if (!(p.skip_stages & 4)) score_chunk<Traits>(s, buffer, slot);
+    mark(i, 3);
+    // Both halves of the scores are in the slot, and chunk i - 1's softmax
+    // has written the statistics this one continues from.
+    math_sync<Traits>();
+    mark(i, 4);
+    if (i >= kSlots) ptx::named_barrier_sync(Traits::kProbsFreeBarrier + slot, kHandoff);
+    mark(i, 5);
+    if (!(p.skip_stages & 4)) softmax_chunk<Traits>(s, buffer, scope.scale_log2, i % per_group == 0, slot);
+    mark(i, 6);
+    ptx::named_barrier_arrive(Traits::kProbsReadyBarrier + slot, kHandoff);
+    mark(i, 7);
+  }
+}
+
+// With P V warps, their walk: chunk i's P V step pv(buffer, group_start,
+// group_last, slot) once the scoring warps have handed over its slot; then
+// the slot goes back to them (if a later chunk uses it) and the tile to the
+// producers (if a later chunk refills it). The P V warps are the tile's
+// last readers: the scoring warps' reads of K came before the handover.
+template <class Traits, class ChunkPv>
+__device__ __forceinline__ void walk_chunks_after_scores(ChunkSmem<Traits>& s, const Dsv4Params& p, int count,
+                                                         int per_group, ChunkPv& pv) {
+  constexpr int kSlots = Traits::kChunkSlots, kHandoff = Traits::kSlotHandoffThreads;
+  const auto mark = [&](int i, int k) {
+    if (threadIdx.x == Traits::kThreads) phase_mark_in(1, i, k);
+  };
+  for (int i = 0; i < count; ++i) {
+    const int buffer = i % Traits::kBuffers, slot = i % kSlots;
+    mark(i, 0);
+    wait_tile<Traits>(s, buffer, i / Traits::kBuffers);  // V: the rows' bytes, as the scoring warps saw them land
+    mark(i, 1);
+    ptx::named_barrier_sync(Traits::kProbsReadyBarrier + slot, kHandoff);
+    for (int k = 2; k < 7; ++k) mark(i, k);
+    if (!(p.skip_stages & 4)) pv(buffer, i % per_group == 0, i % per_group == per_group - 1 || i == count - 1, slot);
+    mark(i, 7);
+    if (i + kSlots < count) ptx::named_barrier_arrive(Traits::kProbsFreeBarrier + slot, kHandoff);
+    if (i + Traits::kBuffers < count) {
+      ptx::named_barrier_arrive(Traits::kTileFreeBarrier + buffer, Traits::kTileFreeThreads);
     }
   }
 }
 
 // Walks chunks [first, first + count) of a token with the traits' KV tiles;
 // pv is the P V step (chunk_math). With producers the walk starts at chunk
-// `first` of produce_chunks.
+// `first` of produce_chunks; with P V warps this is their side of the walk
+// (score_chunks is the other).
 template <class Traits, class ChunkPv>
 __device__ __forceinline__ void walk_chunks(ChunkSmem<Traits>& s, const Dsv4Params& p, const TokenScope& scope,
                                             int first, int count, int per_group, ChunkPv&& pv) {
-  if constexpr (Traits::kProducerWarps > 0) {
+  if constexpr (Traits::kPvWarps > 0) {
+    walk_chunks_after_scores<Traits>(s, p, count, per_group, pv);
+  } else if constexpr (Traits::kProducerWarps > 0) {
     walk_chunks_fed<Traits>(s, p, scope, count, per_group, pv);
   } else if constexpr (Traits::kBuffers == 2) {
     walk_chunks_two_tiles<Traits>(s, p, scope, first, count, per_group, pv);
@@ -826,18 +910,18 @@ __device__ __forceinline__ void walk_chunks(ChunkSmem<Traits>& s, const Dsv4Para
 }
 
 // Walks chunks [first, first + count) in groups of per_group chunks and
-// calls group_end(fragment) with each group's P V sum (its statistics are
-// then in running_max / running_sum). Groups of one chunk (W <= 1024) start
+// calls group_end(fragment, slot) with each group's P V sum (its statistics
+// are then in running_max[slot] / running_sum[slot]). Groups of one chunk (W <= 1024) start
 // each chunk from a fresh fragment: no rescale step, the zeros go into the
 // first MMAs; the float operations are those of accumulate_chunk.
 template <class Traits, class GroupEnd>
 __device__ __forceinline__ void walk_groups(ChunkSmem<Traits>& s, const Dsv4Params& p, const TokenScope& scope,
                                             int first, int count, int per_group, GroupEnd&& group_end) {
   if (per_group == 1) {
-    walk_chunks<Traits>(s, p, scope, first, count, 1, [&](int buffer, bool, bool) {
+    walk_chunks<Traits>(s, p, scope, first, count, 1, [&](int buffer, bool, bool, int slot) {
       OutputFragment<Traits> group = {};
-      accumulate_dims<Traits, Traits::kOutputDimGroups>(s, buffer, group, first_output_dim_group<Traits>());
-      group_end(group);
+      accumulate_dims<Traits, Traits::kOutputDimGroups>(s, buffer, group, first_output_dim_group<Traits>(), slot);
+      group_end(group, slot);
     });
   } else {
     OutputFragment<Traits> acc = {};

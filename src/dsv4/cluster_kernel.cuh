@@ -100,11 +100,11 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(Cluster
   OutputFragment<Traits> acc = {};
   phase_span(1);
   walk_chunks<Traits>(s.chunk, p, scope, first, count, count,
-                      accumulate_groups<Traits>(s.chunk, acc, [](OutputFragment<Traits>&) {}));
+                      accumulate_groups<Traits>(s.chunk, acc, [](OutputFragment<Traits>&, int) {}));
   phase_span(2);
   if (p.skip_stages & 4) return;
 
-  const float2 own_stats = make_float2(s.chunk.running_max[tid % kHeads], s.chunk.running_sum[tid % kHeads]);
+  const float2 own_stats = make_float2(s.chunk.running_max[0][tid % kHeads], s.chunk.running_sum[0][tid % kHeads]);
   ptx::cluster_wait();  // every CTA's receive barrier is initialized
   if (p.skip_stages & 2) {
     if (tid < kHeads) s.received_stats[0][tid] = own_stats;

@@ -33,7 +33,11 @@ constexpr int resident_ctas(size_t smem_bytes) {
 // kDimParts: CTAs that share a (token, head group), each computing all of
 // its scores but P V for 1 / kDimParts of the dims (2: the stream
 // kernels when the units fill at most half the SMs; docs/kernels/heads64.md).
-template <int kHeads_, DType kDType_, int kBuffers_, int kProducerWarps_ = 0, int kDimParts_ = 1>
+// kPvWarps: 0, the math warps take every step of a chunk in turn; 8, a
+// second set of math warps runs P V and the fold of chunk i while the first
+// scores chunk i + 1 (the deep stream kernel; docs/kernels/large_batch.md,
+// "Eighteenth session"). Each step keeps its float operations: same bits.
+template <int kHeads_, DType kDType_, int kBuffers_, int kProducerWarps_ = 0, int kDimParts_ = 1, int kPvWarps_ = 0>
 struct Dsv4Traits {
   static constexpr int kHeads = kHeads_;  // query heads a CTA: 16 or 64 (one gathered tile serves them all)
   static constexpr int kHeadTiles = kHeads / 16;  // P V: mma.sync tiles of 16 heads (M = 16)
@@ -42,9 +46,16 @@ struct Dsv4Traits {
   static constexpr int kElementBytes = kBf16 ? 2 : 1;
   static constexpr int kChunkColumns = 64;  // KV rows gathered and scored at once
   static constexpr int kWarps = 8;  // math warps: 2 a scheduler, one warp's latency chain hides the other's
-  static constexpr int kThreads = kWarps * 32;  // math threads (threadIdx.x < kThreads)
+  static constexpr int kThreads = kWarps * 32;  // math threads (threadIdx.x < kThreads): all steps, or Q K^T and softmax
+  // With P V warps: threads kThreads.. kThreads + kPvThreads - 1, then the producers.
+  static constexpr int kPvWarps = kPvWarps_;
+  static constexpr int kPvThreads = kPvWarps * 32;
   static constexpr int kProducerWarps = kProducerWarps_;
-  static constexpr int kLaunchThreads = kThreads + 32 * kProducerWarps;
+  static constexpr int kFirstProducerWarp = kWarps + kPvWarps;
+  static constexpr int kLaunchThreads = kThreads + kPvThreads + 32 * kProducerWarps;
+  // Scores, probabilities and softmax statistics of a chunk: double-buffered
+  // when P V warps read chunk i's while the scoring warps write chunk i + 1's.
+  static constexpr int kChunkSlots = kPvWarps > 0 ? 2 : 1;
   // Rows of a chunk each producer warp copies (one lane a row).
   static constexpr int kProducerRows = kProducerWarps == 4 ? kChunkColumns / 4 : 0;  // 0 or 4 warps (below)
   // Hardware barriers besides __syncthreads' 0: the math warps' own
@@ -52,6 +63,13 @@ struct Dsv4Traits {
   // when done reading the tile, the producers wait there before refilling it.
   static constexpr int kMathBarrier = 1;
   static constexpr int kTileFreeBarrier = 2;  // + tile
+  // The threads of a tile's release: the warps that read it last, and the producers.
+  static constexpr int kTileFreeThreads = (kPvWarps > 0 ? kPvThreads : kThreads) + 32 * kProducerWarps;
+  // With P V warps, per chunk slot: the scoring warps arrive when its
+  // probabilities are written (P V warps wait), the P V warps when done reading them.
+  static constexpr int kProbsReadyBarrier = kTileFreeBarrier + kBuffers_;  // + slot
+  static constexpr int kProbsFreeBarrier = kProbsReadyBarrier + kChunkSlots;  // + slot
+  static constexpr int kSlotHandoffThreads = kThreads + kPvThreads;
   static constexpr int kRowBytes = kHeadDim * kElementBytes;  // FP8: 512, BF16: 1024
   static constexpr int kBuffers = kBuffers_;
   // The Q tile is stored as wgmma's K-major core matrices (8 rows x 16
@@ -158,19 +176,23 @@ struct Dsv4Traits {
   static_assert(kDimParts == 1 || (kDimParts == 2 && kProducerWarps > 0),
                 "dim parts: the stream kernels (with a producer warpgroup)");
   static_assert(kDimGroups % kDimParts == 0, "a dim part is whole 32-dim groups of every warp");
+  static_assert(kPvWarps == 0 || (kPvWarps == kWarps && kProducerWarps == 4 && kDimParts == 1 && kHeads == 16),
+                "P V warps: the 16-head P V of all dims on a second set of kWarps warps, rows from producers");
+  static_assert(kProbsFreeBarrier + kChunkSlots <= 16, "a CTA has 16 hardware barriers");
 };
 
 // Registers a thread of a kernel with a producer warpgroup holds at
 // `ctas` CTAs an SM: all at launch, then (setmaxnreg) the producers give
-// theirs down to kProducerRegisters and the math warps take them. The pool
-// is what the CTA got at launch; counts are multiples of 8.
+// theirs down to kProducerRegisters and the math warps (P V warps included)
+// take them. The pool is what the CTA got at launch; counts are multiples of 8.
 template <class Traits, int kCtas>
 struct ProducerRegisters {
   static constexpr int kLaunch = (65536 / kCtas / Traits::kLaunchThreads) / 8 * 8;
   static constexpr int kProducer = 32;
+  static constexpr int kMathThreads = Traits::kThreads + Traits::kPvThreads;
   static constexpr int kMath =
-      ((kLaunch * Traits::kLaunchThreads - kProducer * 32 * Traits::kProducerWarps) / Traits::kThreads) / 8 * 8;
-  static_assert(kProducer * 32 * Traits::kProducerWarps + kMath * Traits::kThreads <= kLaunch * Traits::kLaunchThreads,
+      ((kLaunch * Traits::kLaunchThreads - kProducer * 32 * Traits::kProducerWarps) / kMathThreads) / 8 * 8;
+  static_assert(kProducer * 32 * Traits::kProducerWarps + kMath * kMathThreads <= kLaunch * Traits::kLaunchThreads,
                 "setmaxnreg moves registers within the CTA's launch allocation");
   static_assert(kMath >= 96, "the math warps need ~100 registers or spill the chunk steps");
 };
@@ -220,12 +242,13 @@ struct ChunkSmem {
   alignas(16) KvTile<Traits> kv[Traits::kBuffers];  // gathered rows: K and V (bulk copies: 16-byte aligned rows)
   uint64_t rows_landed[Traits::kBuffers];  // bulk rows: a tile's copies completed (one arrival a copying warp)
   alignas(16) uint8_t q[kHeads / 8][Traits::kPieces][8][16];
-  float scores[Traits::kWarpgroups][kHeads][Traits::kScoreRowFloats];  // each warpgroup's share of Q K^T
+  // The next five [chunk slot] (kChunkSlots: chunk i's in slot i % kChunkSlots).
+  float scores[Traits::kChunkSlots][Traits::kWarpgroups][kHeads][Traits::kScoreRowFloats];  // each warpgroup's share of Q K^T
   // exp2(score - running max): FP16 bits (FP8 rows) or BF16 hi, lo bits (BF16 rows)
-  uint16_t probs[Traits::kProbParts][kHeads][Traits::kProbRowHalves];
-  float running_max[kHeads];                          // log2 domain, over the group's columns so far
-  float running_sum[kHeads];                          // sum of the rounded probabilities that P V multiplies
-  float rescale[kHeads];                              // factor on O when the running max moves
+  uint16_t probs[Traits::kChunkSlots][Traits::kProbParts][kHeads][Traits::kProbRowHalves];
+  float running_max[Traits::kChunkSlots][kHeads];  // log2 domain, over the group's columns so far
+  float running_sum[Traits::kChunkSlots][kHeads];  // sum of the rounded probabilities that P V multiplies
+  float rescale[Traits::kChunkSlots][kHeads];      // factor on O when the running max moves
   float sink_log2[kHeads];                            // sink * log2(e), -inf without sinks
   StagedIndices<Traits::kBuffers, Traits::kChunkColumns> staged;
   int32_t request;                                    // the token's request (varlen seq_lens), -1 if none
@@ -309,6 +332,9 @@ using SplitTraitsBf16 = ClusterTraitsBf16;
 // unit an SM: 4 KV tiles in flight at 1 CTA an SM, so that a lone CTA's
 // chunks do not wait for the row latency (docs/kernels/large_batch.md).
 using StreamDeepTraitsFp8 = Dsv4Traits<16, DType::kFloat8E4M3, 4, 4>;
+// The same with P V warps (stream_pipelined_fp8_h16.cu): P V of chunk i
+// beside Q K^T and the softmax of chunk i + 1.
+using StreamPipelinedTraitsFp8 = Dsv4Traits<16, DType::kFloat8E4M3, 4, 4, 1, 8>;
 // 64 heads a CTA (stream_fp8_h64.cu, split_fp8_h64.cu): FP8 only, two KV
 // tiles, one CTA an SM; the stream kernel with a producer warpgroup (232
 // registers a math thread), the split kernel without (docs/kernels/heads64.md).
@@ -332,7 +358,8 @@ static_assert(resident_ctas(sizeof(ClusterSmem<ClusterTraitsFp8>)) == 2 &&
 static_assert(sizeof(StreamSmem<StreamHalvesTraitsFp8>) == sizeof(StreamSmem<StreamDeepTraitsFp8>) &&
                   sizeof(StreamSmem<StreamHalvesTraitsBf16>) == sizeof(StreamSmem<StreamTraitsBf16>) &&
                   sizeof(StreamSmem<StreamDeepTraitsFp8>) <= kMaxSmemPerCta &&
-                  resident_ctas(sizeof(StreamSmem<StreamDeepTraitsFp8>)) == 1,
+                  resident_ctas(sizeof(StreamSmem<StreamDeepTraitsFp8>)) == 1 &&
+                  sizeof(StreamSmem<StreamPipelinedTraitsFp8>) <= kMaxSmemPerCta,
               "the deep stream kernel: 4 KV tiles, 1 CTA an SM");
 static_assert(sizeof(StreamSmem<StreamTraitsFp8H64>) <= kMaxSmemPerCta &&
                   sizeof(StreamSmem<StreamHalvesTraitsFp8H64>) == sizeof(StreamSmem<StreamTraitsFp8H64>),

@@ -26,6 +26,7 @@ constexpr bool kSameGeometry = Traits::kThreads == Traits16::kThreads &&
                                Traits::kChunkColumns == Traits16::kChunkColumns &&
                                Traits::kMaxGroups == Traits16::kMaxGroups;
 static_assert(kSameGeometry<StreamTraitsFp8> && kSameGeometry<StreamDeepTraitsFp8> &&
+                  kSameGeometry<StreamPipelinedTraitsFp8> &&
                   kSameGeometry<ClusterTraitsBf16> && kSameGeometry<StreamTraitsBf16> &&
                   kSameGeometry<SplitTraitsFp8> && kSameGeometry<SplitTraitsBf16> &&
                   kSameGeometry<StreamTraitsFp8H64> && kSameGeometry<SplitTraitsFp8H64> &&
@@ -81,6 +82,7 @@ struct KernelSet {
   size_t split_smem;
   StreamKernel stream_deep = {};
   StreamKernel stream_halves = {};
+  StreamKernel stream_pipelined = {};  // the deep kernel with P V warps
 };
 
 template <class SplitT>
@@ -116,6 +118,7 @@ KernelSet kernels_for(DType dtype, int group_heads) {
   KernelSet fp8 = kernel_set<ClusterTraitsFp8, StreamTraitsFp8, SplitTraitsFp8>(
       cluster_kernel_fp8_h16(), stream_kernel_fp8_h16(), split_kernel_fp8_h16(), combine_kernel_fp8_h16);
   fp8.stream_deep = stream_kernel_of<StreamDeepTraitsFp8>(stream_deep_kernel_fp8_h16());
+  fp8.stream_pipelined = stream_kernel_of<StreamPipelinedTraitsFp8>(stream_pipelined_kernel_fp8_h16());
   fp8.stream_halves = stream_kernel_of<StreamHalvesTraitsFp8>(stream_halves_kernel_fp8_h16());
   return fp8;
 }
@@ -190,6 +193,10 @@ constexpr ClusterBounds kClusterBoundsBf16 = {8, 12, 16};
 
 constexpr int kMaxDevices = 64;
 
+// The deep stream kernel's P V warps pay from 5 chunks a token (W > 256;
+// measured at 4 chunks +0.5 %, at 6 -1 %, at 10 -2.5 %, at 34 -6 %).
+constexpr int kPipelinedMinChunks = 5;
+
 int set_kernel_attributes() {
   cudaError_t e = cudaSuccess;
   for (DType dtype : kServedDtypes) {
@@ -204,7 +211,7 @@ int set_kernel_attributes() {
         e = cudaFuncSetAttribute(k.split, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  static_cast<int>(std::max(k.split_smem, kSmAloneSmemBytes)));
       }
-      for (const StreamKernel& stream : {k.stream, k.stream_deep, k.stream_halves}) {
+      for (const StreamKernel& stream : {k.stream, k.stream_deep, k.stream_halves, k.stream_pipelined}) {
         if (e != cudaSuccess || !stream.kernel) continue;
         e = cudaFuncSetAttribute(stream.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  static_cast<int>(stream.smem));
@@ -451,11 +458,25 @@ Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace
 
   // At most one unit per two SMs: the stream kernel in dim halves (same
   // bits, twice the CTAs); at most one unit an SM: the deep stream kernel
-  // (FP8, 16 heads: same bits, more rows in flight).
+  // (FP8, 16 heads: same bits, more rows in flight), with P V warps where a
+  // token has more than kPipelinedMinChunks - 1 chunks
+  // (docs/kernels/large_batch.md, "Eighteenth session").
   const int64_t sms = cluster || split ? 0 : device_sm_count();
-  const StreamKernel& streamed = cluster || split                                       ? kernels.stream
+  const StreamKernel& deep = kernels.stream_pipelined.kernel && plan.chunks >= kPipelinedMinChunks
+                                 ? kernels.stream_pipelined
+                                 : kernels.stream_deep;
+  // Measurement aid (docs/gpu_workflow.md): SPARSE_DECODE_DEEP=1 runs the
+  // deep kernel without P V warps at every width, 2 with them.
+  static const int deep_override = [] {
+    const char* value = std::getenv("SPARSE_DECODE_DEEP");
+    return value ? std::atoi(value) : 0;
+  }();
+  const StreamKernel& deep_run = deep_override == 1 && kernels.stream_deep.kernel ? kernels.stream_deep
+                                 : deep_override == 2 && kernels.stream_pipelined.kernel ? kernels.stream_pipelined
+                                                                                        : deep;
+  const StreamKernel& streamed = cluster || split                                   ? kernels.stream
                                  : kernels.stream_halves.kernel && 2 * units <= sms ? kernels.stream_halves
-                                 : kernels.stream_deep.kernel && units <= sms       ? kernels.stream_deep
+                                 : deep_run.kernel && units <= sms                  ? deep_run
                                                                                     : kernels.stream;
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(

@@ -15,6 +15,7 @@ namespace sparse_decode::dsv4 {
 const void* cluster_kernel_fp8_h16();
 const void* stream_kernel_fp8_h16();
 const void* stream_deep_kernel_fp8_h16();  // at most one unit an SM (stream_deep_fp8_h16.cu)
+const void* stream_pipelined_kernel_fp8_h16();  // the same with P V warps (stream_pipelined_fp8_h16.cu)
 const void* stream_halves_kernel_fp8_h16();  // two CTAs a unit, half the dims each (stream_halves_fp8_h16.cu)
 const void* split_kernel_fp8_h16();
 const void* combine_kernel_fp8_h16(bool few_units);  // few_units: kFewUnitsSlices CTAs a unit, else kCombineSlices

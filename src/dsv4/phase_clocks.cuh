@@ -32,6 +32,11 @@ inline constexpr int kCombineRow = kStampCtas / 2;
 // a cudaError_t. Defined only with the option.
 int read_stream(unsigned long long* host);
 int read_stream_deep(unsigned long long* host);  // the deep stream kernel (at most one unit an SM)
+// The deep stream kernel with P V warps: row 0 the scoring warps (marks 0
+// chunk start, 1 rows landed, 3 scores, 4 barrier, 5 slot free, 6 softmax,
+// 7 handed over), row 1 the P V warps (0 start, 1 rows landed, 2 handed
+// over, 7 P V and fold done; 3-6 = 2).
+int read_stream_pipelined(unsigned long long* host);
 int read_split(unsigned long long* host);
 int read_cluster(unsigned long long* host);
 // The span marks' %globaltimer stamps [cta][mark] (kStampCount values) of the
@@ -40,6 +45,7 @@ int read_split_stamps(unsigned long long* host);
 int read_cluster_stamps(unsigned long long* host);
 int read_stream_stamps(unsigned long long* host);
 int read_stream_deep_stamps(unsigned long long* host);
+int read_stream_pipelined_stamps(unsigned long long* host);
 // The packed stream kernel's instances (split path, one CTA a unit, pair):
 // span marks 0 entry, 1 math warps' start, 2 q converted, 3 first rows
 // landed, 4 walk end, 5 results stored or written.
@@ -61,11 +67,20 @@ namespace sparse_decode::dsv4 {
 #if defined(__CUDACC__)
 __device__ __forceinline__ void phase_mark(int chunk, int mark) {
 #if defined(SPARSE_DECODE_PHASE_CLOCKS)
-  if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && chunk < phase_clocks::kChunks) {
+  if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && threadIdx.x / 128 < phase_clocks::kWarpgroups &&
+      chunk < phase_clocks::kChunks) {
     phase_clocks::g_clocks[threadIdx.x / 128][chunk][mark] = clock64();
   }
 #else
   (void)chunk, (void)mark;
+#endif
+}
+// CTA 0's clock at `mark` of `chunk` in clock row `row`, by the calling thread (the caller picks one).
+__device__ __forceinline__ void phase_mark_in(int row, int chunk, int mark) {
+#if defined(SPARSE_DECODE_PHASE_CLOCKS)
+  if (blockIdx.x == 0 && chunk < phase_clocks::kChunks) phase_clocks::g_clocks[row][chunk][mark] = clock64();
+#else
+  (void)row, (void)chunk, (void)mark;
 #endif
 }
 // %globaltimer at `mark` in stamp row `row`, by thread 0 (the combine kernel's marks).

@@ -30,10 +30,10 @@ __device__ __forceinline__ float2* split_stats(const Dsv4Params& p, int64_t unit
 // (written before the walk's last barrier) and its P V sum.
 template <class Traits>
 __device__ __forceinline__ void write_group(const ChunkSmem<Traits>& s, const Dsv4Params& p, int64_t unit, int group,
-                                            const OutputFragment<Traits>& acc) {
+                                            const OutputFragment<Traits>& acc, int slot) {
   if (threadIdx.x < Traits::kHeads) {
     split_stats<Traits>(p, unit, group)[threadIdx.x] =
-        make_float2(s.running_max[threadIdx.x], s.running_sum[threadIdx.x]);
+        make_float2(s.running_max[slot][threadIdx.x], s.running_sum[slot][threadIdx.x]);
   }
   float4* values = split_values<Traits>(p, unit, group);
   emit_group_values<Traits>(acc, [&](int granule, int head, float4 granule_values) {
@@ -68,9 +68,9 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(SplitSm
   int group = first_group;
   phase_span(1);
   // Span marks 2 and 3 frame each group's write: the last group's remain.
-  walk_groups<Traits>(s, p, scope, first, count, p.chunks_per_group, [&](OutputFragment<Traits>& result) {
+  walk_groups<Traits>(s, p, scope, first, count, p.chunks_per_group, [&](OutputFragment<Traits>& result, int slot) {
     phase_span(2);
-    write_group<Traits>(s, p, unit, group++, result);
+    write_group<Traits>(s, p, unit, group++, result, slot);
     phase_span(3);
   });
 }

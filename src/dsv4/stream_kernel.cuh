@@ -11,11 +11,11 @@
 
 namespace sparse_decode::dsv4 {
 
-// Folds the group that just ended (its statistics in running_max /
-// running_sum) into a head's fold state, in group order.
+// Folds the group that just ended (its statistics in running_max[slot] /
+// running_sum[slot]) into a head's fold state, in group order.
 template <class Traits>
-__device__ __forceinline__ FoldWeights fold_head(const ChunkSmem<Traits>& s, FoldState& state, int head) {
-  return fold_group(state, s.running_max[head], s.running_sum[head]);
+__device__ __forceinline__ FoldWeights fold_head(const ChunkSmem<Traits>& s, FoldState& state, int head, int slot) {
+  return fold_group(state, s.running_max[slot][head], s.running_sum[slot][head]);
 }
 
 // out (dim groups from first_group) <- fold of the group's P V sum: the
@@ -62,10 +62,10 @@ __device__ __forceinline__ void walk_and_fold(StreamSmem<Traits>& smem, const Ds
     const int tid = threadIdx.x;
     const int first_dim_group = first_output_dim_group<Traits>();
     if (tid < Traits::kHeads) folds.max[tid] = -INFINITY, folds.sum[tid] = 0.0f;  // seen after the walk's barriers
-    walk_chunks<Traits>(s, p, scope, 0, p.chunks, 1, [&](int buffer, bool, bool) {
+    walk_chunks<Traits>(s, p, scope, 0, p.chunks, 1, [&](int buffer, bool, bool, int slot) {
       if (tid < Traits::kHeads) {
         FoldState head_state{folds.max[tid], folds.sum[tid]};
-        const FoldWeights w = fold_head<Traits>(s, head_state, tid);
+        const FoldWeights w = fold_head<Traits>(s, head_state, tid, slot);
         folds.max[tid] = head_state.max, folds.sum[tid] = head_state.sum;
         folds.keep[tid] = w.keep, folds.take[tid] = w.take;
       }
@@ -76,7 +76,7 @@ __device__ __forceinline__ void walk_and_fold(StreamSmem<Traits>& smem, const Ds
 #pragma unroll
       for (int g = 0; g < Traits::kOutputDimGroups; ++g) {
         DimGroupFragment<Traits, 1> group = {};  // a group starts from +0
-        accumulate_dims<Traits, 1>(s, buffer, group, first_dim_group + g);
+        accumulate_dims<Traits, 1>(s, buffer, group, first_dim_group + g, slot);
         fold_dim_groups<Traits, 1>(out, g, group, [&](int t, int b) {
           const int head = 16 * t + lane / 4 + 8 * b;
           return FoldWeights{folds.keep[head], folds.take[head]};
@@ -93,12 +93,14 @@ __device__ __forceinline__ void walk_and_fold(StreamSmem<Traits>& smem, const Ds
         state[t][b] = FoldState{folds.max[head], folds.sum[head]};
       }
   } else {
-    walk_groups<Traits>(s, p, scope, 0, p.chunks, p.chunks_per_group, [&](OutputFragment<Traits>& group) {
+    walk_groups<Traits>(s, p, scope, 0, p.chunks, p.chunks_per_group, [&](OutputFragment<Traits>& group, int slot) {
       FoldWeights folds[Traits::kHeadTiles][2];
 #pragma unroll
       for (int t = 0; t < Traits::kHeadTiles; ++t)
 #pragma unroll
-        for (int b = 0; b < 2; ++b) folds[t][b] = fold_head<Traits>(s, state[t][b], 16 * t + lane / 4 + 8 * b);
+        for (int b = 0; b < 2; ++b) {
+          folds[t][b] = fold_head<Traits>(s, state[t][b], 16 * t + lane / 4 + 8 * b, slot);
+        }
       fold_dim_groups<Traits, Traits::kOutputDimGroups>(out, 0, group, [&](int t, int b) { return folds[t][b]; });
     });
   }
@@ -124,20 +126,28 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, resident_ctas(sizeof(S
   // seq_lens): the two DRAM trips overlap instead of following each other.
   int32_t first_index = -1;
   if constexpr (Traits::kProducerWarps > 0) {
-    if (warp >= Traits::kWarps) first_index = producer_index<Traits>(p, token, 0);
+    if (warp >= Traits::kFirstProducerWarp) first_index = producer_index<Traits>(p, token, 0);
   }
   load_query<Traits>(s, p, token, heads);
   const TokenScope scope = token_scope<Traits>(s, p, token, heads, true, sink, -1);
   if constexpr (Traits::kProducerWarps > 0) {
     // The producer warpgroup copies the rows with few registers; the math warps take the rest.
     using Registers = ProducerRegisters<Traits, resident_ctas(sizeof(StreamSmem<Traits>))>;
-    if (warp >= Traits::kWarps) {
+    if (warp >= Traits::kFirstProducerWarp) {
       ptx::setmaxnreg_dec<Registers::kProducer>();
       produce_chunks<Traits>(s, p, scope, 0, p.chunks, first_index);
       return;
     }
     ptx::setmaxnreg_inc<Registers::kMath>();
   }
+  if constexpr (Traits::kPvWarps > 0) {
+    // The scoring warps hand each chunk to the P V warps, which fold and store.
+    if (tid < Traits::kThreads) {
+      score_chunks<Traits>(s, p, scope, p.chunks, p.chunks_per_group);
+      return;
+    }
+  }
+  const int store_warp = warp - (Traits::kPvWarps > 0 ? Traits::kWarps : 0);  // among the warps that run P V
   const float bmm2 = p.bmm2_scale_ptr ? *p.bmm2_scale_ptr : p.bmm2_scale;
 
   // This thread's heads in tile t: 16t + lane / 4 (fragment elements 0, 1) and 16t + lane / 4 + 8 (2, 3).
@@ -155,7 +165,7 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, resident_ctas(sizeof(S
     const float top_scale = output_scale(state[t][0], s.sink_log2[top_head], bmm2);
     const float bottom_scale = output_scale(state[t][1], s.sink_log2[bottom_head], bmm2);
     const bool bottom_exists = bottom_head < heads.count;  // not with H = 8
-    if (p.lse && first_dim_group == 0 && warp == 0 && lane % 4 == 0) {
+    if (p.lse && first_dim_group == 0 && store_warp == 0 && lane % 4 == 0) {
       float* lse = p.lse + token * p.lse_token_stride + heads.first;
       lse[top_head] = output_lse(state[t][0]);
       if (bottom_exists) lse[bottom_head] = output_lse(state[t][1]);
@@ -167,7 +177,7 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, resident_ctas(sizeof(S
         // Granule lane % 4 of this 16-dim half: its values are (n-tile 0, n-tile 1) x
         // [0], [1] of the top head, [2], [3] of the bottom one.
         const int first_dim =
-            warp * Traits::kDimsPerWarp + (first_dim_group + g) * 32 + half * 16 + granule_dim<Traits>(lane % 4, 0);
+            store_warp * Traits::kDimsPerWarp + (first_dim_group + g) * 32 + half * 16 + granule_dim<Traits>(lane % 4, 0);
         const float(&tile0)[4] = out[t][g][half][0];
         const float(&tile1)[4] = out[t][g][half][1];
         store_granule<Traits>(out_token + top_head * p.out_head_stride, first_dim, tile0[0] * top_scale,

@@ -256,12 +256,14 @@ TEST_F(Dsv4Gpu, WidthsAndTokenCounts) {
     for (int64_t tokens : {1, 6, 12, 48}) check_problem(config_for(tokens, width));
 }
 
-// 100 tokens: a forced kStream runs one CTA a token (FP8: the deep kernel),
-// past the dim halves' 66 units, at the widths where kAuto gives it the
-// most work: W = 128 (2 chunks) and W = 2176 (groups of 3 chunks).
+// 100 tokens: a forced kStream runs one CTA a token (FP8: the deep kernel,
+// with P V warps from 5 chunks), past the dim halves' 66 units, at the
+// widths where kAuto gives it the most work: W = 128 (2 chunks) and W =
+// 2176 (groups of 3 chunks); 320 and 644 for the P V warps' first width
+// (an odd count of chunks, two chunk slots) and a last chunk of 4 columns.
 TEST_F(Dsv4Gpu, OneCtaATokenStreamKernelAtNarrowAndWideWidths) {
   for (DType dtype : {DType::kFloat8E4M3, DType::kBFloat16})
-    for (int32_t width : {128, 2176}) {
+    for (int32_t width : {128, 320, 644, 2176}) {
       Dsv4ProblemConfig config = config_for(100, width, dtype);
       config.hole_fraction = 0.1;
       SCOPED_TRACE(dtype_name(dtype));

@@ -165,13 +165,22 @@ int main(int argc, char** argv) {
   int sms = 0;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
   std::vector<unsigned long long> stamps(clocks::kStampCount, 0);
-  int error = kernel == "split"      ? clocks::read_split(marks.data())
-              : kernel == "cluster"  ? clocks::read_cluster(marks.data())
-              : config.tokens <= sms ? clocks::read_stream_deep(marks.data())
-                                     : clocks::read_stream(marks.data());
+  // The deep kernel runs with P V warps from 5 chunks a token (launch.cu;
+  // SPARSE_DECODE_DEEP=1 or 2 overrides that there).
+  const bool deep = config.tokens <= sms;
+  const char* deep_override = std::getenv("SPARSE_DECODE_DEEP");
+  const bool pipelined =
+      deep_override && *deep_override ? std::atoi(deep_override) == 2 : config.width > 256;
+  int error = kernel == "split"       ? clocks::read_split(marks.data())
+              : kernel == "cluster"   ? clocks::read_cluster(marks.data())
+              : deep && pipelined     ? clocks::read_stream_pipelined(marks.data())
+              : deep                  ? clocks::read_stream_deep(marks.data())
+                                      : clocks::read_stream(marks.data());
   if (error == 0 && kernel == "split") error = clocks::read_split_stamps(stamps.data());
   if (error == 0 && kernel == "stream") {
-    error = config.tokens <= sms ? clocks::read_stream_deep_stamps(stamps.data()) : clocks::read_stream_stamps(stamps.data());
+    error = deep && pipelined ? clocks::read_stream_pipelined_stamps(stamps.data())
+            : deep            ? clocks::read_stream_deep_stamps(stamps.data())
+                              : clocks::read_stream_stamps(stamps.data());
   }
   if (error == 0 && kernel == "cluster") error = clocks::read_cluster_stamps(stamps.data());
   testing::check_cuda(error, "reading the clocks");
