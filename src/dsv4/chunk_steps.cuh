@@ -288,7 +288,7 @@ __device__ __forceinline__ void score_batch(float (&partial)[kSlots][Traits::kHe
 // loaded kScoreBatch k-steps at a time; 64 heads: sets 0 and 1, then each
 // later set into slot 1. The result goes to scores[slot].
 template <class Traits>
-__device__ __forceinline__ void score_chunk(ChunkSmem<Traits>& s, int buffer, int slot = 0) {
+__device__ __forceinline__ void score_chunk(ChunkSmem<Traits>& s, int buffer, int slot) {
   // The warpgroup broadcast from lane 0: the compiler then knows it is warp
   // uniform and builds the Q descriptors in uniform registers.
   const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
@@ -362,7 +362,7 @@ __device__ __forceinline__ float store_probabilities(ChunkSmem<Traits>& s, int h
 // previous slot's.
 template <class Traits>
 __device__ __forceinline__ void softmax_chunk(ChunkSmem<Traits>& s, int buffer, float scale_log2, bool group_start,
-                                              int slot = 0) {
+                                              int slot) {
   static_assert(Traits::kWarpgroups == 2, "the score is the sum of the two warpgroups' halves");
   constexpr int kThreadsPerHead = Traits::kSoftmaxThreads, kColumns = Traits::kSoftmaxColumns;
   const int head = threadIdx.x / kThreadsPerHead, part = threadIdx.x % kThreadsPerHead;
@@ -538,7 +538,7 @@ __device__ __forceinline__ void accumulate_dims_fp8(ChunkSmem<Traits>& s, int bu
 template <class Traits, int kGroups>
 __device__ __forceinline__ void accumulate_dims(ChunkSmem<Traits>& s, int buffer,
                                                 DimGroupFragment<Traits, kGroups>& acc, int first_group,
-                                                int slot = 0) {
+                                                int slot) {
   if constexpr (Traits::kBf16) {
     accumulate_dims_bf16<Traits, kGroups>(s, buffer, acc, first_group, slot);
   } else {
@@ -670,13 +670,13 @@ __device__ __forceinline__ GroupAccumulator<Traits, GroupEnd> accumulate_groups(
 template <class Traits, class ChunkPv>
 __device__ __forceinline__ void chunk_math(ChunkSmem<Traits>& s, const TokenScope& scope, int i, int count,
                                            int per_group, int buffer, ChunkPv& pv, const PendingRow& pending = {}) {
-  score_chunk<Traits>(s, buffer);
+  score_chunk<Traits>(s, buffer, 0);  // one chunk slot
   phase_mark(i, 3);
   issue_pending_row(pending);  // the rest of the next chunk's rows (64 heads: kGatherIssueNow)
   math_sync<Traits>();
   phase_mark(i, 4);
   const bool group_start = i % per_group == 0;
-  softmax_chunk<Traits>(s, buffer, scope.scale_log2, group_start);
+  softmax_chunk<Traits>(s, buffer, scope.scale_log2, group_start, 0);
   phase_mark(i, 5);
   math_sync<Traits>();
   phase_mark(i, 6);

@@ -96,20 +96,27 @@ __device__ __forceinline__ void phase_stamp(int64_t row, int mark) {
 #endif
 }
 // A mark of CTA 0's span (phase_clocks::kSpanRow), by the first thread of each
-// math warpgroup; and every CTA's %globaltimer at the mark, by its thread 0.
-__device__ __forceinline__ void phase_span(int mark) {
+// of the two warpgroups from thread `first` (the math warps; the P V warps of
+// a kernel that has them, for the marks only they reach); and every CTA's
+// %globaltimer at the mark, by thread `first`.
+__device__ __forceinline__ void phase_span(int mark, unsigned first = 0) {
 #if defined(SPARSE_DECODE_PHASE_CLOCKS)
-  phase_stamp(blockIdx.x, mark);
+  const unsigned thread = threadIdx.x - first;  // wraps for threads before `first`: none of them records
+  if (thread == 0 && blockIdx.x < phase_clocks::kStampCtas) {
+    unsigned long long now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    phase_clocks::g_stamps[blockIdx.x][mark] = now;
+  }
   if (mark == 0 && threadIdx.x == 0 && blockIdx.x < phase_clocks::kStampCtas) {
     unsigned sm;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
     phase_clocks::g_stamps[blockIdx.x][phase_clocks::kSmSlot] = sm;
   }
-  if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && threadIdx.x / 128 < phase_clocks::kWarpgroups) {
-    phase_clocks::g_clocks[threadIdx.x / 128][phase_clocks::kSpanRow][mark] = clock64();
+  if (blockIdx.x == 0 && thread % 128 == 0 && thread / 128 < phase_clocks::kWarpgroups) {
+    phase_clocks::g_clocks[thread / 128][phase_clocks::kSpanRow][mark] = clock64();
   }
 #else
-  (void)mark;
+  (void)mark, (void)first;
 #endif
 }
 #endif

@@ -106,6 +106,10 @@ __device__ __forceinline__ void walk_and_fold(StreamSmem<Traits>& smem, const Ds
   }
 }
 
+// The first thread of the warps that walk P V and store (span marks 1, 3, 4).
+template <class Traits>
+inline constexpr unsigned kPvFirstThread = Traits::kPvWarps > 0 ? Traits::kThreads : 0;
+
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kLaunchThreads, resident_ctas(sizeof(StreamSmem<Traits>)))
     stream_kernel(const __grid_constant__ Dsv4Params p) {
@@ -153,9 +157,9 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, resident_ctas(sizeof(S
   // This thread's heads in tile t: 16t + lane / 4 (fragment elements 0, 1) and 16t + lane / 4 + 8 (2, 3).
   FoldState state[Traits::kHeadTiles][2];
   OutputFragment<Traits> out = {};
-  phase_span(1);
+  phase_span(1, kPvFirstThread<Traits>);
   walk_and_fold<Traits>(smem, p, scope, state, out);
-  phase_span(3);
+  phase_span(3, kPvFirstThread<Traits>);
   if (p.skip_stages & 4) return;
 
   uint16_t* out_token = p.out + token * p.out_token_stride + heads.first * p.out_head_stride;
@@ -187,7 +191,7 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, resident_ctas(sizeof(S
                               tile1[2] * bottom_scale, tile0[3] * bottom_scale, tile1[3] * bottom_scale);
       }
   }
-  phase_span(4);
+  phase_span(4, kPvFirstThread<Traits>);
 }
 
 }  // namespace sparse_decode::dsv4

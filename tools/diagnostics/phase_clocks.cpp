@@ -169,8 +169,8 @@ int main(int argc, char** argv) {
   // SPARSE_DECODE_DEEP=1 or 2 overrides that there).
   const bool deep = config.tokens <= sms;
   const char* deep_override = std::getenv("SPARSE_DECODE_DEEP");
-  const bool pipelined =
-      deep_override && *deep_override ? std::atoi(deep_override) == 2 : config.width > 256;
+  const int forced = deep_override ? std::atoi(deep_override) : 0;
+  const bool pipelined = forced == 2 || (forced != 1 && config.width > 256);
   int error = kernel == "split"       ? clocks::read_split(marks.data())
               : kernel == "cluster"   ? clocks::read_cluster(marks.data())
               : deep && pipelined     ? clocks::read_stream_pipelined(marks.data())
