@@ -461,22 +461,20 @@ Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace
   // (FP8, 16 heads: same bits, more rows in flight), with P V warps where a
   // token has more than kPipelinedMinChunks - 1 chunks
   // (docs/kernels/large_batch.md, "Eighteenth session").
-  const int64_t sms = cluster || split ? 0 : device_sm_count();
-  const StreamKernel& deep = kernels.stream_pipelined.kernel && plan.chunks >= kPipelinedMinChunks
-                                 ? kernels.stream_pipelined
-                                 : kernels.stream_deep;
   // Measurement aid (docs/gpu_workflow.md): SPARSE_DECODE_DEEP=1 runs the
   // deep kernel without P V warps at every width, 2 with them.
   static const int deep_override = [] {
     const char* value = std::getenv("SPARSE_DECODE_DEEP");
     return value ? std::atoi(value) : 0;
   }();
-  const StreamKernel& deep_run = deep_override == 1 && kernels.stream_deep.kernel ? kernels.stream_deep
-                                 : deep_override == 2 && kernels.stream_pipelined.kernel ? kernels.stream_pipelined
-                                                                                        : deep;
+  const int64_t sms = cluster || split ? 0 : device_sm_count();
+  const bool pv_warps = deep_override == 1   ? false
+                        : deep_override == 2 ? true
+                                             : plan.chunks >= kPipelinedMinChunks;
+  const StreamKernel& deep = pv_warps && kernels.stream_pipelined.kernel ? kernels.stream_pipelined : kernels.stream_deep;
   const StreamKernel& streamed = cluster || split                                   ? kernels.stream
                                  : kernels.stream_halves.kernel && 2 * units <= sms ? kernels.stream_halves
-                                 : deep_run.kernel && units <= sms                  ? deep_run
+                                 : deep.kernel && units <= sms                      ? deep
                                                                                     : kernels.stream;
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(

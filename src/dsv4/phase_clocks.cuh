@@ -83,16 +83,16 @@ __device__ __forceinline__ void phase_mark_in(int row, int chunk, int mark) {
   (void)row, (void)chunk, (void)mark;
 #endif
 }
-// %globaltimer at `mark` in stamp row `row`, by thread 0 (the combine kernel's marks).
-__device__ __forceinline__ void phase_stamp(int64_t row, int mark) {
+// %globaltimer at `mark` in stamp row `row`, by thread `thread` (0: the combine kernel's marks).
+__device__ __forceinline__ void phase_stamp(int64_t row, int mark, unsigned thread = 0) {
 #if defined(SPARSE_DECODE_PHASE_CLOCKS)
-  if (threadIdx.x == 0 && row >= 0 && row < phase_clocks::kStampCtas) {
+  if (threadIdx.x == thread && row >= 0 && row < phase_clocks::kStampCtas) {
     unsigned long long now;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
     phase_clocks::g_stamps[row][mark] = now;
   }
 #else
-  (void)row, (void)mark;
+  (void)row, (void)mark, (void)thread;
 #endif
 }
 // A mark of CTA 0's span (phase_clocks::kSpanRow), by the first thread of each
@@ -101,12 +101,8 @@ __device__ __forceinline__ void phase_stamp(int64_t row, int mark) {
 // %globaltimer at the mark, by thread `first`.
 __device__ __forceinline__ void phase_span(int mark, unsigned first = 0) {
 #if defined(SPARSE_DECODE_PHASE_CLOCKS)
+  phase_stamp(blockIdx.x, mark, first);
   const unsigned thread = threadIdx.x - first;  // wraps for threads before `first`: none of them records
-  if (thread == 0 && blockIdx.x < phase_clocks::kStampCtas) {
-    unsigned long long now;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-    phase_clocks::g_stamps[blockIdx.x][mark] = now;
-  }
   if (mark == 0 && threadIdx.x == 0 && blockIdx.x < phase_clocks::kStampCtas) {
     unsigned sm;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
