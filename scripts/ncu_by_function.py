@@ -17,10 +17,11 @@ in its file (the `__device__` definitions of src/); lines of CUDA's own headers
 keep the header's name.
 """
 import collections
-import csv
 import pathlib
 import re
 import sys
+
+from ncu_top_stalls import number, opcode, sass_page
 
 SRC = pathlib.Path(__file__).resolve().parent.parent / "src"
 
@@ -35,8 +36,7 @@ def sass_lines(path):
             continue
         m = re.match(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*?);", text)
         if m:
-            words = [w for w in m.group(2).split() if not w.startswith("@")]
-            out[int(m.group(1), 16)] = (where, words[0].split(".")[0] if words else "?")
+            out[int(m.group(1), 16)] = (where, opcode(m.group(2)))
     return out
 
 
@@ -57,10 +57,9 @@ def main():
         sys.exit(__doc__)
     offsets = sass_lines(sys.argv[1])
     divisor = float(sys.argv[3]) if len(sys.argv) > 3 else 1.0
-    rows = list(csv.reader(open(sys.argv[2])))
-    header = rows[1]
+    header, rows = sass_page(sys.argv[2])
     executed = header.index("Instructions Executed")
-    body = [r for r in rows[2:] if len(r) > executed and r[0].startswith("0x")]
+    body = [r for r in rows if len(r) > executed and r[0].startswith("0x")]
     base = int(body[0][0], 16)
     defs = definitions()
 
@@ -79,7 +78,7 @@ def main():
     for r in body:
         where, opcode = offsets.get(int(r[0], 16) - base, (None, "?"))
         key = function(where)
-        count = int(r[executed] or 0)
+        count = number(r[executed])
         total[key] += count
         opcodes[key][opcode] += count
     print(f"{sum(total.values()) / divisor:.0f} warp instructions (divided by {divisor:g})")
