@@ -3,7 +3,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -19,7 +18,9 @@
 #include "bench/cuda_check.h"
 #include "bench/graph_timer.h"
 #include "bench/layer_check.h"
+#include "common/instrument.h"
 #include "sparse_decode/dsv4_decode.h"
+#include "sparse_decode/introspection.h"
 
 namespace sparse_decode::bench {
 namespace {
@@ -115,9 +116,9 @@ ShapeOutcome run_shape(BenchContext& ctx, const BenchShape& shape, std::vector<B
       return args;
     };
     const LayerCheck check = check_layer(layer_args(0), ctx.options.check_tokens, ctx.stream);
-    // With SPARSE_DECODE_SKIP_STAGES (a measurement aid that skips kernel
-    // stages) the output is wrong by design: time it anyway.
-    if (!check.passes() && !std::getenv("SPARSE_DECODE_SKIP_STAGES")) {
+    // A diagnostic build's stage skips (instrument.h) make the output wrong
+    // by design: time it anyway.
+    if (!check.passes() && instrument::skip_stages() == 0) {
       std::printf("FAIL T=%lld width=%d kernel %s, not timed: %s\n", static_cast<long long>(shape.tokens), shape.width,
                   kernel_name(kernel), check.summary().c_str());
       return ShapeOutcome::kCheckFailed;

@@ -15,6 +15,7 @@
 #include "bench/graph_timer.h"
 #include "bench/layer_check.h"
 #include "sparse_decode/dsv4_decode.h"
+#include "sparse_decode/introspection.h"
 #include "sparse_decode/dsv4_decode_hca.h"
 #include "testing/device_buffer.h"
 

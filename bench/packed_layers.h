@@ -63,8 +63,8 @@ class PackedBenchLayers {
 
   int count() const { return static_cast<int>(layers_.size()); }
   const PackedBenchLayer& layer(int i) const { return layers_[i]; }
-  void set_kernel(Dsv4Kernel kernel) {  // --kernel auto, cluster or stream
-    for (PackedBenchLayer& l : layers_) l.args.kernel = kernel;
+  void set_kernel(Dsv4Kernel kernel) {  // --kernel auto, cluster, stream or split: the same values
+    for (PackedBenchLayer& l : layers_) l.args.kernel = static_cast<Dsv4PackedKernel>(kernel);
   }
 
   // Bytes one layer moves at the least: T * W rows of 584 bytes, q and out (both BF16).

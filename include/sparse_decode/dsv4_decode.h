@@ -9,19 +9,11 @@
 #include <cstdint>
 
 #include "sparse_decode/status.h"
+#include "sparse_decode/types.h"
 
 struct CUstream_st;  // cudaStream_t without the CUDA headers
 
 namespace sparse_decode {
-
-inline constexpr int kHeadDim = 512;       // dims of q, k and v
-inline constexpr int kSwaColumns = 128;    // leading columns of `indices` that address swa_kv
-inline constexpr int kMaxQueryLen = 16;    // query tokens per request
-
-enum class DType : int32_t {
-  kFloat8E4M3 = 0,  // 1 byte an element
-  kBFloat16 = 1,    // 2 bytes an element
-};
 
 // Which GPU kernel serves a call. All give the same bits for a token
 // whatever the batch (docs/kernels/dispatch.md); kAuto picks the fastest by
@@ -34,30 +26,6 @@ enum class Dsv4Kernel : int32_t {
   kCluster = 1,  // a thread-block cluster a token: small batches
   kStream = 2,   // a CTA a token walking all of its rows: large batches
   kSplit = 3,    // a CTA a group of rows, results combined through the workspace: batches in between
-};
-
-// Where every pointer of a call lives. Host memory runs the double-precision
-// CPU backend (the reference of SPEC.md); device memory runs the GPU kernels.
-enum class MemorySpace : int32_t { kDevice = 0, kHost = 1 };
-
-// A float given either by value or as a pointer to one float32 that the
-// kernel reads when it runs (so a captured CUDA graph sees new values).
-struct ScalarArg {
-  float value = 1.0f;             // used when `device` is null
-  const float* device = nullptr;  // [1] float32, same memory space as the call
-};
-
-// A pool of 512-element rows stored as pages. Row r is page r / page_size,
-// slot r % page_size. NHD [pages, page_size, 1, 512] and HND
-// [pages, 1, page_size, 512] caches with one KV head are both this.
-struct KvPool {
-  const void* data = nullptr;  // [pages, page_size, 512] elements of the call's dtype
-  int64_t pages = 0;           // number of pages
-  int64_t page_size = 1;       // rows per page, >= 1
-  int64_t page_stride = 0;     // elements between pages, >= page_size * row_stride
-  int64_t row_stride = kHeadDim;  // elements between rows of a page, >= 512
-
-  int64_t rows() const { return pages * page_size; }
 };
 
 struct Dsv4DecodeArgs {
@@ -135,13 +103,4 @@ size_t workspace_size(const Dsv4DecodeArgs& args);
 // InvalidArgument naming workspace_bytes.
 Status dsv4_decode(const Dsv4DecodeArgs& args, void* workspace, size_t workspace_bytes,
                    CUstream_st* stream);
-
-// The most tokens for which the cluster kernel runs in one wave on the
-// current device (0 without a device).
-int64_t dsv4_small_batch_max_tokens(const Dsv4DecodeArgs& args);
-
-// The kernel that dsv4_decode runs for these (device) arguments, given a
-// workspace of workspace_size(args) bytes.
-Dsv4Kernel dsv4_chosen_kernel(const Dsv4DecodeArgs& args);
-
 }  // namespace sparse_decode

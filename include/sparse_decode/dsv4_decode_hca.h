@@ -21,8 +21,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "sparse_decode/dsv4_decode.h"  // MemorySpace, KvPool, kHeadDim, kSwaColumns
 #include "sparse_decode/status.h"
+#include "sparse_decode/types.h"
 
 struct CUstream_st;  // cudaStream_t without the CUDA headers
 

@@ -23,8 +23,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "sparse_decode/dsv4_decode.h"  // MemorySpace, kHeadDim
 #include "sparse_decode/status.h"
+#include "sparse_decode/types.h"
 
 struct CUstream_st;  // cudaStream_t without the CUDA headers
 
@@ -37,6 +37,16 @@ inline constexpr int kPackedFp8Dims = 448;     // dims 0..447 are FP8 E4M3, scal
 inline constexpr int kPackedTileDims = 64;     // dims a scale byte covers
 inline constexpr int kPackedTiles = 7;         // kPackedFp8Dims / kPackedTileDims
 inline constexpr int32_t kPackedMaxWidth = 16384;  // most columns of one segment
+
+// Which GPU kernel serves a packed call (docs/kernels/packed.md). Unlike
+// Dsv4Kernel's, these kernels split a token's columns differently: their
+// results agree within the accuracy bound, not bit for bit.
+enum class Dsv4PackedKernel : int32_t {
+  kAuto = 0,
+  kCluster = 1,  // a thread-block cluster a (token, 16-head group): small batches
+  kStream = 2,   // one or two CTAs a (token, 16-head group) walking its rows: large batches
+  kSplit = 3,    // a CTA a run of chunks, shares combined through the workspace: small and middle batches
+};
 
 // A pool of packed rows. Row r is page r / page_size, slot r % page_size.
 // FlashMLA's k_cache [pages, page_size, 1, 584] uint8 is this with
@@ -107,7 +117,7 @@ struct Dsv4PackedDecodeArgs {
   // up to 66 units. kCluster, kStream and kSplit force one
   // (docs/kernels/packed.md; a forced kSplit needs the workspace). The
   // kernels give results within the accuracy bound but not the same bits.
-  Dsv4Kernel kernel = Dsv4Kernel::kAuto;
+  Dsv4PackedKernel kernel = Dsv4PackedKernel::kAuto;
 };
 
 // Checks every argument that the host can check. InvalidArgument names the

@@ -3,9 +3,8 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <atomic>
 
-#include "common/launch_config.h"
+#include "common/per_device.h"
 
 namespace sparse_decode {
 
@@ -16,26 +15,13 @@ Status cuda_status(int error, const char* what) {
 
 namespace {
 
-constexpr int kMaxCachedDevices = 64;
-
-// query(device), queried once a device (a result of 0 is queried again).
-template <class Query>
-int cached_per_device(std::atomic<int> (&cache)[kMaxCachedDevices], int device, Query query) {
-  if (device < kMaxCachedDevices) {
-    if (const int known = cache[device].load(std::memory_order_relaxed); known != 0) return known;
-  }
-  const int value = query(device);
-  if (device < kMaxCachedDevices) cache[device].store(value, std::memory_order_relaxed);
-  return value;
-}
-
 // major * 10 + minor of `device` (0: not known yet).
 int compute_capability(int device) {
-  static std::atomic<int> cache[kMaxCachedDevices] = {};
-  return cached_per_device(cache, device, [](int d) {
+  static PerDeviceCache<int> cache;
+  return cache.get(device, 0, [device] {
     int major = 0, minor = 0;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d);
-    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
     return major * 10 + minor;
   });
 }
@@ -43,15 +29,12 @@ int compute_capability(int device) {
 }  // namespace
 
 int64_t device_sm_count() {
-  static std::atomic<int> cache[kMaxCachedDevices] = {};
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return cached_per_device(cache, device, [](int d) {
+  static PerDeviceCache<int> cache;
+  const int device = current_device();
+  if (device < 0) return 0;
+  return cache.get(device, 0, [device] {
     int sms = 0;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d) != cudaSuccess) {
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
       cudaGetLastError();
       return 0;
     }
@@ -76,23 +59,7 @@ Status hopper_device_status(const std::string& prefix) {
   return Status::Ok();
 }
 
-Status OncePerDevice::run() {
-  int device = 0;
-  int error = cudaGetDevice(&device);
-  if (error == cudaSuccess) {
-    if (device < kMaxDevices) {
-      std::call_once(once_[device], [this, device] { error_[device] = setup_(); });
-      error = error_[device];
-    } else {
-      error = setup_();
-    }
-  }
-  return cuda_status(error, what_);
-}
-
-Status launch_kernel(const void* kernel, int64_t ctas, int threads, size_t smem, bool pdl, CUstream_st* stream,
-                     void* params, const char* what) {
-  LaunchConfig launch(ctas, threads, smem, pdl, stream);
+Status launch_kernel(const void* kernel, const LaunchConfig& launch, void* params, const char* what) {
   void* kernel_args[] = {params};
   return cuda_status(cudaLaunchKernelExC(&launch.config, kernel, kernel_args), what);
 }

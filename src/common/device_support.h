@@ -1,14 +1,13 @@
-// Whether the current CUDA device can run this build's kernels (sm_90a).
+// The current CUDA device: whether it runs this build's kernels (sm_90a),
+// its SMs, and the launch of a kernel on it.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <string>
 
+#include "common/launch.h"
 #include "sparse_decode/status.h"
-
-struct CUstream_st;
 
 namespace sparse_decode {
 
@@ -36,27 +35,8 @@ size_t split_launch_smem(size_t smem, int64_t ctas, bool pdl);
 // Ok, or CudaError "what: <CUDA's message>" for `error` (a cudaError_t).
 Status cuda_status(int error, const char* what);
 
-// Launches `kernel` (one parameter struct at `params`) on `ctas` x `threads`
-// with `smem` bytes of dynamic shared memory, as a programmatic dependent
-// launch when `pdl`; the result as cuda_status(..., what).
-Status launch_kernel(const void* kernel, int64_t ctas, int threads, size_t smem, bool pdl, CUstream_st* stream,
-                     void* params, const char* what);
-
-// Set-up that must run once for each device (kernel attributes belong to a
-// device's context): the first call on a device runs it, later calls return
-// its outcome.
-class OncePerDevice {
- public:
-  using Setup = int (*)();  // returns a cudaError_t
-  OncePerDevice(Setup setup, const char* what) : setup_(setup), what_(what) {}
-  Status run();
-
- private:
-  static constexpr int kMaxDevices = 64;
-  Setup setup_;
-  const char* what_;
-  std::once_flag once_[kMaxDevices];
-  int error_[kMaxDevices] = {};
-};
+// Launches `kernel` (one parameter struct at `params`) as `launch` says;
+// the result as cuda_status(..., what). Every kernel of the library starts here.
+Status launch_kernel(const void* kernel, const LaunchConfig& launch, void* params, const char* what);
 
 }  // namespace sparse_decode

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-#include "dsv4/validate_plain.h"
+#include "dsv4/validate_rows.h"
 #include "sparse_decode/dsv4_decode.h"
 
 namespace sparse_decode {

@@ -1,0 +1,213 @@
+// The latency chain of a chunk, step by step (diagnostic build only:
+// cmake -DSPARSE_DECODE_DIAGNOSTICS=ON). Runs the FP8 16-head stream or
+// split kernel on a synthetic problem with the L2 flushed before each run
+// and prints, for CTA 0 and the first thread of each warpgroup, the cycles
+// between the marks of src/dsv4/chunk_steps.cuh:
+//   0 loop top, 1 rows visible (wait + barrier), 2 next gather issued,
+//   3 scores stored (wgmma), 4 barrier, 5 softmax, 6 barrier, 7 P V + fold.
+// Then every CTA's span marks by %globaltimer (ns from the earliest entry):
+// the earliest, median and latest CTA at each mark (split, cluster and stream).
+//   phase-clocks [stream|split|cluster|packed-split|packed-stream] [tokens] [width]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "common/instrument.cuh"
+#include "sparse_decode/dsv4_decode.h"
+#include "sparse_decode/dsv4_decode_packed.h"
+#include "testing/device_buffer.h"
+#include "testing/dsv4_problem.h"
+
+using namespace sparse_decode;
+namespace clocks = sparse_decode::instrument::phase_clocks;
+
+// CTA 0's span marks (phase_clocks::kSpanRow) of each math warpgroup: cycles from the previous mark.
+void print_span(const std::vector<unsigned long long>& marks) {
+  for (int wg = 0; wg < clocks::kWarpgroups; ++wg) {
+    const unsigned long long* m = &marks[(wg * (clocks::kChunks + 1) + clocks::kSpanRow) * clocks::kMarks];
+    std::printf("%2d", wg);
+    for (int k = 1; k < clocks::kMarks && m[k] != 0; ++k) std::printf(" %7lld", static_cast<long long>(m[k] - m[k - 1]));
+    std::printf("\n");
+  }
+}
+
+// Every CTA's span marks by %globaltimer, relative to the earliest entry:
+// the earliest, median and latest CTA at each mark, then the CTAs that ended last.
+void print_stamps(const std::vector<unsigned long long>& stamps) {
+  // Every CTA's span marks by %globaltimer, relative to the earliest entry.
+  unsigned long long first_entry = ~0ull;
+  int ctas = 0;
+  for (int c = 0; c < clocks::kStampCtas && stamps[c * clocks::kMarks] != 0; ++c, ++ctas) {
+    first_entry = std::min(first_entry, stamps[c * clocks::kMarks]);
+  }
+  if (ctas == 0) return;
+  std::printf("%d CTAs%s, span marks by %%globaltimer, ns from the earliest entry: earliest / median / latest CTA\n",
+              ctas, ctas == clocks::kStampCtas ? " (the first ones only)" : "");
+  for (int k = 0; k < clocks::kSmSlot; ++k) {
+    std::vector<long long> at;
+    for (int c = 0; c < ctas; ++c) {
+      const unsigned long long t = stamps[c * clocks::kMarks + k];
+      if (t != 0) at.push_back(static_cast<long long>(t - first_entry));
+    }
+    if (at.empty()) continue;
+    std::sort(at.begin(), at.end());
+    std::printf("mark %d: %6lld %6lld %6lld\n", k, at.front(), at[at.size() / 2], at.back());
+  }
+  // The CTAs that ended last: their SM, entry and each later mark (ns from the earliest entry).
+  int last_mark = 0;
+  for (int k = 1; k < clocks::kSmSlot; ++k) {
+    if (stamps[k] != 0) last_mark = k;
+  }
+  std::vector<int> order(ctas);
+  for (int c = 0; c < ctas; ++c) order[c] = c;
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return stamps[a * clocks::kMarks + last_mark] > stamps[b * clocks::kMarks + last_mark];
+  });
+  std::printf("the last CTAs to reach mark %d: cta sm | marks 0..%d\n", last_mark, last_mark);
+  for (int i = 0; i < std::min(ctas, 12); ++i) {
+    const unsigned long long* m = &stamps[order[i] * clocks::kMarks];
+    std::printf("%5d %3llu |", order[i], m[clocks::kSmSlot]);
+    for (int k = 0; k <= last_mark; ++k) std::printf(" %6lld", m[k] ? static_cast<long long>(m[k] - first_entry) : -1ll);
+    std::printf("\n");
+  }
+}
+
+// The packed stream kernel's split path or stream kernel (kernel "packed-split"
+// or "packed-stream") on a synthetic packed problem: CTA 0's span marks and
+// every CTA's stamps.
+int run_packed(const std::string& kernel, int64_t tokens, int32_t width) {
+  testing::Dsv4PackedProblemConfig config;
+  config.tokens = tokens;
+  config.extra_width = width - kSwaColumns;
+  config.extra_rows = 1 << 18;  // 153 MB of rows (more than L2): the gather reads DRAM
+  const testing::Dsv4PackedProblem problem = testing::make_dsv4_packed_problem(config);
+  testing::Dsv4PackedDeviceProblem device(problem);
+  Dsv4PackedDecodeArgs& args = device.args;
+  args.kernel = kernel == "packed-split" ? Dsv4Kernel::kSplit : Dsv4Kernel::kStream;
+  const size_t bytes = workspace_size(args);
+  testing::DeviceBuffer workspace(bytes > 0 ? bytes : 16);
+  testing::DeviceBuffer flush(size_t{512} << 20);
+  for (int run = 0; run < 3; ++run) {
+    flush.fill_bytes(static_cast<uint8_t>(run));
+    const Status status = dsv4_decode_packed(args, workspace.get(), workspace.bytes(), nullptr);
+    if (!status.ok()) {
+      std::printf("dsv4_decode_packed: %s\n", status.message().c_str());
+      return 1;
+    }
+    testing::check_cuda(cudaDeviceSynchronize(), "the decode");
+  }
+  std::vector<unsigned long long> marks(clocks::kCount), stamps(clocks::kStampCount, 0);
+  int error = clocks::read_packed_stream(marks.data());
+  if (error == 0) error = clocks::read_packed_stream_stamps(stamps.data());
+  testing::check_cuda(error, "reading the clocks");
+  std::printf("%s, T = %lld, W = %d; CTA 0 span, cycles from the previous mark (0 entry, 1 math warps' start,\n"
+              "2 q converted, 3 first rows landed, 4 walk end, 5 results stored or written)\n",
+              kernel.c_str(), static_cast<long long>(tokens), width);
+  print_span(marks);
+  print_stamps(stamps);
+  return 0;
+}
+
+// The split path's combine CTAs (stamp rows from kCombineRow: 0 entry, 1 past
+// the dependency wait, 2 folded and stored), ns from the split kernel's
+// earliest entry: earliest / median / latest CTA at each mark.
+void print_combine_stamps(const std::vector<unsigned long long>& stamps) {
+  unsigned long long first_entry = ~0ull;
+  for (int c = 0; c < clocks::kCombineRow && stamps[c * clocks::kMarks] != 0; ++c) {
+    first_entry = std::min(first_entry, stamps[c * clocks::kMarks]);
+  }
+  for (int k = 0; k < 3; ++k) {
+    std::vector<long long> at;
+    for (int c = clocks::kCombineRow; c < clocks::kStampCtas && stamps[c * clocks::kMarks] != 0; ++c) {
+      const unsigned long long t = stamps[c * clocks::kMarks + k];
+      if (t != 0) at.push_back(static_cast<long long>(t - first_entry));
+    }
+    if (at.empty()) return;
+    std::sort(at.begin(), at.end());
+    std::printf("combine mark %d (%zu CTAs): %6lld %6lld %6lld\n", k, at.size(), at.front(), at[at.size() / 2],
+                at.back());
+  }
+}
+
+int main(int argc, char** argv) {
+  const std::string kernel = argc > 1 ? argv[1] : "stream";
+  if (kernel.rfind("packed", 0) == 0) {
+    return run_packed(kernel, argc > 2 ? std::atoll(argv[2]) : 1, argc > 3 ? std::atoi(argv[3]) : 640);
+  }
+  testing::Dsv4ProblemConfig config;
+  config.tokens = argc > 2 ? std::atoll(argv[2]) : 1;
+  config.width = argc > 3 ? std::atoi(argv[3]) : 640;
+  config.lens = false;
+  config.compressed_rows = 1 << 18;  // 128 MB of rows (more than L2): the gather reads DRAM
+  const testing::Dsv4Problem problem = testing::make_dsv4_problem(config);
+  testing::Dsv4DeviceProblem device(problem);
+  device.args.kernel = kernel == "split"     ? Dsv4Kernel::kSplit
+                       : kernel == "cluster" ? Dsv4Kernel::kCluster
+                                             : Dsv4Kernel::kStream;
+  const size_t bytes = workspace_size(device.args);
+  testing::DeviceBuffer workspace(bytes > 0 ? bytes : 16);
+  testing::DeviceBuffer flush(size_t{512} << 20);
+  std::vector<unsigned long long> marks(clocks::kCount);
+  for (int run = 0; run < 3; ++run) {
+    flush.fill_bytes(static_cast<uint8_t>(run));
+    const Status status = dsv4_decode(device.args, workspace.get(), workspace.bytes(), nullptr);
+    if (!status.ok()) {
+      std::printf("dsv4_decode: %s\n", status.message().c_str());
+      return 1;
+    }
+    testing::check_cuda(cudaDeviceSynchronize(), "the decode");
+  }
+  // A stream call of at most one token an SM runs the deep stream kernel (4 tiles).
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  std::vector<unsigned long long> stamps(clocks::kStampCount, 0);
+  // The deep kernel runs with P V warps from 5 chunks a token (launch.cu;
+  // SPARSE_DECODE_DEEP=1 or 2 overrides that there).
+  const bool deep = config.tokens <= sms;
+  const char* deep_override = std::getenv("SPARSE_DECODE_DEEP");
+  const int forced = deep_override ? std::atoi(deep_override) : 0;
+  const bool pipelined = forced == 2 || (forced != 1 && config.width > 256);
+  int error = kernel == "split"       ? clocks::read_split(marks.data())
+              : kernel == "cluster"   ? clocks::read_cluster(marks.data())
+              : deep && pipelined     ? clocks::read_stream_pv_warps(marks.data())
+              : deep                  ? clocks::read_stream_deep(marks.data())
+                                      : clocks::read_stream(marks.data());
+  if (error == 0 && kernel == "split") error = clocks::read_split_stamps(stamps.data());
+  if (error == 0 && kernel == "stream") {
+    error = deep && pipelined ? clocks::read_stream_pv_warps_stamps(stamps.data())
+            : deep            ? clocks::read_stream_deep_stamps(stamps.data())
+                              : clocks::read_stream_stamps(stamps.data());
+  }
+  if (error == 0 && kernel == "cluster") error = clocks::read_cluster_stamps(stamps.data());
+  testing::check_cuda(error, "reading the clocks");
+  int khz = 0;
+  cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0);
+  std::printf("%s kernel, T = %lld, W = %d, SM clock %d MHz; cycles from the previous mark\n", kernel.c_str(),
+              static_cast<long long>(config.tokens), config.width, khz / 1000);
+  // Stream kernels with producers mark no gather step (mark 2 follows mark 1 at once).
+  std::printf("wg chunk |  wait+bar  gather  scores  bar  softmax  bar  pv+fold | chunk\n");
+  // (The one-tile walk of the cluster kernel: mark 1 follows the gather's
+  // issue and the wait, mark 2 the CTA barrier.) Chunks CTA 0 did not walk
+  // are left out.
+  const int chunks = (config.width + 63) / 64;
+  for (int wg = 0; wg < clocks::kWarpgroups; ++wg) {
+    for (int c = 0; c < chunks && c < clocks::kChunks; ++c) {
+      const unsigned long long* m = &marks[(wg * (clocks::kChunks + 1) + c) * clocks::kMarks];
+      if (m[0] == 0 && m[clocks::kMarks - 1] == 0) continue;
+      std::printf("%2d %5d |", wg, c);
+      for (int k = 1; k < clocks::kMarks; ++k) std::printf(" %7lld", static_cast<long long>(m[k] - m[k - 1]));
+      std::printf(" | %7lld\n", static_cast<long long>(m[clocks::kMarks - 1] - m[0]));
+    }
+  }
+  std::printf("CTA 0 span, cycles from the previous span mark (0 entry, 1 walk start, then the kernel's own:\n"
+              "stream 2 query landed, 3 walk end, 4 stored; split 2 walk end, 3 group written; cluster 2 walk\n"
+              "end, 3 cluster wait, 4 sent, 5 received, 6 stored)\n");
+  print_span(marks);
+  print_stamps(stamps);
+  if (kernel == "split") print_combine_stamps(stamps);
+  return 0;
+}

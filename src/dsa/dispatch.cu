@@ -1,0 +1,121 @@
+// Launch of the dsa_decode kernels (docs/kernels/dsa.md): the split kernel on
+// a (row, split) grid, then with splits > 1 the combine kernel (kSlices CTAs
+// a row), programmatic dependent launch between them.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <string>
+
+#include "common/device_support.h"
+#include "common/dispatch.h"
+#include "common/per_device.h"
+#include "dsa/kernels/dsa_kernel.cuh"
+
+namespace sparse_decode::dsa {
+namespace {
+
+int set_kernel_attributes() {
+  cudaError_t error = cudaFuncSetAttribute(dsa_split_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(sizeof(DsaSmem<false>)));
+  if (error != cudaSuccess) return error;
+  return cudaFuncSetAttribute(dsa_split_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(sizeof(DsaSmem<true>)));
+}
+
+Status configure_kernels() {
+  static OncePerDevice configured(set_kernel_attributes, "configuring the dsa_decode kernels");
+  return configured.run();
+}
+
+// The splits the kernels run: split s takes region columns s, s + splits,
+// ... (docs/dsa_layout.md, decision 4), so splits past the R columns read
+// nothing and weigh 0 in the combine (their partials are zeros). Running
+// min(splits, R) of them, at least 2 so that the same combine runs, gives
+// the same partition and the same bits without the empty CTAs.
+int32_t launched_splits(const DsaDecodeArgs& a) {
+  return a.splits <= 1 ? a.splits : std::max(2, std::min(a.splits, a.num_regions));
+}
+
+DsaParams make_params(const DsaDecodeArgs& a, void* workspace) {
+  const int64_t element = a.cache_dtype == DType::kFloat8E4M3 ? 1 : 2;
+  DsaParams p = {};
+  p.q = static_cast<const uint16_t*>(a.q);
+  p.q_row_stride = a.q_row_stride;
+  p.q_head_stride = a.q_head_stride;
+  p.out = static_cast<uint16_t*>(a.out);
+  p.out_row_stride = a.out_row_stride;
+  p.out_head_stride = a.out_head_stride;
+  p.cache = static_cast<const uint8_t*>(a.cache);
+  p.page_stride = a.cache_page_stride * element;
+  p.group_stride = a.cache_group_stride * element;
+  p.slot_stride = a.cache_slot_stride * element;
+  p.num_pages = a.num_pages;
+  p.block_size = a.block_size;
+  p.k_scale = a.k_scale;
+  p.v_scale = a.v_scale;
+  p.block_table = a.block_table;
+  p.block_table_stride = a.block_table_stride;
+  p.max_blocks = a.max_blocks;
+  p.query_len = a.query_len;
+  p.groups = a.num_groups;
+  p.heads = a.num_heads;
+  p.regions = a.regions;
+  p.regions_stride = a.regions_stride;
+  p.num_regions = a.num_regions;
+  p.positions = a.positions;
+  p.active = a.active;
+  p.clear_inactive = a.clear_inactive ? 1 : 0;
+  p.scale = a.scale;
+  p.splits = launched_splits(a);
+  p.gate = a.gate;
+  p.gate_is_f32 = a.gate_dtype == DsaGateDType::kFloat32 ? 1 : 0;
+  p.gate_token_stride = a.gate_token_stride;
+  p.rows = a.num_rows;
+  if (p.splits > 1) {
+    p.partial = static_cast<float*>(workspace);
+    p.lse = p.partial + a.num_rows * p.splits * a.num_heads * kDsaHeadDim;
+  }
+  return p;
+}
+
+}  // namespace
+
+Status dsa_kernels_support(const DsaDecodeArgs& args) {
+  if (Status status = hopper_device_status("dsa_decode: "); !status.ok()) return status;
+  if (args.num_rows > INT_MAX / args.splits) {
+    return Status::NotSupported("dsa_decode: num_rows * splits must be at most 2^31 - 1 CTAs, got num_rows = " +
+                                std::to_string(args.num_rows) + ", splits = " + std::to_string(args.splits));
+  }
+  if (args.splits > 1 && args.num_rows > INT_MAX / DsaCombineTraits::kSlices) {
+    return Status::NotSupported("dsa_decode: num_rows must be at most (2^31 - 1) / " +
+                                std::to_string(DsaCombineTraits::kSlices) + " with splits > 1 (combine CTAs), got " +
+                                std::to_string(args.num_rows));
+  }
+  return Status::Ok();
+}
+
+Status launch_dsa(const DsaDecodeArgs& args, void* workspace, CUstream_st* stream) {
+  if (Status status = configure_kernels(); !status.ok()) return status;
+  DsaParams p = make_params(args, workspace);
+  const bool fp8 = args.cache_dtype == DType::kFloat8E4M3;
+  const void* split = fp8 ? reinterpret_cast<const void*>(&dsa_split_kernel<true>)
+                          : reinterpret_cast<const void*>(&dsa_split_kernel<false>);
+  const size_t smem = fp8 ? sizeof(DsaSmem<true>) : sizeof(DsaSmem<false>);
+  if (Status status = launch_kernel(split, LaunchConfig(args.num_rows * p.splits, DsaTraits::kThreads, smem,
+                                                        args.enable_pdl, stream),
+                                    &p, "launching the dsa_decode split kernel");
+      !status.ok()) {
+    return status;
+  }
+  if (p.splits == 1) return Status::Ok();
+  // The combine kernel always overlaps the split kernel's tail (PDL).
+  const void* combine = with_bound<4, 8, 16, 32>(p.splits, [](auto bound) {
+    return reinterpret_cast<const void*>(&dsa_combine_kernel<decltype(bound)::value>);
+  });
+  return launch_kernel(combine, LaunchConfig(args.num_rows * DsaCombineTraits::kSlices, DsaCombineTraits::kThreads, 0,
+                                             true, stream),
+                       &p, "launching the dsa_decode combine kernel");
+}
+
+}  // namespace sparse_decode::dsa

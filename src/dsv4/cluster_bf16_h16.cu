@@ -1,7 +1,0 @@
-// Explicit instantiation: the cluster kernel, BF16, 16 heads, one KV tile.
-#include "dsv4/cluster_kernel.cuh"
-#include "dsv4/launch.h"
-
-namespace sparse_decode::dsv4 {
-const void* cluster_kernel_bf16_h16() { return reinterpret_cast<const void*>(&cluster_kernel<ClusterTraitsBf16>); }
-}  // namespace sparse_decode::dsv4

@@ -1,0 +1,12 @@
+// Explicit instantiation: the cluster kernel, FP8 E4M3, 16 heads.
+#include "dsv4/instantiations/kernels.h"
+#include "dsv4/kernels/cluster_kernel.cuh"
+
+namespace sparse_decode::dsv4 {
+const void* cluster_kernel_fp8_h16() { return reinterpret_cast<const void*>(&cluster_kernel<ClusterTraitsFp8>); }
+}  // namespace sparse_decode::dsv4
+
+#if defined(SPARSE_DECODE_DIAGNOSTICS)
+int sparse_decode::instrument::phase_clocks::read_cluster(unsigned long long* host) { return copy_clocks(host); }
+int sparse_decode::instrument::phase_clocks::read_cluster_stamps(unsigned long long* host) { return copy_stamps(host); }
+#endif

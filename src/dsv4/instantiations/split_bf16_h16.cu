@@ -1,0 +1,12 @@
+// Explicit instantiation: the split and combine kernels, BF16, 16 heads.
+#include "dsv4/instantiations/kernels.h"
+#include "dsv4/kernels/split_kernel.cuh"
+
+namespace sparse_decode::dsv4 {
+const void* split_kernel_bf16_h16() { return reinterpret_cast<const void*>(&split_kernel<SplitTraitsBf16>); }
+const void* combine_kernel_bf16_h16(bool few_units) {
+  using Workspace = SplitWorkspace<SplitTraitsBf16>;
+  return few_units ? reinterpret_cast<const void*>(&combine_kernel<SplitTraitsBf16, Workspace::kFewUnitsSlices>)
+                   : reinterpret_cast<const void*>(&combine_kernel<SplitTraitsBf16, Workspace::kCombineSlices>);
+}
+}  // namespace sparse_decode::dsv4

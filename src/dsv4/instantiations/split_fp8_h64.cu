@@ -1,0 +1,12 @@
+// Explicit instantiation: the split and combine kernels, FP8 E4M3, 64 heads a CTA (docs/kernels/heads64.md).
+#include "dsv4/instantiations/kernels.h"
+#include "dsv4/kernels/split_kernel.cuh"
+
+namespace sparse_decode::dsv4 {
+const void* split_kernel_fp8_h64() { return reinterpret_cast<const void*>(&split_kernel<SplitTraitsFp8H64>); }
+const void* combine_kernel_fp8_h64(bool) {  // a few units' slices are the usual ones at 64 heads
+  using Workspace = SplitWorkspace<SplitTraitsFp8H64>;
+  static_assert(Workspace::kFewUnitsSlices == Workspace::kCombineSlices);
+  return reinterpret_cast<const void*>(&combine_kernel<SplitTraitsFp8H64, Workspace::kCombineSlices>);
+}
+}  // namespace sparse_decode::dsv4

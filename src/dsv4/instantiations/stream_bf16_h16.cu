@@ -1,0 +1,7 @@
+// Explicit instantiation: the stream kernel, BF16, 16 heads, two KV tiles.
+#include "dsv4/instantiations/kernels.h"
+#include "dsv4/kernels/stream_kernel.cuh"
+
+namespace sparse_decode::dsv4 {
+const void* stream_kernel_bf16_h16() { return reinterpret_cast<const void*>(&stream_kernel<StreamTraitsBf16>); }
+}  // namespace sparse_decode::dsv4

@@ -1,0 +1,10 @@
+// Explicit instantiation: the BF16 stream kernel (16 heads) in two dim parts,
+// two CTAs a (token, head group) (docs/kernels/bf16.md, "Eighth session").
+#include "dsv4/instantiations/kernels.h"
+#include "dsv4/kernels/stream_kernel.cuh"
+
+namespace sparse_decode::dsv4 {
+const void* stream_halves_kernel_bf16_h16() {
+  return reinterpret_cast<const void*>(&stream_kernel<StreamHalvesTraitsBf16>);
+}
+}  // namespace sparse_decode::dsv4

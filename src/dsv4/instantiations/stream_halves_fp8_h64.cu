@@ -1,0 +1,10 @@
+// Explicit instantiation: the 64-head FP8 stream kernel in two dim parts, two
+// CTAs a (token, head group) (docs/kernels/heads64.md, "Eighth session").
+#include "dsv4/instantiations/kernels.h"
+#include "dsv4/kernels/stream_kernel.cuh"
+
+namespace sparse_decode::dsv4 {
+const void* stream_halves_kernel_fp8_h64() {
+  return reinterpret_cast<const void*>(&stream_kernel<StreamHalvesTraitsFp8H64>);
+}
+}  // namespace sparse_decode::dsv4

@@ -1,0 +1,17 @@
+// Explicit instantiation: the deep stream kernel with P V warps (4 KV
+// tiles, 1 CTA an SM; P V of a chunk beside the next chunk's scores), FP8 E4M3, 16 heads.
+#include "dsv4/instantiations/kernels.h"
+#include "dsv4/kernels/stream_kernel.cuh"
+
+namespace sparse_decode::dsv4 {
+const void* stream_pv_warps_kernel_fp8_h16() {
+  return reinterpret_cast<const void*>(&stream_kernel<StreamPvWarpsTraitsFp8>);
+}
+}  // namespace sparse_decode::dsv4
+
+#if defined(SPARSE_DECODE_DIAGNOSTICS)
+int sparse_decode::instrument::phase_clocks::read_stream_pv_warps(unsigned long long* host) { return copy_clocks(host); }
+int sparse_decode::instrument::phase_clocks::read_stream_pv_warps_stamps(unsigned long long* host) {
+  return copy_stamps(host);
+}
+#endif

@@ -1,0 +1,198 @@
+// The stream kernel of dsv4_decode (large batches): one CTA a (token, head
+// group) (or two, each outputting half of the dims) walks all of the token's
+// chunks, the next chunk's gather in flight during this one's math, and
+// folds each group's P V sum into registers in group order: the same groups
+// and the same fold as the cluster kernel and the split path, so the bits
+// agree. docs/kernels/large_batch.md explains
+// the design and its measurements; docs/kernels/heads64.md the 64-head form.
+#pragma once
+
+#include "common/ptx/sync.cuh"
+#include "dsv4/steps/chunk_steps.cuh"
+
+namespace sparse_decode::dsv4 {
+
+// Folds the group that just ended (its statistics in running_max[slot] /
+// running_sum[slot]) into a head's fold state, in group order.
+template <class Traits>
+__device__ __forceinline__ FoldWeights fold_head(const ChunkSmem<Traits>& s, FoldState& state, int head, int slot) {
+  return fold_group(state, s.running_max[slot][head], s.running_sum[slot][head]);
+}
+
+// out (dim groups from first_group) <- fold of the group's P V sum: the
+// values the split path and the cluster kernel send, folded as they fold
+// them. fold(t, b): the FoldWeights of head 16t + lane / 4 + 8b.
+template <class Traits, int kGroups, class Fold>
+__device__ __forceinline__ void fold_dim_groups(OutputFragment<Traits>& out, int first_group,
+                                                const DimGroupFragment<Traits, kGroups>& group, Fold&& fold) {
+#pragma unroll
+  for (int t = 0; t < Traits::kHeadTiles; ++t)
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {  // fragment values [0], [1]: top head; [2], [3]: bottom head
+      const FoldWeights w = fold(t, b);
+#pragma unroll
+      for (int g = 0; g < kGroups; ++g)
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+#pragma unroll
+          for (int par = 0; par < 2; ++par) {
+            const float(&x)[4] = group[t][g][half][par];
+            float(&o)[4] = out[t][first_group + g][half][par];
+            o[2 * b] = fold_value(o[2 * b], w, x[2 * b]);
+            o[2 * b + 1] = fold_value(o[2 * b + 1], w, x[2 * b + 1]);
+          }
+    }
+}
+
+// Walks the token's chunks and folds every group into out; state[t][b] is
+// then the fold state of head 16t + lane / 4 + 8b.
+// At 16 heads the group's P V fragment accumulates over its chunks and is
+// folded at its end, the fold state in registers. At 64 heads (groups of one
+// chunk: the launcher's rule) the group's statistics are final before its
+// P V, so each 32-dim group of its P V is folded as soon as it is computed
+// (64 of its 128 floats live next to out), the fold state and weights in
+// shared memory (thread h folds head h).
+template <class Traits>
+__device__ __forceinline__ void walk_and_fold(StreamSmem<Traits>& smem, const Dsv4Params& p, const TokenScope& scope,
+                                              FoldState (&state)[Traits::kHeadTiles][2],
+                                              OutputFragment<Traits>& out) {
+  ChunkSmem<Traits>& s = smem.chunk;
+  const int lane = threadIdx.x % 32;
+  if constexpr (Traits::kStreamFoldsByDimGroup) {
+    auto& folds = smem.folds;
+    const int tid = threadIdx.x;
+    const int first_dim_group = first_output_dim_group<Traits>();
+    if (tid < Traits::kHeads) folds.max[tid] = -INFINITY, folds.sum[tid] = 0.0f;  // seen after the walk's barriers
+    walk_chunks<Traits>(s, p, scope, 0, p.chunks, 1, [&](int buffer, bool, bool, int slot) {
+      if (tid < Traits::kHeads) {
+        FoldState head_state{folds.max[tid], folds.sum[tid]};
+        const FoldWeights w = fold_head<Traits>(s, head_state, tid, slot);
+        folds.max[tid] = head_state.max, folds.sum[tid] = head_state.sum;
+        folds.keep[tid] = w.keep, folds.take[tid] = w.take;
+      }
+      math_sync<Traits>();
+      // The __syncwarp ends a dim group: without it ptxas overlaps the two
+      // dim groups' MMAs and folds and spills ~100 values (with it, none). The
+      // rolled loop it replaces rotated all of out (128 moves) each dim group.
+#pragma unroll
+      for (int g = 0; g < Traits::kOutputDimGroups; ++g) {
+        DimGroupFragment<Traits, 1> group = {};  // a group starts from +0
+        accumulate_dims<Traits, 1>(s, buffer, group, first_dim_group + g, slot);
+        fold_dim_groups<Traits, 1>(out, g, group, [&](int t, int b) {
+          const int head = 16 * t + lane / 4 + 8 * b;
+          return FoldWeights{folds.keep[head], folds.take[head]};
+        });
+        __syncwarp();
+      }
+    });
+    math_sync<Traits>();
+#pragma unroll
+    for (int t = 0; t < Traits::kHeadTiles; ++t)
+#pragma unroll
+      for (int b = 0; b < 2; ++b) {
+        const int head = 16 * t + lane / 4 + 8 * b;
+        state[t][b] = FoldState{folds.max[head], folds.sum[head]};
+      }
+  } else {
+    walk_groups<Traits>(s, p, scope, 0, p.chunks, p.chunks_per_group, [&](OutputFragment<Traits>& group, int slot) {
+      FoldWeights folds[Traits::kHeadTiles][2];
+#pragma unroll
+      for (int t = 0; t < Traits::kHeadTiles; ++t)
+#pragma unroll
+        for (int b = 0; b < 2; ++b) {
+          folds[t][b] = fold_head<Traits>(s, state[t][b], 16 * t + lane / 4 + 8 * b, slot);
+        }
+      fold_dim_groups<Traits, Traits::kOutputDimGroups>(out, 0, group, [&](int t, int b) { return folds[t][b]; });
+    });
+  }
+}
+
+// The first thread of the warps that walk P V and store (span marks 1, 3, 4).
+template <class Traits>
+inline constexpr unsigned kPvFirstThread = Traits::kPvWarps > 0 ? Traits::kThreads : 0;
+
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kLaunchThreads, resident_ctas(sizeof(StreamSmem<Traits>)))
+    stream_kernel(const __grid_constant__ Dsv4Params p) {
+  extern __shared__ __align__(16) uint8_t smem_bytes[];
+  StreamSmem<Traits>& smem = *reinterpret_cast<StreamSmem<Traits>*>(smem_bytes);
+  ChunkSmem<Traits>& s = smem.chunk;
+  const unsigned unit = blockIdx.x / Traits::kDimParts;  // token * head_groups + head group
+  const int64_t token = unit / p.head_groups;
+  const HeadGroup heads = head_group<Traits::kHeads>(p, static_cast<int>(unit % p.head_groups));
+  const int first_dim_group = first_output_dim_group<Traits>();
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  if (instrument::skips(p, instrument::kSkipAll)) return;
+  instrument::phase_span(0);
+
+  const float sink = p.sinks && tid < heads.count ? p.sinks[heads.first + tid] : -INFINITY;
+  ptx::grid_dependency_wait();
+  // The producers' first indices, loaded before the token's scope (lens,
+  // seq_lens): the two DRAM trips overlap instead of following each other.
+  int32_t first_index = -1;
+  if constexpr (Traits::kProducerWarps > 0) {
+    if (warp >= Traits::kFirstProducerWarp) first_index = producer_index<Traits>(p, token, 0);
+  }
+  load_query<Traits>(s, p, token, heads);
+  const TokenScope scope = token_scope<Traits>(s, p, token, heads, true, sink, -1);
+  if constexpr (Traits::kProducerWarps > 0) {
+    // The producer warpgroup copies the rows with few registers; the math warps take the rest.
+    using Registers = ProducerRegisters<Traits, resident_ctas(sizeof(StreamSmem<Traits>))>;
+    if (warp >= Traits::kFirstProducerWarp) {
+      ptx::setmaxnreg_dec<Registers::kProducer>();
+      produce_chunks<Traits>(s, p, scope, 0, p.chunks, first_index);
+      return;
+    }
+    ptx::setmaxnreg_inc<Registers::kMath>();
+  }
+  if constexpr (Traits::kPvWarps > 0) {
+    // The scoring warps hand each chunk to the P V warps, which fold and store.
+    if (tid < Traits::kThreads) {
+      score_chunks<Traits>(s, p, scope, p.chunks, p.chunks_per_group);
+      return;
+    }
+  }
+  const int store_warp = warp - (Traits::kPvWarps > 0 ? Traits::kWarps : 0);  // among the warps that run P V
+  const float bmm2 = p.bmm2_scale_ptr ? *p.bmm2_scale_ptr : p.bmm2_scale;
+
+  // This thread's heads in tile t: 16t + lane / 4 (fragment elements 0, 1) and 16t + lane / 4 + 8 (2, 3).
+  FoldState state[Traits::kHeadTiles][2];
+  OutputFragment<Traits> out = {};
+  instrument::phase_span(1, kPvFirstThread<Traits>);
+  walk_and_fold<Traits>(smem, p, scope, state, out);
+  instrument::phase_span(3, kPvFirstThread<Traits>);
+  if (instrument::skips(p, instrument::kSkipMath)) return;
+
+  uint16_t* out_token = p.out + token * p.out_token_stride + heads.first * p.out_head_stride;
+#pragma unroll
+  for (int t = 0; t < Traits::kHeadTiles; ++t) {
+    const int top_head = 16 * t + lane / 4, bottom_head = top_head + 8;
+    const float top_scale = output_scale(state[t][0], s.sink_log2[top_head], bmm2);
+    const float bottom_scale = output_scale(state[t][1], s.sink_log2[bottom_head], bmm2);
+    const bool bottom_exists = bottom_head < heads.count;  // not with H = 8
+    if (p.lse && first_dim_group == 0 && store_warp == 0 && lane % 4 == 0) {
+      float* lse = p.lse + token * p.lse_token_stride + heads.first;
+      lse[top_head] = output_lse(state[t][0]);
+      if (bottom_exists) lse[bottom_head] = output_lse(state[t][1]);
+    }
+#pragma unroll
+    for (int g = 0; g < Traits::kOutputDimGroups; ++g)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        // Granule lane % 4 of this 16-dim half: its values are (n-tile 0, n-tile 1) x
+        // [0], [1] of the top head, [2], [3] of the bottom one.
+        const int first_dim =
+            store_warp * Traits::kDimsPerWarp + (first_dim_group + g) * 32 + half * 16 + granule_dim<Traits>(lane % 4, 0);
+        const float(&tile0)[4] = out[t][g][half][0];
+        const float(&tile1)[4] = out[t][g][half][1];
+        store_granule<Traits>(out_token + top_head * p.out_head_stride, first_dim, tile0[0] * top_scale,
+                              tile1[0] * top_scale, tile0[1] * top_scale, tile1[1] * top_scale);
+        if (!bottom_exists) continue;
+        store_granule<Traits>(out_token + bottom_head * p.out_head_stride, first_dim, tile0[2] * bottom_scale,
+                              tile1[2] * bottom_scale, tile0[3] * bottom_scale, tile1[3] * bottom_scale);
+      }
+  }
+  instrument::phase_span(4, kPvFirstThread<Traits>);
+}
+
+}  // namespace sparse_decode::dsv4

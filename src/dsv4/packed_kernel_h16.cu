@@ -1,7 +1,0 @@
-// Explicit instantiation of the packed-row kernel (16 heads a CTA; other head
-// counts are grid rows of 16, 8 heads padded).
-#include "dsv4/packed_kernel.cuh"
-
-namespace sparse_decode::dsv4 {
-const void* packed_kernel_pointer() { return reinterpret_cast<const void*>(&packed::packed_kernel); }
-}  // namespace sparse_decode::dsv4

@@ -1,0 +1,56 @@
+// The flat, by-value argument block of the dsv4 kernels, in bytes where the
+// kernels address bytes. Built on the host from a validated Dsv4DecodeArgs.
+#pragma once
+
+#include <cstdint>
+
+namespace sparse_decode::dsv4 {
+
+struct PoolParams {
+  const uint8_t* data;      // [pages, page_size, row] bytes
+  int64_t rows;             // pages * page_size
+  int64_t page_size;        // 1 when pages are contiguous (rows are then row_stride apart)
+  int64_t page_stride;      // bytes between pages
+  int64_t row_stride;       // bytes between rows of a page
+};
+
+struct Dsv4Params {
+  const uint8_t* q;         // [T, H, 512] elements
+  int64_t q_token_stride;   // bytes
+  int64_t q_head_stride;    // bytes
+  PoolParams swa;           // columns 0..127
+  PoolParams compressed;    // columns 128..W-1
+  const int32_t* indices;   // [T, W]
+  int64_t indices_stride;   // elements
+  int32_t width;            // W
+  const int32_t* lens;      // [T] or null
+  const int32_t* seq_lens;  // [B] or null: sliding-window validity
+  const int32_t* cum_seq_lens_q;  // [B + 1] or null: varlen query offsets
+  int32_t q_len;            // uniform query length (without cum_seq_lens_q)
+  int32_t num_requests;     // B
+  const float* sinks;       // [H] or null
+  float bmm1_scale;         // used when bmm1_scale_ptr is null
+  const float* bmm1_scale_ptr;
+  float bmm2_scale;         // used when bmm2_scale_ptr is null
+  const float* bmm2_scale_ptr;
+  uint16_t* out;            // [T, H, 512] bf16 bits
+  int64_t out_token_stride; // elements
+  int64_t out_head_stride;  // elements
+  float* lse;               // [T, H] or null
+  int64_t lse_token_stride; // elements
+  int32_t* out_of_range_count;  // or null
+  int64_t num_tokens;
+  int32_t num_heads;        // H: 8 (run as 16 with 8 silent heads) or 16..128 in head groups of 16
+  int32_t head_groups;      // ceil(H / 16), or ceil(H / 64) on 64-head tiles: work units a token
+  int32_t chunks;           // 64-column chunks of a token: ceil(W / 64)
+  int32_t chunks_per_group; // chunks of a group (the last group may hold fewer)
+  int32_t groups;           // groups of a token: ceil(chunks / chunks_per_group)
+  uint8_t* workspace;       // the split path's group results (SplitWorkspace), 16-byte aligned; else null
+  int32_t split_ctas;       // split kernel: CTAs a (token, head group), each walking split_groups groups
+  int32_t split_groups;     // (the last CTA of a unit may walk fewer)
+#if defined(SPARSE_DECODE_DIAGNOSTICS)
+  int32_t skip_stages;      // diagnostic builds: stages left out (instrument::kSkip* bits)
+#endif
+};
+
+}  // namespace sparse_decode::dsv4

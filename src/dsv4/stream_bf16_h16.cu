@@ -1,7 +1,0 @@
-// Explicit instantiation: the stream kernel, BF16, 16 heads, two KV tiles.
-#include "dsv4/launch.h"
-#include "dsv4/stream_kernel.cuh"
-
-namespace sparse_decode::dsv4 {
-const void* stream_kernel_bf16_h16() { return reinterpret_cast<const void*>(&stream_kernel<StreamTraitsBf16>); }
-}  // namespace sparse_decode::dsv4

@@ -1,7 +1,0 @@
-// Explicit instantiation: the stream kernel, FP8 E4M3, 64 heads a CTA (docs/kernels/heads64.md).
-#include "dsv4/launch.h"
-#include "dsv4/stream_kernel.cuh"
-
-namespace sparse_decode::dsv4 {
-const void* stream_kernel_fp8_h64() { return reinterpret_cast<const void*>(&stream_kernel<StreamTraitsFp8H64>); }
-}  // namespace sparse_decode::dsv4

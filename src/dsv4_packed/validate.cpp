@@ -1,0 +1,134 @@
+// Host-side validation of Dsv4PackedDecodeArgs: everything that can be
+// checked without reading device memory, before anything is launched. The
+// rules follow validate.cpp (section 1) wherever the two calls share an
+// argument; docs/packed_layout.md explains the ones that are new here.
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "common/validation.h"
+#include "sparse_decode/dsv4_decode_packed.h"
+
+namespace sparse_decode {
+namespace {
+
+constexpr int64_t kBf16Bytes = 2;
+
+using validation::aligned16;
+using validation::aligned4;
+using validation::invalid;
+
+// The pool's base and page stride are multiples of 16 bytes, so every data
+// row (576 = 36 * 16 bytes) and every page's scale block starts 16-byte
+// aligned: the GPU kernels copy rows with 16-byte cp.async/TMA.
+Status check_pool(const std::string& name, const PackedPool& pool) {
+  if (pool.data == nullptr) return invalid(name, ".data: expected a non-null pointer");
+  if (!aligned16(pool.data)) return invalid(name, ".data: expected a 16-byte aligned pointer");
+  if (pool.pages < 1) return invalid(name, ".pages: expected >= 1, got ", pool.pages);
+  if (pool.page_size < 1) return invalid(name, ".page_size: expected >= 1, got ", pool.page_size);
+  const int64_t page_extent = validation::saturating_mul(pool.page_size, kPackedRowBytes);
+  if (pool.page_stride < page_extent) {
+    return invalid(name, ".page_stride: expected >= page_size * 584 = ", page_extent, " bytes, got ",
+                   pool.page_stride);
+  }
+  if (validation::saturating_mul(pool.pages, pool.page_stride) == std::numeric_limits<int64_t>::max()) {
+    return invalid(name, ".pages: expected pages * page_stride to fit in 64-bit byte offsets, got ", pool.pages,
+                   " pages of ", pool.page_stride, " bytes");
+  }
+  if (pool.page_stride % 16 != 0) {
+    return invalid(name, ".page_stride: expected a multiple of 16 bytes, got ", pool.page_stride);
+  }
+  return Status::Ok();
+}
+
+// The width is checked before the T = 0 shortcut (as section 1 checks W);
+// the rest of the segment only when tokens are read.
+Status check_width(const std::string& name, const PackedSegment& segment) {
+  if (segment.width < 1 || segment.width > kPackedMaxWidth) {
+    return invalid(name, ".width: expected 1..", kPackedMaxWidth, ", got ", segment.width);
+  }
+  return Status::Ok();
+}
+
+Status check_segment(const std::string& name, const PackedSegment& segment, bool lens_required) {
+  if (Status s = check_pool(name + ".pool", segment.pool); !s.ok()) return s;
+  if (segment.indices == nullptr) return invalid(name, ".indices: expected a non-null pointer");
+  if (!aligned16(segment.indices)) return invalid(name, ".indices: expected a 16-byte aligned pointer");
+  if (segment.indices_stride < segment.width || segment.indices_stride % 4 != 0) {
+    return invalid(name, ".indices_stride: expected a multiple of 4 that is >= width = ", segment.width,
+                   ", got ", segment.indices_stride);
+  }
+  if (lens_required && segment.lens == nullptr) {
+    return invalid(name, ".lens: expected a non-null pointer (required with the extra segment)");
+  }
+  if (!aligned4(segment.lens)) return invalid(name, ".lens: expected a 4-byte aligned pointer");
+  return Status::Ok();
+}
+
+// BF16 [T, H, 512] rows. q is only read, so its strides may be 0 (one row
+// broadcast); out is written, so its rows must not overlap.
+Status check_rows(const char* name, const void* data, int64_t token_stride, int64_t head_stride, int64_t heads,
+                  bool written) {
+  const std::string n = name;
+  if (data == nullptr) return invalid(n, ": expected a non-null pointer");
+  if (!aligned16(data)) return invalid(n, ": expected a 16-byte aligned pointer");
+  if (head_stride < (written ? kHeadDim : 0) || !validation::multiple_of_16_bytes(head_stride, kBf16Bytes)) {
+    return invalid(n, "_head_stride: expected ", written ? ">= 512 elements and " : ">= 0 and ",
+                   "a multiple of 8 elements (16 bytes), got ", head_stride);
+  }
+  const int64_t row_extent =
+      validation::saturating_add(validation::saturating_mul(heads - 1, head_stride), kHeadDim);
+  if (token_stride < (written ? row_extent : 0) || !validation::multiple_of_16_bytes(token_stride, kBf16Bytes)) {
+    return invalid(n, "_token_stride: expected ",
+                   written ? ">= (H - 1) * head_stride + 512 = " + std::to_string(row_extent) + " elements and "
+                           : std::string(">= 0 and "),
+                   "a multiple of 8 elements (16 bytes), got ", token_stride);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status validate(const Dsv4PackedDecodeArgs& args) {
+  if (args.memory != MemorySpace::kDevice && args.memory != MemorySpace::kHost) {
+    return invalid("memory: expected kDevice or kHost, got ", static_cast<int>(args.memory));
+  }
+  if (args.num_tokens < 0) return invalid("num_tokens: expected >= 0, got ", args.num_tokens);
+  if (args.kernel != Dsv4PackedKernel::kAuto && args.kernel != Dsv4PackedKernel::kCluster && args.kernel != Dsv4PackedKernel::kStream &&
+      args.kernel != Dsv4PackedKernel::kSplit) {
+    return invalid("kernel: expected kAuto, kCluster, kStream or kSplit, got ", static_cast<int>(args.kernel));
+  }
+  const int32_t H = args.num_heads;
+  if (H != 8 && H != 16 && H != 32 && H != 64 && H != 128) {
+    return invalid("num_heads: expected one of 8, 16, 32, 64, 128, got ", H);
+  }
+  if (Status s = check_width("swa", args.swa); !s.ok()) return s;
+  const bool has_extra = args.extra.given();
+  if (has_extra) {
+    if (Status s = check_width("extra", args.extra); !s.ok()) {
+      return invalid(s.message(), " (the extra segment is present: some field of it is set)");
+    }
+  }
+  if (args.num_tokens == 0) return Status::Ok();  // nothing is read or written
+
+  if (Status s = check_rows("q", args.q, args.q_token_stride, args.q_head_stride, H, false); !s.ok()) return s;
+  if (Status s = check_rows("out", args.out, args.out_token_stride, args.out_head_stride, H, true); !s.ok()) {
+    return s;
+  }
+  if (Status s = check_segment("swa", args.swa, false); !s.ok()) return s;
+  if (has_extra) {
+    if (Status s = check_segment("extra", args.extra, true); !s.ok()) return s;
+  }
+
+  // Optional 32-bit arrays: naturally aligned.
+  if (Status s = validation::check_aligned4(
+          {{args.sinks, "sinks"}, {args.lse, "lse"}, {args.out_of_range_count, "out_of_range_count"}});
+      !s.ok()) {
+    return s;
+  }
+  if (Status s = validation::check_lse_token_stride(args.lse, args.lse_token_stride, H); !s.ok()) return s;
+  if (!(args.softmax_scale == args.softmax_scale)) return invalid("softmax_scale: expected a number, got NaN");
+  return Status::Ok();
+}
+
+}  // namespace sparse_decode
