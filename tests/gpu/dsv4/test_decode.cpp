@@ -24,6 +24,7 @@
 #include "testing/dsv4_problem.h"
 #include "support/delayed_copy.h"
 #include "support/gpu_test_support.h"
+#include "support/test_support.h"
 
 namespace sparse_decode {
 namespace {
@@ -169,17 +170,12 @@ void check_problem(Dsv4ProblemConfig config, const std::function<void(Dsv4Proble
   }
 }
 
-uint64_t fresh_seed() {
-  static std::random_device device;
-  return (uint64_t{device()} << 32) | device();
-}
-
 Dsv4ProblemConfig config_for(int64_t tokens, int32_t width, DType dtype = DType::kFloat8E4M3) {
   Dsv4ProblemConfig config;
   config.tokens = tokens;
   config.width = width;
   config.dtype = dtype;
-  config.seed = fresh_seed();
+  config.seed = test::fresh_seed();
   return config;
 }
 
