@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "common/instrument.cuh"
+#include "common/instrument.h"
 #include "sparse_decode/dsv4_decode.h"
 #include "sparse_decode/dsv4_decode_packed.h"
 #include "testing/device_buffer.h"
@@ -87,7 +87,7 @@ int run_packed(const std::string& kernel, int64_t tokens, int32_t width) {
   const testing::Dsv4PackedProblem problem = testing::make_dsv4_packed_problem(config);
   testing::Dsv4PackedDeviceProblem device(problem);
   Dsv4PackedDecodeArgs& args = device.args;
-  args.kernel = kernel == "packed-split" ? Dsv4Kernel::kSplit : Dsv4Kernel::kStream;
+  args.kernel = kernel == "packed-split" ? Dsv4PackedKernel::kSplit : Dsv4PackedKernel::kStream;
   const size_t bytes = workspace_size(args);
   testing::DeviceBuffer workspace(bytes > 0 ? bytes : 16);
   testing::DeviceBuffer flush(size_t{512} << 20);
