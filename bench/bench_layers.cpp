@@ -124,8 +124,8 @@ BenchLayers::BenchLayers(const KvPools& pools, const BenchShape& shape, uint64_t
   layers_.reserve(static_cast<size_t>(pools.layers()));
   for (int i = 0; i < pools.layers(); ++i) layers_.push_back(make_layer(pools, i, seed + 1000003ull * i, stream));
   // The uploads ran synchronously, the fills and output memsets on `stream`
-  // (eight ~96 KiB synchronous memsets on the legacy stream left every later
-  // launch ~0.3 us slower: docs/kernels/split.md, "Sixteenth session").
+  // (synchronous memsets on the legacy stream leave every later launch of
+  // the process ~0.3 us slower; docs/kernels/split.md).
   SPARSE_DECODE_CUDA_CHECK(cudaDeviceSynchronize());
 }
 

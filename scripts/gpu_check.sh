@@ -44,10 +44,9 @@ grep -E "^\[  FAILED  \] [A-Z]|Failure" "$OUT/gpu_tests.log" | head -40
 note "gpu tests: rc=$rc ($(grep -c '^\[       OK' "$OUT/gpu_tests.log") ok, $(grep -c '^\[  FAILED  \] [A-Z]' "$OUT/gpu_tests.log") failed)"
 
 for tool in ${SANITIZERS:-memcheck racecheck synccheck}; do
-  # synccheck's automatic count of tracked barriers overflowed on the 64-head
+  # synccheck's automatic count of tracked barriers overflows on the 64-head
   # split tests ("Detected overflow of tracked cuda::barrier structures", then
-  # a launch failure); with 16384 only the cluster kernel's known reports remain
-  # (small_batch.md; docs/gpu_workflow.md, "Sixteenth session").
+  # a launch failure): track 16384 (docs/kernels/small_batch.md).
   extra=()
   [ "$tool" = synccheck ] && extra=(--num-cuda-barriers 16384)
   timeout "${SANITIZER_TIMEOUT:-0}" compute-sanitizer --tool "$tool" ${extra[@]+"${extra[@]}"} --error-exitcode 9 "$tests" --gtest_filter="$SANITIZER_FILTER" \
