@@ -1,4 +1,4 @@
-// Region-paged DSA decode with GQA (SPEC section 4; Step-style, seed 002).
+// Region-paged DSA decode with GQA (docs/spec.md section 4; Step-style, seed 002).
 //
 // A row is one (query token, KV group) pair: row r is token r / G, group
 // r % G, and carries that group's `heads` query heads (<= 16). Each row
@@ -8,7 +8,7 @@
 //   out[r, h] = gate * sum_k softmax_k(scale * q[r, h] . K_k) V_k
 //
 // K and V share a slot of the cache: dims 0..191 are K, 192..383 are V.
-// docs/dsa_layout.md states the semantics and every decision taken where
+// docs/formats/dsa_layout.md states the semantics and every decision taken where
 // SPEC and seed are silent (duplicate regions, out-of-range ids, splits).
 //
 // The names of section 1 are overloaded (validate, supports,
@@ -99,14 +99,15 @@ int32_t dsa_splits_for(int64_t rows);
 Status validate(const DsaDecodeArgs& args);
 
 // validate(), then whether a path of this build serves the call. Host memory
-// is served by the fp64 CPU backend; device memory is NotSupported (no GPU
-// kernel yet) except for rows == 0, where nothing is launched.
+// is served by the fp64 CPU backend, device memory by the GPU kernels on an
+// sm_90a device (NotSupported says why not: no such device, or a grid past
+// 2^31 - 1 CTAs); rows == 0 launches nothing.
 Status supports(const DsaDecodeArgs& args);
 
 // Bytes of scratch memory that dsa_decode needs. Host memory: 0. Device
 // memory with splits > 1: the float32 split partials, the normalized
 // outputs [rows, splits, heads, 192] followed by their natural-log
-// sums of exp [rows, splits, heads] (docs/dsa_layout.md); 0 with one split.
+// sums of exp [rows, splits, heads] (docs/formats/dsa_layout.md); 0 with one split.
 size_t workspace_size(const DsaDecodeArgs& args);
 
 // Runs the decode on `stream` (ignored for host memory, which runs

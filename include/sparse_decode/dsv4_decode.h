@@ -1,4 +1,4 @@
-// DeepSeek-V4 sparse MLA decode on plain rows (SPEC section 1).
+// DeepSeek-V4 sparse MLA decode on plain rows (docs/spec.md, section 1).
 //
 // Each query token attends its own sparse set of KV rows: columns 0..127 of
 // `indices` name rows of the sliding-window pool, columns 128..W-1 rows of the
@@ -16,7 +16,7 @@ struct CUstream_st;  // cudaStream_t without the CUDA headers
 namespace sparse_decode {
 
 // Which GPU kernel serves a call. All give the same bits for a token
-// whatever the batch (docs/kernels/dispatch.md); kAuto picks the fastest by
+// whatever the batch (docs/dispatch.md); kAuto picks the fastest by
 // the number of tokens and the width. Host memory ignores it. FP8 calls with
 // H = 64 or 128 and W <= 1024 run the stream and split kernels on 64-head
 // tiles (docs/kernels/heads64.md): kAuto picks only between those two, and a

@@ -1,4 +1,4 @@
-// DeepSeek-V4 HCA decode: the compressed stream read by pages (SPEC section 3).
+// DeepSeek-V4 HCA decode: the compressed stream read by pages (docs/spec.md, section 3).
 //
 // FlashInfer's backend="cute-dsl" argument set. Each query token attends two
 // streams of FP8 E4M3 rows of 512 dims (key = value), in this order:
@@ -9,7 +9,7 @@
 //   slot j being row block_table[t, j / page_size] * page_size + j % page_size
 //   of compressed_kv (page_size = compressed_kv.page_size).
 // A row index or page id below 0 is masked; one past its pool is masked and
-// counted. The softmax is section 1's. docs/hca_layout.md has the details
+// counted. The softmax is section 1's. docs/formats/hca_layout.md has the details
 // and every decision the SPEC leaves open.
 //
 // validate, supports and workspace_size are overloads of the section-1
@@ -82,7 +82,7 @@ Status validate(const Dsv4HcaDecodeArgs& args);
 // runs the CPU backend. Device memory runs the GPU path: a small kernel
 // expands the metadata into a section-1 table [T, W'] (W' = 128 + max_pages *
 // page_size rounded up to a multiple of 4) in the workspace, then section 1's
-// kernels run on it (docs/hca_layout.md). NotSupported when max_pages *
+// kernels run on it (docs/formats/hca_layout.md). NotSupported when max_pages *
 // compressed_kv.page_size > 16384 (section 1's widest table), when
 // compressed_kv has more than INT32_MAX rows, or where section 1's kernels
 // cannot serve the expanded call (no sm_90 device, grid size). T = 0: Ok.

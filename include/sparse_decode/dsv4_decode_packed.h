@@ -1,4 +1,4 @@
-// DeepSeek-V4 sparse MLA decode on packed 584-byte rows (SPEC section 2).
+// DeepSeek-V4 sparse MLA decode on packed 584-byte rows (docs/spec.md, section 2).
 //
 // The `fp8_ds_mla` layout of FlashMLA's "MODEL1" kernels, of vLLM and SGLang
 // on Hopper, and of FlashInfer's SM120 path: each KV row is 448 FP8 E4M3 dims
@@ -17,7 +17,7 @@
 //
 // The names of section 1 are overloaded (validate, supports,
 // workspace_size); the call itself is dsv4_decode_packed. See
-// docs/packed_layout.md for the layout and the decisions behind the checks.
+// docs/formats/packed_layout.md for the layout and the decisions behind the checks.
 #pragma once
 
 #include <cstddef>

@@ -1,11 +1,11 @@
 """sparse_decode: sparse-attention decode kernels for NVIDIA Hopper.
 
 - `dsv4_decode(...)`: DeepSeek-V4 sparse MLA decode on plain 512-element rows
-  (SPEC section 1), and `dsv4_decode_packed(...)` on the packed 584-byte rows
-  of FlashMLA / vLLM / SGLang (SPEC section 2), on any DLPack arrays (torch,
+  (docs/spec.md, section 1), and `dsv4_decode_packed(...)` on the packed 584-byte rows
+  of FlashMLA / vLLM / SGLang (docs/spec.md, section 2), on any DLPack arrays (torch,
   NumPy, CuPy); CPU arrays run the float64 CPU backend.
 - `dsv4_decode_hca(...)`: the HCA argument set (window rows + compressed pages,
-  SPEC section 3), with `convert_page_aligned_indices(...)` from a section-1
+  docs/spec.md section 3), with `convert_page_aligned_indices(...)` from a section-1
   table; `dsa_decode(...)`: Step-style region-paged DSA decode (SPEC section
   4), with `dsa_splits_for(rows)` and `dsa_workspace_size(...)`.
 - `torch.ops.sparse_decode.dsv4_decode`, `...dsv4_decode_packed`,

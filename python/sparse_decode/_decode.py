@@ -55,7 +55,7 @@ def dsv4_decode(
     workspace: Any = None,
     stream: Optional[int] = None,
 ) -> None:
-    """DeepSeek-V4 sparse MLA decode on plain rows (SPEC section 1).
+    """DeepSeek-V4 sparse MLA decode on plain rows (docs/spec.md, section 1).
 
     Every array is any DLPack array (torch, NumPy, CuPy, ...), all on one
     device: CPU arrays run the float64 CPU backend, CUDA arrays the GPU
@@ -139,10 +139,10 @@ def dsv4_decode_packed(
     workspace: Any = None,
     stream: Optional[int] = None,
 ) -> None:
-    """DeepSeek-V4 sparse MLA decode on packed 584-byte rows (SPEC section 2).
+    """DeepSeek-V4 sparse MLA decode on packed 584-byte rows (docs/spec.md, section 2).
 
     The `fp8_ds_mla` layout of FlashMLA, vLLM and SGLang on Hopper and of
-    FlashInfer's SM120 path (docs/packed_layout.md): a row is 448 FP8 E4M3
+    FlashInfer's SM120 path (docs/formats/packed_layout.md): a row is 448 FP8 E4M3
     dims in 7 tiles of 64, each scaled by a UE8M0 byte, then 64 BF16 dims; a
     page holds its page_size data rows (576 bytes each), then their 8-byte
     scale rows. Arrays as for dsv4_decode (any DLPack array, one device; CPU
@@ -208,13 +208,13 @@ def dsv4_decode_hca(
     workspace: Any = None,
     stream: Optional[int] = None,
 ) -> None:
-    """DeepSeek-V4 HCA decode: window rows, then the compressed stream read by pages (SPEC section 3).
+    """DeepSeek-V4 HCA decode: window rows, then the compressed stream read by pages (docs/spec.md, section 3).
 
-    FlashInfer's backend="cute-dsl" argument set (docs/hca_layout.md). Arrays
+    FlashInfer's backend="cute-dsl" argument set (docs/formats/hca_layout.md). Arrays
     as for dsv4_decode: any DLPack array, one device; CPU arrays run the
     float64 CPU backend, CUDA arrays the GPU: a small kernel expands the
     metadata into section 1's index table in the workspace, then section 1's
-    kernels run on it (docs/hca_layout.md). Nothing is allocated but the
+    kernels run on it (docs/formats/hca_layout.md). Nothing is allocated but the
     workspace.
 
     q:  FP8 E4M3 [T, H, 512] or [B, q_len, H, 512]. out: BF16, same tokens.
@@ -286,7 +286,7 @@ def convert_page_aligned_indices(
     hca_seq_lens: Any = None,
     stream: Optional[int] = None,
 ) -> Tuple[Any, Any, Any, Any]:
-    """A section-1 table -> the HCA metadata of dsv4_decode_hca (SPEC section 3).
+    """A section-1 table -> the HCA metadata of dsv4_decode_hca (docs/spec.md, section 3).
 
     indices: int32 [T, W] (or [B, q_len, W]) section-1 columns whose active
         compressed columns (128 + j, j < min(lens[t], W) - 128) are the
@@ -378,7 +378,7 @@ def dsa_decode(
     workspace: Any = None,
     stream: Optional[int] = None,
 ) -> None:
-    """Region-paged DSA decode with GQA (SPEC section 4; Step5's sparse_decode_attention).
+    """Region-paged DSA decode with GQA (docs/spec.md section 4; Step5's sparse_decode_attention).
 
     Any DLPack arrays on one device: CPU arrays run the float64 CPU backend,
     CUDA arrays the GPU (device memory; NotImplementedError with the

@@ -4,17 +4,17 @@
 
 has exactly the signature of flashinfer.mla.trtllm_batch_decode_sparse_mla_dsv4
 and its semantics, on Hopper, for two of its argument sets:
-- trtllm-gen (SPEC section 1): plain FP8/BF16 caches of 512-element rows,
+- trtllm-gen (docs/spec.md, section 1): plain FP8/BF16 caches of 512-element rows,
   one combined sparse_indices table, sparse_topk_lens, seq_lens; served by
   the custom op torch.ops.sparse_decode.dsv4_decode;
-- SM120 "sparse" (SPEC section 2): packed uint8 caches of 584-byte rows,
+- SM120 "sparse" (docs/spec.md, section 2): packed uint8 caches of 584-byte rows,
   sparse_indices + swa_topk_lens for the SWA segment, compressed_kv_cache +
   extra_sparse_indices + extra_sparse_topk_lens for the extra one; served by
   torch.ops.sparse_decode.dsv4_decode_packed.
 FlashInfer picks the set by GPU architecture; here backend="sparse", or
 backend="auto" with a uint8/int8 swa_kv_cache whose last dim is 584, picks
 the packed set;
-- HCA (SPEC section 3): backend="cute-dsl" with hca_swa_indices,
+- HCA (docs/spec.md, section 3): backend="cute-dsl" with hca_swa_indices,
   hca_compressed_block_tables, hca_seq_lens, swa_topk_lens and
   sparse_topk_lens; served by torch.ops.sparse_decode.dsv4_decode_hca. With
   hca_sparse_indices_format="compressed-page-aligned" a trtllm-gen table is
@@ -137,7 +137,7 @@ def convert_compressed_page_aligned_sparse_indices_to_hca_metadata(
     window rows are never rewritten). FlashInfer also requires dense causal
     top-k lengths; this conversion accepts any lens, and the decode then
     reads exactly what the table's section-1 decode reads
-    (docs/hca_layout.md). CPU tensors convert on the CPU; CUDA tensors raise
+    (docs/formats/hca_layout.md). CPU tensors convert on the CPU; CUDA tensors raise
     NotImplementedError until the device converter exists.
     """
     _check_kv_layout(kv_layout)
@@ -297,7 +297,7 @@ def trtllm_batch_decode_sparse_mla_dsv4(
     requires it only with them. cum_seq_lens_q / max_q_len are accepted:
     tokens are read in flattened order either way.
 
-    HCA set (backend="cute-dsl"; SPEC section 3, docs/hca_layout.md): FP8
+    HCA set (backend="cute-dsl"; docs/spec.md section 3, docs/formats/hca_layout.md): FP8
     query as above and FP8 pools in kv_layout; sparse_indices None;
     hca_swa_indices [sum_q, 128] absolute rows of swa_kv_cache with
     swa_topk_lens [sum_q] (0..128 visible window columns);
@@ -310,7 +310,7 @@ def trtllm_batch_decode_sparse_mla_dsv4(
     On CUDA tensors the upper half of workspace_buffer holds the GPU path's
     scratch: the expanded index table, sum_q * (128 + max_pages * page_size,
     rounded up to 4) * 4 bytes, its lens and the split kernel's scratch
-    (docs/hca_layout.md); too small a half is a ValueError naming
+    (docs/formats/hca_layout.md); too small a half is a ValueError naming
     workspace_bytes.
     With hca_sparse_indices_format="compressed-page-aligned" pass the
     trtllm-gen sparse_indices, sparse_topk_lens and seq_lens instead of the
@@ -486,7 +486,7 @@ def _packed(
             "the softmax scale by value); pass a float"
         )
     if float(bmm2_scale) != 1.0:
-        raise NotImplementedError(f"bmm2_scale: must be 1.0 with packed caches (SPEC section 2), got {bmm2_scale}")
+        raise NotImplementedError(f"bmm2_scale: must be 1.0 with packed caches (docs/spec.md, section 2), got {bmm2_scale}")
     if extra_sparse_indices is None and extra_sparse_topk_lens is None:
         compressed_kv_cache = None
     out = _output(out, query)

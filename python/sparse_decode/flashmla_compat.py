@@ -6,7 +6,7 @@ have the signature of flash_mla.flash_mla_with_kvcache / get_mla_metadata
 (deepseek-ai/FlashMLA, flash_mla/flash_mla_interface.py, the interface with
 FlashMLASchedMeta, extra_k_cache and topk_length) and its semantics for the
 DeepSeek-V4 sparse call: BF16 q of head dim 512 and 584-byte `fp8_ds_mla`
-caches (SPEC section 2). The call goes through the custom op
+caches (docs/spec.md, section 2). The call goes through the custom op
 torch.ops.sparse_decode.dsv4_decode_packed (torch.compile, CUDA graphs).
 
 What is served, and what is not:

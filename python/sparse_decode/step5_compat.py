@@ -3,8 +3,8 @@
     from sparse_decode.step5_compat import sparse_decode_attention, sparse_decode_splits
 
 have the signatures of vllm.models.step5.nvidia.ops.sparse_decode_attention's
-functions of those names and their semantics (SPEC section 4,
-docs/dsa_layout.md). Like the original, sparse_decode_attention allocates its
+functions of those names and their semantics (docs/spec.md section 4,
+docs/formats/dsa_layout.md). Like the original, sparse_decode_attention allocates its
 split scratch with torch (the caching allocator, on the current stream, so
 CUDA-graph capture works as it does for the original): the custom op takes
 workspace_size(args) bytes when the call needs them (CUDA tensors, splits >

@@ -1,5 +1,5 @@
 // _ext.dsv4_decode: DLPack arrays -> Dsv4DecodeArgs -> sparse_decode::dsv4_decode
-// (SPEC section 1, plain 512-element rows).
+// (docs/spec.md section 1, plain 512-element rows).
 #include "binding.h"
 
 namespace sparse_decode::binding {

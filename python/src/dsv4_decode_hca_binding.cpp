@@ -1,5 +1,5 @@
 // _ext.dsv4_decode_hca: DLPack arrays -> Dsv4HcaDecodeArgs -> sparse_decode::dsv4_decode_hca
-// (SPEC section 3), and _ext.convert_page_aligned_indices: a section-1 table
+// (docs/spec.md, section 3), and _ext.convert_page_aligned_indices: a section-1 table
 // -> Dsv4HcaConvertArgs -> sparse_decode::convert_page_aligned_indices.
 #include "binding.h"
 #include "sparse_decode/dsv4_decode_hca.h"

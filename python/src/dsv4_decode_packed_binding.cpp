@@ -1,5 +1,5 @@
 // _ext.dsv4_decode_packed: DLPack arrays -> Dsv4PackedDecodeArgs ->
-// sparse_decode::dsv4_decode_packed (SPEC section 2, packed 584-byte rows).
+// sparse_decode::dsv4_decode_packed (docs/spec.md section 2, packed 584-byte rows).
 #include "binding.h"
 #include "sparse_decode/dsv4_decode_packed.h"
 
@@ -9,7 +9,7 @@ namespace {
 // A pool as FlashMLA and FlashInfer hold it: bytes shaped [pages, page_size,
 // 584] or [pages, page_size, 1, 584]. The [page_size, 584] shape is only a
 // byte view of a page (its data rows, then its scale rows: see
-// docs/packed_layout.md), so the slots must be 584 bytes apart; the page
+// docs/formats/packed_layout.md), so the slots must be 584 bytes apart; the page
 // stride is the array's, and may be larger than page_size * 584.
 PackedPool packed_pool_of(const Array& a) {
   const std::string name = a.name;
