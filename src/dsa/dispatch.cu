@@ -8,19 +8,21 @@
 #include <string>
 
 #include "common/device_support.h"
-#include "common/dispatch.h"
 #include "common/per_device.h"
-#include "dsa/kernels/dsa_kernel.cuh"
+#include "dsa/instantiations/kernels.h"
+#include "dsa/params.h"
+#include "dsa/smem.cuh"
+#include "dsa/traits.cuh"
 
 namespace sparse_decode::dsa {
 namespace {
 
 int set_kernel_attributes() {
-  cudaError_t error = cudaFuncSetAttribute(dsa_split_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(sizeof(DsaSmem<false>)));
+  cudaError_t error = cudaFuncSetAttribute(split_kernel_bf16(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(sizeof(SplitSmem<false>)));
   if (error != cudaSuccess) return error;
-  return cudaFuncSetAttribute(dsa_split_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(sizeof(DsaSmem<true>)));
+  return cudaFuncSetAttribute(split_kernel_fp8(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(sizeof(SplitSmem<true>)));
 }
 
 Status configure_kernels() {
@@ -87,9 +89,9 @@ Status dsa_kernels_support(const DsaDecodeArgs& args) {
     return Status::NotSupported("dsa_decode: num_rows * splits must be at most 2^31 - 1 CTAs, got num_rows = " +
                                 std::to_string(args.num_rows) + ", splits = " + std::to_string(args.splits));
   }
-  if (args.splits > 1 && args.num_rows > INT_MAX / DsaCombineTraits::kSlices) {
+  if (args.splits > 1 && args.num_rows > INT_MAX / CombineTraits::kSlices) {
     return Status::NotSupported("dsa_decode: num_rows must be at most (2^31 - 1) / " +
-                                std::to_string(DsaCombineTraits::kSlices) + " with splits > 1 (combine CTAs), got " +
+                                std::to_string(CombineTraits::kSlices) + " with splits > 1 (combine CTAs), got " +
                                 std::to_string(args.num_rows));
   }
   return Status::Ok();
@@ -99,10 +101,9 @@ Status launch_dsa(const DsaDecodeArgs& args, void* workspace, CUstream_st* strea
   if (Status status = configure_kernels(); !status.ok()) return status;
   DsaParams p = make_params(args, workspace);
   const bool fp8 = args.cache_dtype == DType::kFloat8E4M3;
-  const void* split = fp8 ? reinterpret_cast<const void*>(&dsa_split_kernel<true>)
-                          : reinterpret_cast<const void*>(&dsa_split_kernel<false>);
-  const size_t smem = fp8 ? sizeof(DsaSmem<true>) : sizeof(DsaSmem<false>);
-  if (Status status = launch_kernel(split, LaunchConfig(args.num_rows * p.splits, DsaTraits::kThreads, smem,
+  const void* split = fp8 ? split_kernel_fp8() : split_kernel_bf16();
+  const size_t smem = fp8 ? sizeof(SplitSmem<true>) : sizeof(SplitSmem<false>);
+  if (Status status = launch_kernel(split, LaunchConfig(args.num_rows * p.splits, SplitTraits::kThreads, smem,
                                                         args.enable_pdl, stream),
                                     &p, "launching the dsa_decode split kernel");
       !status.ok()) {
@@ -110,10 +111,8 @@ Status launch_dsa(const DsaDecodeArgs& args, void* workspace, CUstream_st* strea
   }
   if (p.splits == 1) return Status::Ok();
   // The combine kernel always overlaps the split kernel's tail (PDL).
-  const void* combine = with_bound<4, 8, 16, 32>(p.splits, [](auto bound) {
-    return reinterpret_cast<const void*>(&dsa_combine_kernel<decltype(bound)::value>);
-  });
-  return launch_kernel(combine, LaunchConfig(args.num_rows * DsaCombineTraits::kSlices, DsaCombineTraits::kThreads, 0,
+  const void* combine = combine_kernel_for(p.splits);
+  return launch_kernel(combine, LaunchConfig(args.num_rows * CombineTraits::kSlices, CombineTraits::kThreads, 0,
                                              true, stream),
                        &p, "launching the dsa_decode combine kernel");
 }

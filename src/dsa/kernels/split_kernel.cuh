@@ -1,0 +1,262 @@
+// The split kernel of dsa_decode (docs/kernels/dsa.md): one CTA a (row,
+// split), 4 warps. It walks the split's region columns (c = split, split +
+// splits, ...) in KV tiles of up to 64 visible keys of one region, scores
+// them with mma.sync m16n8k16 BF16 (the row's heads are M = 16, padded),
+// keeps an online softmax in the log2 domain, and multiplies P (BF16 hi +
+// lo; FP16 with FP8 caches) by V. Warp w owns keys 16w..16w+15 of a tile:
+// the tile's maximum goes through shared memory, the sums and P V stay per
+// warp until the end, where the 4 warps are added in order.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "common/math.cuh"
+#include "common/ptx/copy.cuh"
+#include "common/ptx/load.cuh"
+#include "common/ptx/mma.cuh"
+#include "common/ptx/sync.cuh"
+#include "dsa/params.h"
+#include "dsa/smem.cuh"
+#include "dsa/steps/convert.cuh"
+#include "dsa/steps/load.cuh"
+#include "dsa/steps/output.cuh"
+#include "dsa/steps/softmax.cuh"
+#include "dsa/traits.cuh"
+
+namespace sparse_decode::dsa {
+
+template <bool kFp8>
+__global__ void __launch_bounds__(SplitTraits::kThreads) split_kernel(const __grid_constant__ DsaParams p) {
+  using T = SplitTraits;
+  extern __shared__ __align__(16) uint8_t smem_bytes[];
+  SplitSmem<kFp8>& s = *reinterpret_cast<SplitSmem<kFp8>*>(smem_bytes);
+  const int64_t row = blockIdx.x / p.splits;
+  const int split = static_cast<int>(blockIdx.x % p.splits);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+
+  ptx::grid_dependency_wait();  // every input is per-step data the previous kernel may write
+  // The row's metadata and the first batch's region ids load at once (L2
+  // loads that ptxas may not sink into the branches that use them): one
+  // DRAM trip before the block table instead of three in a row.
+  const int split_columns = (p.num_regions - split + p.splits - 1) / p.splits;
+  const int32_t* row_regions = p.regions + row * p.regions_stride + split;
+  int32_t first_blocks[T::kColumnBatch / T::kThreads];
+#pragma unroll
+  for (int u = 0; u < T::kColumnBatch / T::kThreads; ++u) {
+    const int j = threadIdx.x + u * T::kThreads;
+    first_blocks[u] = j < split_columns ? ptx::load_l2(row_regions + int64_t{j} * p.splits) : -1;
+  }
+  const bool active = ptx::load_l2(p.active + row) != 0;
+  const int32_t position = ptx::load_l2(p.positions + row);
+  const float k_scale = kFp8 ? ptx::load_l2(p.k_scale) : 1.0f;
+  const float v_scale = kFp8 ? ptx::load_l2(p.v_scale) : 1.0f;
+  if (!active) {
+    // The combine zeroes the row (splits > 1); one split zeroes it here.
+    if (p.splits == 1 && p.clear_inactive) {
+      for (int x = threadIdx.x; x < p.heads * T::kGranules; x += T::kThreads) {
+        store_out4(p.out + row * p.out_row_stride + (x / T::kGranules) * p.out_head_stride + (x % T::kGranules) * 4,
+                   make_float4(0.0f, 0.0f, 0.0f, 0.0f));
+      }
+    }
+    ptx::launch_dependents();
+    return;
+  }
+
+  // Q: heads rows of 192 dims, rows past `heads` zero.
+  for (int x = threadIdx.x; x < T::kHeads * (T::kDims / 8); x += T::kThreads) {
+    const int head = x / (T::kDims / 8), piece = x % (T::kDims / 8);
+    const bool exists = head < p.heads;
+    const uint16_t* src = p.q + row * p.q_row_stride + (exists ? head * p.q_head_stride + piece * 8 : 0);
+    ptx::cp_async_16(ptx::smem_address(&s.q[head][piece * 8]), src, exists ? 16u : 0u);
+  }
+  ptx::cp_async_commit();
+
+  const int64_t request = row / (int64_t{p.groups} * p.query_len);
+  const uint8_t* group_base = p.cache + (row % p.groups) * p.group_stride;
+  const float scale_log2 = p.scale * k_scale * kLog2e;
+
+  // ldmatrix addresses: Q as the A operand (rows = heads), K as B (n = keys),
+  // V as B transposed (k = keys).
+  const uint32_t q_base = ptx::smem_address(&s.q[(lane & 7) + ((lane >> 3) & 1) * 8][(lane >> 4) * 8]);
+  const int key0 = warp * T::kKeysPerWarp;
+  const uint32_t k_tile_base =
+      ptx::smem_address(&s.tiles.kv[0].k[key0 + (lane & 7) + ((lane >> 4) << 3)][((lane >> 3) & 1) * 8]);
+  const uint32_t v_tile_base =
+      ptx::smem_address(&s.tiles.kv[0].v[key0 + (lane & 7) + ((lane >> 3) & 1) * 8][(lane >> 4) * 8]);
+
+  HeadPair state;
+  float o[T::kDimTiles][4] = {};  // this warp's P V: heads g (0, 1) and g + 8 (2, 3), dims 8d + 2t (+1)
+
+  // The split's region columns in batches: each thread resolves one column
+  // (its page and visible slots: two dependent loads for all of them at
+  // once), then the batch's tiles are walked with the next tile's copies in
+  // flight during this one's math.
+  for (int batch0 = 0; batch0 < split_columns; batch0 += T::kColumnBatch) {
+    const int columns = split_columns - batch0 < T::kColumnBatch ? split_columns - batch0 : T::kColumnBatch;
+    __syncthreads();  // the previous batch's walk is done with the column table and the tiles
+#pragma unroll
+    for (int u = 0; u < T::kColumnBatch / T::kThreads; ++u) {
+      const int j = threadIdx.x + u * T::kThreads;
+      if (j >= columns) break;
+      const int32_t block = batch0 == 0 ? first_blocks[u] : row_regions[int64_t{batch0 + j} * p.splits];
+      const RegionKeys region = region_keys(p, request, position, block);
+      s.column_page[j] = region.page;
+      s.column_count[j] = region.count;
+    }
+    __syncthreads();
+    TileCursor tile = seek_tile(s, columns, {0, 0});
+    if (tile.column < columns) {
+      const int n = min(s.column_count[tile.column] - tile.first, T::kKeys);
+      issue_tile<kFp8>(s, group_base + s.column_page[tile.column] * p.page_stride + tile.first * p.slot_stride,
+                       p.slot_stride, n, 0);
+    }
+    for (int i = 0; tile.column < columns; ++i) {
+      const int n = min(s.column_count[tile.column] - tile.first, T::kKeys);
+      const TileCursor next = seek_tile(s, columns, {tile.column, tile.first + T::kKeys});
+      ptx::cp_async_wait_all();  // tile i's copies (the only ones in flight)
+      __syncthreads();           // ... visible to every warp; tile i - 1's readers are done
+      if (next.column < columns) {
+        const int next_n = min(s.column_count[next.column] - next.first, T::kKeys);
+        issue_tile<kFp8>(s, group_base + s.column_page[next.column] * p.page_stride + next.first * p.slot_stride,
+                         p.slot_stride, next_n, (i + 1) % 2);
+      }
+      int buffer = i % 2;
+      if constexpr (kFp8) {
+        convert_tile(s, buffer);
+        __syncthreads();
+        buffer = 0;
+      }
+      const uint32_t k_base = k_tile_base + buffer * sizeof(typename SplitSmem<kFp8>::KvTile);
+      const uint32_t v_base = v_tile_base + buffer * sizeof(typename SplitSmem<kFp8>::KvTile);
+      // S = Q K^T for this warp's 16 keys: two n8 tiles.
+      float score[2][4] = {};
+#pragma unroll
+      for (int kk = 0; kk < T::kScoreSteps; ++kk) {
+        uint32_t a[4], b[4];
+        ptx::ldmatrix_x4(a, q_base + kk * 32);
+        ptx::ldmatrix_x4(b, k_base + kk * 32);
+        ptx::mma_bf16_16x8x16(score[0], a, b[0], b[1]);
+        ptx::mma_bf16_16x8x16(score[1], a, b[2], b[3]);
+      }
+      // Masked keys (past the region's visible slots) score -inf.
+      float top = -INFINITY, bottom = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const bool valid = key0 + 8 * j + 2 * t + (e % 2) < n;
+          score[j][e] = valid ? score[j][e] * scale_log2 : -INFINITY;
+          if (e < 2) top = fmaxf(top, score[j][e]);
+          else bottom = fmaxf(bottom, score[j][e]);
+        }
+#pragma unroll
+      for (int offset = 1; offset < 4; offset *= 2) {
+        top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, offset));
+        bottom = fmaxf(bottom, __shfl_xor_sync(0xffffffffu, bottom, offset));
+      }
+      if (t == 0) s.warp_max[warp][g] = top, s.warp_max[warp][g + 8] = bottom;
+      __syncthreads();
+      float base[2], rescale[2];
+#pragma unroll
+      for (int b = 0; b < 2; ++b) {
+        float tile_max = s.warp_max[0][g + 8 * b];
+#pragma unroll
+        for (int w = 1; w < T::kWarps; ++w) tile_max = fmaxf(tile_max, s.warp_max[w][g + 8 * b]);
+        const float new_max = fmaxf(state.max[b], tile_max);
+        base[b] = new_max == -INFINITY ? 0.0f : new_max;  // no key yet: every p is 0
+        rescale[b] = exp2f(state.max[b] - base[b]);       // 0 while the max was -inf
+        state.max[b] = new_max;
+      }
+      // P = 2^(S - max): FP16 with FP8 caches (V is FP16), BF16 hi + lo with
+      // BF16 caches (16 significant bits; BF16 alone loses the accuracy
+      // bound); the sum is over what P V multiplies.
+      uint32_t hi[4], lo[4];
+      state.sum[0] *= rescale[0], state.sum[1] *= rescale[1];
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {  // half 0: head g, 1: head g + 8
+          const float p0 = exp2f(score[j][2 * half] - base[half]);
+          const float p1 = exp2f(score[j][2 * half + 1] - base[half]);
+          if constexpr (kFp8) {
+            const __half2 h = __floats2half2_rn(p0, p1);
+            hi[2 * j + half] = *reinterpret_cast<const uint32_t*>(&h);
+            const float2 f = __half22float2(h);
+            state.sum[half] += f.x + f.y;
+          } else {
+            const float h0 = bf16_bits_to_float(float_to_bf16_bits(p0)), h1 = bf16_bits_to_float(float_to_bf16_bits(p1));
+            const float l0 = bf16_bits_to_float(float_to_bf16_bits(p0 - h0)), l1 = bf16_bits_to_float(float_to_bf16_bits(p1 - h1));
+            hi[2 * j + half] = pack_bf16(h0, h1);
+            lo[2 * j + half] = pack_bf16(l0, l1);
+            state.sum[half] += (h0 + l0) + (h1 + l1);
+          }
+        }
+#pragma unroll
+      for (int d = 0; d < T::kDimTiles; ++d) {
+        o[d][0] *= rescale[0], o[d][1] *= rescale[0];
+        o[d][2] *= rescale[1], o[d][3] *= rescale[1];
+      }
+#pragma unroll
+      for (int d = 0; d < T::kDimTiles / 2; ++d) {
+        uint32_t r[4];
+        ptx::ldmatrix_x4_trans(r, v_base + d * 32);
+        if constexpr (kFp8) {
+          ptx::mma_f16_16x8x16(o[2 * d], hi, r[0], r[1]);
+          ptx::mma_f16_16x8x16(o[2 * d + 1], hi, r[2], r[3]);
+        } else {
+          ptx::mma_bf16_16x8x16(o[2 * d], lo, r[0], r[1]);
+          ptx::mma_bf16_16x8x16(o[2 * d + 1], lo, r[2], r[3]);
+          ptx::mma_bf16_16x8x16(o[2 * d], hi, r[0], r[1]);
+          ptx::mma_bf16_16x8x16(o[2 * d + 1], hi, r[2], r[3]);
+        }
+      }
+      tile = next;
+    }
+  }
+  ptx::launch_dependents();
+
+  // The warps' sums and P V, added in warp order.
+#pragma unroll
+  for (int b = 0; b < 2; ++b) {
+#pragma unroll
+    for (int offset = 1; offset < 4; offset *= 2) state.sum[b] += __shfl_xor_sync(0xffffffffu, state.sum[b], offset);
+  }
+  __syncthreads();  // the last tile's readers are done: tiles become the reduce buffer
+  if (t == 0) s.warp_sum[warp][g] = state.sum[0], s.warp_sum[warp][g + 8] = state.sum[1];
+  if (warp == 0 && t == 0) s.head_max[g] = state.max[0], s.head_max[g + 8] = state.max[1];
+#pragma unroll
+  for (int d = 0; d < T::kDimTiles; ++d) {
+    *reinterpret_cast<float2*>(&s.tiles.reduce[warp][g][8 * d + 2 * t]) = make_float2(o[d][0], o[d][1]);
+    *reinterpret_cast<float2*>(&s.tiles.reduce[warp][g + 8][8 * d + 2 * t]) = make_float2(o[d][2], o[d][3]);
+  }
+  __syncthreads();
+
+  for (int x = threadIdx.x; x < p.heads * T::kGranules; x += T::kThreads) {
+    const int head = x / T::kGranules, dim = (x % T::kGranules) * 4;
+    float sum = s.warp_sum[0][head];
+    float4 acc = *reinterpret_cast<const float4*>(&s.tiles.reduce[0][head][dim]);
+#pragma unroll
+    for (int w = 1; w < T::kWarps; ++w) {
+      sum += s.warp_sum[w][head];
+      const float4 part = *reinterpret_cast<const float4*>(&s.tiles.reduce[w][head][dim]);
+      acc.x += part.x, acc.y += part.y, acc.z += part.z, acc.w += part.w;
+    }
+    // No visible key: exact zeros (and -inf for the combine).
+    const float factor = sum > 0.0f ? v_scale / sum : 0.0f;
+    const float4 mean = make_float4(acc.x * factor, acc.y * factor, acc.z * factor, acc.w * factor);
+    if (p.splits == 1) {
+      const float gate = gate_factor(p, row, head);
+      store_out4(p.out + row * p.out_row_stride + head * p.out_head_stride + dim,
+                 make_float4(mean.x * gate, mean.y * gate, mean.z * gate, mean.w * gate));
+    } else {
+      const int64_t entry = (row * p.splits + split) * p.heads + head;
+      *reinterpret_cast<float4*>(p.partial + entry * T::kDims + dim) = mean;
+      if (dim == 0) p.lse[entry] = sum > 0.0f ? (s.head_max[head] + log2f(sum)) * kLn2 : -INFINITY;
+    }
+  }
+}
+
+}  // namespace sparse_decode::dsa
