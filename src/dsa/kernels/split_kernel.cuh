@@ -38,45 +38,18 @@ __global__ void __launch_bounds__(SplitTraits::kThreads) split_kernel(const __gr
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
   ptx::grid_dependency_wait();  // every input is per-step data the previous kernel may write
-  // The row's metadata and the first batch's region ids load at once (L2
-  // loads that ptxas may not sink into the branches that use them): one
-  // DRAM trip before the block table instead of three in a row.
-  const int split_columns = (p.num_regions - split + p.splits - 1) / p.splits;
-  const int32_t* row_regions = p.regions + row * p.regions_stride + split;
-  int32_t first_blocks[T::kColumnBatch / T::kThreads];
-#pragma unroll
-  for (int u = 0; u < T::kColumnBatch / T::kThreads; ++u) {
-    const int j = threadIdx.x + u * T::kThreads;
-    first_blocks[u] = j < split_columns ? ptx::load_l2(row_regions + int64_t{j} * p.splits) : -1;
-  }
-  const bool active = ptx::load_l2(p.active + row) != 0;
-  const int32_t position = ptx::load_l2(p.positions + row);
-  const float k_scale = kFp8 ? ptx::load_l2(p.k_scale) : 1.0f;
-  const float v_scale = kFp8 ? ptx::load_l2(p.v_scale) : 1.0f;
-  if (!active) {
-    // The combine zeroes the row (splits > 1); one split zeroes it here.
-    if (p.splits == 1 && p.clear_inactive) {
-      for (int x = threadIdx.x; x < p.heads * T::kGranules; x += T::kThreads) {
-        store_out4(p.out + row * p.out_row_stride + (x / T::kGranules) * p.out_head_stride + (x % T::kGranules) * 4,
-                   make_float4(0.0f, 0.0f, 0.0f, 0.0f));
-      }
-    }
+  const RowInputs in = load_row<kFp8>(p, row, split);
+  if (!in.active) {
+    if (p.splits == 1 && p.clear_inactive) clear_row(p, row);
     ptx::launch_dependents();
     return;
   }
+  load_q(s, p, row);
 
-  // Q: heads rows of 192 dims, rows past `heads` zero.
-  for (int x = threadIdx.x; x < T::kHeads * (T::kDims / 8); x += T::kThreads) {
-    const int head = x / (T::kDims / 8), piece = x % (T::kDims / 8);
-    const bool exists = head < p.heads;
-    const uint16_t* src = p.q + row * p.q_row_stride + (exists ? head * p.q_head_stride + piece * 8 : 0);
-    ptx::cp_async_16(ptx::smem_address(&s.q[head][piece * 8]), src, exists ? 16u : 0u);
-  }
-  ptx::cp_async_commit();
-
+  const int split_columns = in.split_columns;
   const int64_t request = row / (int64_t{p.groups} * p.query_len);
   const uint8_t* group_base = p.cache + (row % p.groups) * p.group_stride;
-  const float scale_log2 = p.scale * k_scale * kLog2e;
+  const float scale_log2 = p.scale * in.k_scale * kLog2e;
 
   // ldmatrix addresses: Q as the A operand (rows = heads), K as B (n = keys),
   // V as B transposed (k = keys).
@@ -97,32 +70,16 @@ __global__ void __launch_bounds__(SplitTraits::kThreads) split_kernel(const __gr
   for (int batch0 = 0; batch0 < split_columns; batch0 += T::kColumnBatch) {
     const int columns = split_columns - batch0 < T::kColumnBatch ? split_columns - batch0 : T::kColumnBatch;
     __syncthreads();  // the previous batch's walk is done with the column table and the tiles
-#pragma unroll
-    for (int u = 0; u < T::kColumnBatch / T::kThreads; ++u) {
-      const int j = threadIdx.x + u * T::kThreads;
-      if (j >= columns) break;
-      const int32_t block = batch0 == 0 ? first_blocks[u] : row_regions[int64_t{batch0 + j} * p.splits];
-      const RegionKeys region = region_keys(p, request, position, block);
-      s.column_page[j] = region.page;
-      s.column_count[j] = region.count;
-    }
+    resolve_columns(s, p, in, request, batch0, columns);
     __syncthreads();
     TileCursor tile = seek_tile(s, columns, {0, 0});
-    if (tile.column < columns) {
-      const int n = min(s.column_count[tile.column] - tile.first, T::kKeys);
-      issue_tile<kFp8>(s, group_base + s.column_page[tile.column] * p.page_stride + tile.first * p.slot_stride,
-                       p.slot_stride, n, 0);
-    }
+    if (tile.column < columns) issue_tile_at(s, p, group_base, tile, 0);
     for (int i = 0; tile.column < columns; ++i) {
       const int n = min(s.column_count[tile.column] - tile.first, T::kKeys);
       const TileCursor next = seek_tile(s, columns, {tile.column, tile.first + T::kKeys});
       ptx::cp_async_wait_all();  // tile i's copies (the only ones in flight)
       __syncthreads();           // ... visible to every warp; tile i - 1's readers are done
-      if (next.column < columns) {
-        const int next_n = min(s.column_count[next.column] - next.first, T::kKeys);
-        issue_tile<kFp8>(s, group_base + s.column_page[next.column] * p.page_stride + next.first * p.slot_stride,
-                         p.slot_stride, next_n, (i + 1) % 2);
-      }
+      if (next.column < columns) issue_tile_at(s, p, group_base, next, (i + 1) % 2);
       int buffer = i % 2;
       if constexpr (kFp8) {
         convert_tile(s, buffer);
@@ -245,7 +202,7 @@ __global__ void __launch_bounds__(SplitTraits::kThreads) split_kernel(const __gr
       acc.x += part.x, acc.y += part.y, acc.z += part.z, acc.w += part.w;
     }
     // No visible key: exact zeros (and -inf for the combine).
-    const float factor = sum > 0.0f ? v_scale / sum : 0.0f;
+    const float factor = sum > 0.0f ? in.v_scale / sum : 0.0f;
     const float4 mean = make_float4(acc.x * factor, acc.y * factor, acc.z * factor, acc.w * factor);
     if (p.splits == 1) {
       const float gate = gate_factor(p, row, head);

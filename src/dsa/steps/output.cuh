@@ -7,6 +7,7 @@
 #include "common/ptx/load.cuh"
 #include "dsa/params.h"
 #include "dsa/steps/convert.cuh"
+#include "dsa/traits.cuh"
 
 namespace sparse_decode::dsa {
 
@@ -35,6 +36,16 @@ __device__ __forceinline__ float gate_factor(const DsaParams& p, int64_t row, in
 // Stores 4 dims of an output head as BF16 (rounded once, after the gate).
 __device__ __forceinline__ void store_out4(uint16_t* dst, float4 v) {
   *reinterpret_cast<uint2*>(dst) = make_uint2(pack_bf16(v.x, v.y), pack_bf16(v.z, v.w));
+}
+
+// Zeroes the row's output: an inactive row with one split (with more, the
+// combine zeroes it).
+__device__ __forceinline__ void clear_row(const DsaParams& p, int64_t row) {
+  using T = SplitTraits;
+  for (int x = threadIdx.x; x < p.heads * T::kGranules; x += T::kThreads) {
+    store_out4(p.out + row * p.out_row_stride + (x / T::kGranules) * p.out_head_stride + (x % T::kGranules) * 4,
+               make_float4(0.0f, 0.0f, 0.0f, 0.0f));
+  }
 }
 
 }  // namespace sparse_decode::dsa
