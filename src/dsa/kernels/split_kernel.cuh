@@ -23,6 +23,8 @@
 #include "dsa/steps/convert.cuh"
 #include "dsa/steps/load.cuh"
 #include "dsa/steps/output.cuh"
+#include "dsa/steps/pv.cuh"
+#include "dsa/steps/score.cuh"
 #include "dsa/steps/softmax.cuh"
 #include "dsa/traits.cuh"
 
@@ -51,14 +53,8 @@ __global__ void __launch_bounds__(SplitTraits::kThreads) split_kernel(const __gr
   const uint8_t* group_base = p.cache + (row % p.groups) * p.group_stride;
   const float scale_log2 = p.scale * in.k_scale * kLog2e;
 
-  // ldmatrix addresses: Q as the A operand (rows = heads), K as B (n = keys),
-  // V as B transposed (k = keys).
-  const uint32_t q_base = ptx::smem_address(&s.q[(lane & 7) + ((lane >> 3) & 1) * 8][(lane >> 4) * 8]);
   const int key0 = warp * T::kKeysPerWarp;
-  const uint32_t k_tile_base =
-      ptx::smem_address(&s.tiles.kv[0].k[key0 + (lane & 7) + ((lane >> 4) << 3)][((lane >> 3) & 1) * 8]);
-  const uint32_t v_tile_base =
-      ptx::smem_address(&s.tiles.kv[0].v[key0 + (lane & 7) + ((lane >> 3) & 1) * 8][(lane >> 4) * 8]);
+  const TileAddresses tile_base = tile_addresses(s, key0, lane);
 
   HeadPair state;
   float o[T::kDimTiles][4] = {};  // this warp's P V: heads g (0, 1) and g + 8 (2, 3), dims 8d + 2t (+1)
@@ -86,90 +82,16 @@ __global__ void __launch_bounds__(SplitTraits::kThreads) split_kernel(const __gr
         __syncthreads();
         buffer = 0;
       }
-      const uint32_t k_base = k_tile_base + buffer * sizeof(typename SplitSmem<kFp8>::KvTile);
-      const uint32_t v_base = v_tile_base + buffer * sizeof(typename SplitSmem<kFp8>::KvTile);
-      // S = Q K^T for this warp's 16 keys: two n8 tiles.
+      const uint32_t k_base = tile_base.k + buffer * sizeof(typename SplitSmem<kFp8>::KvTile);
+      const uint32_t v_base = tile_base.v + buffer * sizeof(typename SplitSmem<kFp8>::KvTile);
       float score[2][4] = {};
-#pragma unroll
-      for (int kk = 0; kk < T::kScoreSteps; ++kk) {
-        uint32_t a[4], b[4];
-        ptx::ldmatrix_x4(a, q_base + kk * 32);
-        ptx::ldmatrix_x4(b, k_base + kk * 32);
-        ptx::mma_bf16_16x8x16(score[0], a, b[0], b[1]);
-        ptx::mma_bf16_16x8x16(score[1], a, b[2], b[3]);
-      }
-      // Masked keys (past the region's visible slots) score -inf.
-      float top = -INFINITY, bottom = -INFINITY;
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const bool valid = key0 + 8 * j + 2 * t + (e % 2) < n;
-          score[j][e] = valid ? score[j][e] * scale_log2 : -INFINITY;
-          if (e < 2) top = fmaxf(top, score[j][e]);
-          else bottom = fmaxf(bottom, score[j][e]);
-        }
-#pragma unroll
-      for (int offset = 1; offset < 4; offset *= 2) {
-        top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, offset));
-        bottom = fmaxf(bottom, __shfl_xor_sync(0xffffffffu, bottom, offset));
-      }
-      if (t == 0) s.warp_max[warp][g] = top, s.warp_max[warp][g + 8] = bottom;
+      score_tile(score, tile_base.q, k_base);
+      publish_warp_max(s, mask_scores(score, key0, t, n, scale_log2), warp, g, t);
       __syncthreads();
-      float base[2], rescale[2];
-#pragma unroll
-      for (int b = 0; b < 2; ++b) {
-        float tile_max = s.warp_max[0][g + 8 * b];
-#pragma unroll
-        for (int w = 1; w < T::kWarps; ++w) tile_max = fmaxf(tile_max, s.warp_max[w][g + 8 * b]);
-        const float new_max = fmaxf(state.max[b], tile_max);
-        base[b] = new_max == -INFINITY ? 0.0f : new_max;  // no key yet: every p is 0
-        rescale[b] = exp2f(state.max[b] - base[b]);       // 0 while the max was -inf
-        state.max[b] = new_max;
-      }
-      // P = 2^(S - max): FP16 with FP8 caches (V is FP16), BF16 hi + lo with
-      // BF16 caches (16 significant bits; BF16 alone loses the accuracy
-      // bound); the sum is over what P V multiplies.
+      const TileScale scale = update_max(s, state, g);
       uint32_t hi[4], lo[4];
-      state.sum[0] *= rescale[0], state.sum[1] *= rescale[1];
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {  // half 0: head g, 1: head g + 8
-          const float p0 = exp2f(score[j][2 * half] - base[half]);
-          const float p1 = exp2f(score[j][2 * half + 1] - base[half]);
-          if constexpr (kFp8) {
-            const __half2 h = __floats2half2_rn(p0, p1);
-            hi[2 * j + half] = *reinterpret_cast<const uint32_t*>(&h);
-            const float2 f = __half22float2(h);
-            state.sum[half] += f.x + f.y;
-          } else {
-            const float h0 = bf16_bits_to_float(float_to_bf16_bits(p0)), h1 = bf16_bits_to_float(float_to_bf16_bits(p1));
-            const float l0 = bf16_bits_to_float(float_to_bf16_bits(p0 - h0)), l1 = bf16_bits_to_float(float_to_bf16_bits(p1 - h1));
-            hi[2 * j + half] = pack_bf16(h0, h1);
-            lo[2 * j + half] = pack_bf16(l0, l1);
-            state.sum[half] += (h0 + l0) + (h1 + l1);
-          }
-        }
-#pragma unroll
-      for (int d = 0; d < T::kDimTiles; ++d) {
-        o[d][0] *= rescale[0], o[d][1] *= rescale[0];
-        o[d][2] *= rescale[1], o[d][3] *= rescale[1];
-      }
-#pragma unroll
-      for (int d = 0; d < T::kDimTiles / 2; ++d) {
-        uint32_t r[4];
-        ptx::ldmatrix_x4_trans(r, v_base + d * 32);
-        if constexpr (kFp8) {
-          ptx::mma_f16_16x8x16(o[2 * d], hi, r[0], r[1]);
-          ptx::mma_f16_16x8x16(o[2 * d + 1], hi, r[2], r[3]);
-        } else {
-          ptx::mma_bf16_16x8x16(o[2 * d], lo, r[0], r[1]);
-          ptx::mma_bf16_16x8x16(o[2 * d + 1], lo, r[2], r[3]);
-          ptx::mma_bf16_16x8x16(o[2 * d], hi, r[0], r[1]);
-          ptx::mma_bf16_16x8x16(o[2 * d + 1], hi, r[2], r[3]);
-        }
-      }
+      probabilities<kFp8>(score, scale, state, hi, lo);
+      pv_tile<kFp8>(o, scale.rescale, hi, lo, v_base);
       tile = next;
     }
   }
