@@ -6,6 +6,7 @@
 #include "common/ptx/load.cuh"
 #include "common/ptx/sync.cuh"
 #include "dsa/params.h"
+#include "dsa/steps/gate.cuh"
 #include "dsa/steps/output.cuh"
 #include "dsa/traits.cuh"
 

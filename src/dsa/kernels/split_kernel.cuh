@@ -8,15 +8,10 @@
 // warp until the end, where the 4 warps are added in order.
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <cstdint>
 
 #include "common/math.cuh"
 #include "common/ptx/copy.cuh"
-#include "common/ptx/load.cuh"
-#include "common/ptx/mma.cuh"
 #include "common/ptx/sync.cuh"
 #include "dsa/params.h"
 #include "dsa/smem.cuh"
@@ -37,6 +32,7 @@ __global__ void __launch_bounds__(SplitTraits::kThreads) split_kernel(const __gr
   SplitSmem<kFp8>& s = *reinterpret_cast<SplitSmem<kFp8>*>(smem_bytes);
   const int64_t row = blockIdx.x / p.splits;
   const int split = static_cast<int>(blockIdx.x % p.splits);
+  // g: the thread's heads g and g + 8 in the mma fragments; t: its key (dim) pair.
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
   ptx::grid_dependency_wait();  // every input is per-step data the previous kernel may write
@@ -77,11 +73,12 @@ __global__ void __launch_bounds__(SplitTraits::kThreads) split_kernel(const __gr
       __syncthreads();           // ... visible to every warp; tile i - 1's readers are done
       if (next.column < columns) issue_tile_at(s, p, group_base, next, (i + 1) % 2);
       int buffer = i % 2;
-      if constexpr (kFp8) {
+      if constexpr (kFp8) {  // every FP8 tile is converted into the one BF16 K/V tile
         convert_tile(s, buffer);
         __syncthreads();
         buffer = 0;
       }
+      // The tile's math: S = Q K^T, the online softmax, P V.
       const uint32_t k_base = tile_base.k + buffer * sizeof(typename SplitSmem<kFp8>::KvTile);
       const uint32_t v_base = tile_base.v + buffer * sizeof(typename SplitSmem<kFp8>::KvTile);
       float score[2][4] = {};
@@ -96,46 +93,8 @@ __global__ void __launch_bounds__(SplitTraits::kThreads) split_kernel(const __gr
     }
   }
   ptx::launch_dependents();
-
-  // The warps' sums and P V, added in warp order.
-#pragma unroll
-  for (int b = 0; b < 2; ++b) {
-#pragma unroll
-    for (int offset = 1; offset < 4; offset *= 2) state.sum[b] += __shfl_xor_sync(0xffffffffu, state.sum[b], offset);
-  }
-  __syncthreads();  // the last tile's readers are done: tiles become the reduce buffer
-  if (t == 0) s.warp_sum[warp][g] = state.sum[0], s.warp_sum[warp][g + 8] = state.sum[1];
-  if (warp == 0 && t == 0) s.head_max[g] = state.max[0], s.head_max[g + 8] = state.max[1];
-#pragma unroll
-  for (int d = 0; d < T::kDimTiles; ++d) {
-    *reinterpret_cast<float2*>(&s.tiles.reduce[warp][g][8 * d + 2 * t]) = make_float2(o[d][0], o[d][1]);
-    *reinterpret_cast<float2*>(&s.tiles.reduce[warp][g + 8][8 * d + 2 * t]) = make_float2(o[d][2], o[d][3]);
-  }
-  __syncthreads();
-
-  for (int x = threadIdx.x; x < p.heads * T::kGranules; x += T::kThreads) {
-    const int head = x / T::kGranules, dim = (x % T::kGranules) * 4;
-    float sum = s.warp_sum[0][head];
-    float4 acc = *reinterpret_cast<const float4*>(&s.tiles.reduce[0][head][dim]);
-#pragma unroll
-    for (int w = 1; w < T::kWarps; ++w) {
-      sum += s.warp_sum[w][head];
-      const float4 part = *reinterpret_cast<const float4*>(&s.tiles.reduce[w][head][dim]);
-      acc.x += part.x, acc.y += part.y, acc.z += part.z, acc.w += part.w;
-    }
-    // No visible key: exact zeros (and -inf for the combine).
-    const float factor = sum > 0.0f ? in.v_scale / sum : 0.0f;
-    const float4 mean = make_float4(acc.x * factor, acc.y * factor, acc.z * factor, acc.w * factor);
-    if (p.splits == 1) {
-      const float gate = gate_factor(p, row, head);
-      store_out4(p.out + row * p.out_row_stride + head * p.out_head_stride + dim,
-                 make_float4(mean.x * gate, mean.y * gate, mean.z * gate, mean.w * gate));
-    } else {
-      const int64_t entry = (row * p.splits + split) * p.heads + head;
-      *reinterpret_cast<float4*>(p.partial + entry * T::kDims + dim) = mean;
-      if (dim == 0) p.lse[entry] = sum > 0.0f ? (s.head_max[head] + log2f(sum)) * kLn2 : -INFINITY;
-    }
-  }
+  reduce_warps(s, state, o, warp, g, t);
+  write_output(p, s, row, split, in.v_scale);
 }
 
 }  // namespace sparse_decode::dsa
