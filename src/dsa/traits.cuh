@@ -15,15 +15,15 @@ namespace sparse_decode::dsa {
 struct SplitTraits {
   static constexpr int kThreads = 128;
   static constexpr int kWarps = kThreads / 32;
-  static constexpr int kHeads = 16;                      // mma M: the row's heads, zero-padded
-  static constexpr int kKeys = 64;                       // keys a KV tile
-  static constexpr int kKeysPerWarp = kKeys / kWarps;    // 16: one k16 step of P V
-  static constexpr int kDims = kDsaHeadDim;              // 192
-  static constexpr int kRowHalves = kDims + 8;           // 400-byte rows: 25 x 16 B, so ldmatrix rows hit distinct banks
-  static constexpr int kScoreSteps = kDims / 16;         // k16 steps of Q K^T
-  static constexpr int kDimTiles = kDims / 8;            // n8 tiles of P V
-  static constexpr int kGranules = kDims / 4;            // 4-dim pieces of an output row
-  static constexpr int kColumnBatch = 256;               // region columns a split resolves at once
+  static constexpr int kHeads = 16;                    // mma M: the row's heads, zero-padded
+  static constexpr int kKeys = 64;                     // keys a KV tile
+  static constexpr int kKeysPerWarp = kKeys / kWarps;  // 16: one k16 step of P V
+  static constexpr int kDims = kDsaHeadDim;            // 192
+  static constexpr int kRowHalves = kDims + 8;         // 400-byte rows: 25 x 16 B, ldmatrix rows on distinct banks
+  static constexpr int kScoreSteps = kDims / 16;       // k16 steps of Q K^T
+  static constexpr int kDimTiles = kDims / 8;          // n8 tiles of P V
+  static constexpr int kGranules = kDims / 4;          // 4-dim pieces of an output row
+  static constexpr int kColumnBatch = 256;             // region columns a split resolves at once
   static_assert(kKeysPerWarp == 16, "a warp's P is one k16 A fragment (two n8 score tiles)");
   static_assert(kColumnBatch % kThreads == 0, "a thread resolves kColumnBatch / kThreads columns of a batch");
   static_assert(kDims % 16 == 0, "Q K^T walks k16 steps; P V pairs of n8 tiles");

@@ -25,7 +25,7 @@ __global__ void __launch_bounds__(CombineTraits::kThreads) combine_kernel(const 
   static_assert(kMaxSplits <= kDsaMaxSplits && C::bound(kMaxSplits) == kMaxSplits,
                 "an instance of CombineTraits::bound");
   __shared__ float weight[kMaxSplits][T::kHeads];  // exp(lse_s - max) of each split and head (0: empty)
-  __shared__ float factor[T::kHeads];                 // gate / sum of the weights; 0: no key in any split
+  __shared__ float factor[T::kHeads];              // gate / sum of the weights; 0: no key in any split
   const int64_t row = blockIdx.x / C::kSlices;
   const int x = static_cast<int>(blockIdx.x % C::kSlices) * C::kThreads + threadIdx.x;  // (head, granule) pair
   const bool has_granule = x < p.heads * T::kGranules;

@@ -46,7 +46,8 @@ __device__ __forceinline__ void convert_tile(SplitSmem<true>& s, int buffer) {
         out[i] = uint32_t{h.x} | (uint32_t{h.y} << 16);  // V as FP16 (exact), so P can be FP16
       }
     }
-    uint16_t* dst = piece < kHalfPieces ? &s.tiles.kv[0].k[key][piece * 16] : &s.tiles.kv[0].v[key][(piece - kHalfPieces) * 16];
+    uint16_t* dst =
+        piece < kHalfPieces ? &s.tiles.kv[0].k[key][piece * 16] : &s.tiles.kv[0].v[key][(piece - kHalfPieces) * 16];
     reinterpret_cast<uint4*>(dst)[0] = make_uint4(out[0], out[1], out[2], out[3]);
     reinterpret_cast<uint4*>(dst)[1] = make_uint4(out[4], out[5], out[6], out[7]);
   }

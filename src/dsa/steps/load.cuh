@@ -18,7 +18,8 @@ namespace sparse_decode::dsa {
 struct RowInputs {
   int split_columns;           // region columns c = split, split + splits, ... below R
   const int32_t* row_regions;  // the split's first region column; the next is `splits` further
-  int32_t first_blocks[SplitTraits::kColumnBatch / SplitTraits::kThreads];  // this thread's of the first batch; -1: none
+  // This thread's region ids of the first batch (-1: no column).
+  int32_t first_blocks[SplitTraits::kColumnBatch / SplitTraits::kThreads];
   bool active;
   int32_t position;
   float k_scale;

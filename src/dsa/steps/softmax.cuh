@@ -75,8 +75,10 @@ __device__ __forceinline__ void probabilities(const float (&score)[2][4], const 
         const float2 f = __half22float2(h);
         state.sum[half] += f.x + f.y;
       } else {
-        const float h0 = bf16_bits_to_float(float_to_bf16_bits(p0)), h1 = bf16_bits_to_float(float_to_bf16_bits(p1));
-        const float l0 = bf16_bits_to_float(float_to_bf16_bits(p0 - h0)), l1 = bf16_bits_to_float(float_to_bf16_bits(p1 - h1));
+        const float h0 = bf16_bits_to_float(float_to_bf16_bits(p0));
+        const float h1 = bf16_bits_to_float(float_to_bf16_bits(p1));
+        const float l0 = bf16_bits_to_float(float_to_bf16_bits(p0 - h0));
+        const float l1 = bf16_bits_to_float(float_to_bf16_bits(p1 - h1));
         hi[2 * j + half] = pack_bf16(h0, h1);
         lo[2 * j + half] = pack_bf16(l0, l1);
         state.sum[half] += (h0 + l0) + (h1 + l1);
