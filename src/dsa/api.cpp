@@ -1,11 +1,11 @@
 // dsa_decode: validation, then the CPU backend for host memory or the GPU
-// kernels for device memory (src/dsa/dsa_kernel.cuh, docs/kernels/dsa.md).
+// kernels for device memory (src/dsa/kernels/, docs/kernels/dsa.md).
 #include "sparse_decode/dsa_decode.h"
 
 #include <cstdint>
 
 #include "common/validation.h"
-#include "dsa/params.h"
+#include "dsa/dispatch.h"
 #include "reference/dsa_reference.h"
 
 namespace sparse_decode {
@@ -15,7 +15,7 @@ namespace {
 // What supports() adds to validate().
 Status device_status(const DsaDecodeArgs& args) {
   if (args.memory == MemorySpace::kHost || args.num_rows == 0) return Status::Ok();
-  return dsa::dsa_kernels_support(args);
+  return dsa::kernels_support(args);
 }
 
 }  // namespace
@@ -49,7 +49,7 @@ Status dsa_decode(const DsaDecodeArgs& args, void* workspace, size_t workspace_b
     }
   }
   if (Status status = device_status(args); !status.ok()) return status;
-  if (args.memory == MemorySpace::kDevice) return dsa::launch_dsa(args, workspace, stream);
+  if (args.memory == MemorySpace::kDevice) return dsa::launch(args, workspace, stream);
   reference::dsa_decode_host(args);
   return Status::Ok();
 }

@@ -1,40 +1,18 @@
-// Launch of the dsa_decode kernels (docs/kernels/dsa.md): the split kernel on
-// a (row, split) grid, then with splits > 1 the combine kernel (kSlices CTAs
-// a row), programmatic dependent launch between them.
-#include <cuda_runtime.h>
+// The plan of a dsa_decode call (the splits the kernels run, the kernel
+// parameters) and the support check.
+#include "dsa/dispatch.h"
 
 #include <algorithm>
 #include <climits>
 #include <string>
 
 #include "common/device_support.h"
-#include "common/dispatch.h"
-#include "common/per_device.h"
-#include "dsa/kernels/dsa_kernel.cuh"
+#include "dsa/traits.cuh"
 
 namespace sparse_decode::dsa {
-namespace {
 
-int set_kernel_attributes() {
-  cudaError_t error = cudaFuncSetAttribute(dsa_split_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(sizeof(DsaSmem<false>)));
-  if (error != cudaSuccess) return error;
-  return cudaFuncSetAttribute(dsa_split_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(sizeof(DsaSmem<true>)));
-}
-
-Status configure_kernels() {
-  static OncePerDevice configured(set_kernel_attributes, "configuring the dsa_decode kernels");
-  return configured.run();
-}
-
-// The splits the kernels run: split s takes region columns s, s + splits,
-// ... (docs/dsa_layout.md, decision 4), so splits past the R columns read
-// nothing and weigh 0 in the combine (their partials are zeros). Running
-// min(splits, R) of them, at least 2 so that the same combine runs, gives
-// the same partition and the same bits without the empty CTAs.
 int32_t launched_splits(const DsaDecodeArgs& a) {
-  return a.splits <= 1 ? a.splits : std::max(2, std::min(a.splits, a.num_regions));
+  return a.splits <= 1 ? a.splits : std::max(kMinCombinedSplits, std::min(a.splits, a.num_regions));
 }
 
 DsaParams make_params(const DsaDecodeArgs& a, void* workspace) {
@@ -79,43 +57,18 @@ DsaParams make_params(const DsaDecodeArgs& a, void* workspace) {
   return p;
 }
 
-}  // namespace
-
-Status dsa_kernels_support(const DsaDecodeArgs& args) {
+Status kernels_support(const DsaDecodeArgs& args) {
   if (Status status = hopper_device_status("dsa_decode: "); !status.ok()) return status;
   if (args.num_rows > INT_MAX / args.splits) {
     return Status::NotSupported("dsa_decode: num_rows * splits must be at most 2^31 - 1 CTAs, got num_rows = " +
                                 std::to_string(args.num_rows) + ", splits = " + std::to_string(args.splits));
   }
-  if (args.splits > 1 && args.num_rows > INT_MAX / DsaCombineTraits::kSlices) {
+  if (args.splits > 1 && args.num_rows > INT_MAX / CombineTraits::kSlices) {
     return Status::NotSupported("dsa_decode: num_rows must be at most (2^31 - 1) / " +
-                                std::to_string(DsaCombineTraits::kSlices) + " with splits > 1 (combine CTAs), got " +
+                                std::to_string(CombineTraits::kSlices) + " with splits > 1 (combine CTAs), got " +
                                 std::to_string(args.num_rows));
   }
   return Status::Ok();
-}
-
-Status launch_dsa(const DsaDecodeArgs& args, void* workspace, CUstream_st* stream) {
-  if (Status status = configure_kernels(); !status.ok()) return status;
-  DsaParams p = make_params(args, workspace);
-  const bool fp8 = args.cache_dtype == DType::kFloat8E4M3;
-  const void* split = fp8 ? reinterpret_cast<const void*>(&dsa_split_kernel<true>)
-                          : reinterpret_cast<const void*>(&dsa_split_kernel<false>);
-  const size_t smem = fp8 ? sizeof(DsaSmem<true>) : sizeof(DsaSmem<false>);
-  if (Status status = launch_kernel(split, LaunchConfig(args.num_rows * p.splits, DsaTraits::kThreads, smem,
-                                                        args.enable_pdl, stream),
-                                    &p, "launching the dsa_decode split kernel");
-      !status.ok()) {
-    return status;
-  }
-  if (p.splits == 1) return Status::Ok();
-  // The combine kernel always overlaps the split kernel's tail (PDL).
-  const void* combine = with_bound<4, 8, 16, 32>(p.splits, [](auto bound) {
-    return reinterpret_cast<const void*>(&dsa_combine_kernel<decltype(bound)::value>);
-  });
-  return launch_kernel(combine, LaunchConfig(args.num_rows * DsaCombineTraits::kSlices, DsaCombineTraits::kThreads, 0,
-                                             true, stream),
-                       &p, "launching the dsa_decode combine kernel");
 }
 
 }  // namespace sparse_decode::dsa

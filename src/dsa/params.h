@@ -52,12 +52,4 @@ struct DsaParams {
   int64_t rows;
 };
 
-// Whether this build's kernels serve a validated device-memory call (an
-// sm_90 device; a grid of num_rows * splits CTAs).
-Status dsa_kernels_support(const DsaDecodeArgs& args);
-
-// Launches the split kernel (and, with splits > 1, the combine kernel) for a
-// validated device-memory call with rows > 0.
-Status launch_dsa(const DsaDecodeArgs& args, void* workspace, CUstream_st* stream);
-
 }  // namespace sparse_decode::dsa

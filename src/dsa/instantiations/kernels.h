@@ -1,0 +1,14 @@
+// The kernel registry of dsa_decode: each instantiation file defines the
+// getters of its kernels (the launcher takes kernels by address, so that
+// only one translation unit compiles each instance).
+#pragma once
+
+namespace sparse_decode::dsa {
+
+const void* split_kernel_bf16();  // split_bf16.cu
+const void* split_kernel_fp8();   // split_fp8.cu
+// The combine kernel for at most `max_splits` splits, one of
+// CombineTraits::bound's instances (4, 8, 16, 32; combine.cu).
+const void* combine_kernel_for(int max_splits);
+
+}  // namespace sparse_decode::dsa

@@ -1,0 +1,7 @@
+// Explicit instantiation: the split kernel, BF16 caches.
+#include "dsa/instantiations/kernels.h"
+#include "dsa/kernels/split_kernel.cuh"
+
+namespace sparse_decode::dsa {
+const void* split_kernel_bf16() { return reinterpret_cast<const void*>(&split_kernel<false>); }
+}  // namespace sparse_decode::dsa

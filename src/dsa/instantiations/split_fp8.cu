@@ -1,0 +1,7 @@
+// Explicit instantiation: the split kernel, FP8 E4M3 caches.
+#include "dsa/instantiations/kernels.h"
+#include "dsa/kernels/split_kernel.cuh"
+
+namespace sparse_decode::dsa {
+const void* split_kernel_fp8() { return reinterpret_cast<const void*>(&split_kernel<true>); }
+}  // namespace sparse_decode::dsa

@@ -1,0 +1,100 @@
+// The split kernel of dsa_decode (docs/kernels/dsa.md): one CTA a (row,
+// split), 4 warps. It walks the split's region columns (c = split, split +
+// splits, ...) in KV tiles of up to 64 visible keys of one region, scores
+// them with mma.sync m16n8k16 BF16 (the row's heads are M = 16, padded),
+// keeps an online softmax in the log2 domain, and multiplies P (BF16 hi +
+// lo; FP16 with FP8 caches) by V. Warp w owns keys 16w..16w+15 of a tile:
+// the tile's maximum goes through shared memory, the sums and P V stay per
+// warp until the end, where the 4 warps are added in order.
+#pragma once
+
+#include <cstdint>
+
+#include "common/math.cuh"
+#include "common/ptx/copy.cuh"
+#include "common/ptx/sync.cuh"
+#include "dsa/params.h"
+#include "dsa/smem.cuh"
+#include "dsa/steps/convert.cuh"
+#include "dsa/steps/load.cuh"
+#include "dsa/steps/output.cuh"
+#include "dsa/steps/pv.cuh"
+#include "dsa/steps/score.cuh"
+#include "dsa/steps/softmax.cuh"
+#include "dsa/traits.cuh"
+
+namespace sparse_decode::dsa {
+
+template <bool kFp8>
+__global__ void __launch_bounds__(SplitTraits::kThreads) split_kernel(const __grid_constant__ DsaParams p) {
+  using T = SplitTraits;
+  extern __shared__ __align__(16) uint8_t smem_bytes[];
+  SplitSmem<kFp8>& s = *reinterpret_cast<SplitSmem<kFp8>*>(smem_bytes);
+  const int64_t row = blockIdx.x / p.splits;
+  const int split = static_cast<int>(blockIdx.x % p.splits);
+  // g: the thread's heads g and g + 8 in the mma fragments; t: its key (dim) pair.
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+
+  ptx::grid_dependency_wait();  // every input is per-step data the previous kernel may write
+  const RowInputs in = load_row<kFp8>(p, row, split);
+  if (!in.active) {
+    if (p.splits == 1 && p.clear_inactive) clear_row(p, row);
+    ptx::launch_dependents();
+    return;
+  }
+  load_q(s, p, row);
+
+  const int split_columns = in.split_columns;
+  const int64_t request = row / (int64_t{p.groups} * p.query_len);
+  const uint8_t* group_base = p.cache + (row % p.groups) * p.group_stride;
+  const float scale_log2 = p.scale * in.k_scale * kLog2e;
+
+  const int key0 = warp * T::kKeysPerWarp;
+  const TileAddresses tile_base = tile_addresses(s, key0, lane);
+
+  HeadPair state;
+  float o[T::kDimTiles][4] = {};  // this warp's P V: heads g (0, 1) and g + 8 (2, 3), dims 8d + 2t (+1)
+
+  // The split's region columns in batches: each thread resolves one column
+  // (its page and visible slots: two dependent loads for all of them at
+  // once), then the batch's tiles are walked with the next tile's copies in
+  // flight during this one's math.
+  for (int batch0 = 0; batch0 < split_columns; batch0 += T::kColumnBatch) {
+    const int columns = split_columns - batch0 < T::kColumnBatch ? split_columns - batch0 : T::kColumnBatch;
+    __syncthreads();  // the previous batch's walk is done with the column table and the tiles
+    resolve_columns(s, p, in, request, batch0, columns);
+    __syncthreads();
+    TileCursor tile = seek_tile(s, columns, {0, 0});
+    if (tile.column < columns) issue_tile_at(s, p, group_base, tile, 0);
+    for (int i = 0; tile.column < columns; ++i) {
+      const int n = min(s.column_count[tile.column] - tile.first, T::kKeys);
+      const TileCursor next = seek_tile(s, columns, {tile.column, tile.first + T::kKeys});
+      ptx::cp_async_wait_all();  // tile i's copies (the only ones in flight)
+      __syncthreads();           // ... visible to every warp; tile i - 1's readers are done
+      if (next.column < columns) issue_tile_at(s, p, group_base, next, (i + 1) % 2);
+      int buffer = i % 2;
+      if constexpr (kFp8) {  // every FP8 tile is converted into the one BF16 K/V tile
+        convert_tile(s, buffer);
+        __syncthreads();
+        buffer = 0;
+      }
+      // The tile's math: S = Q K^T, the online softmax, P V.
+      const uint32_t k_base = tile_base.k + buffer * sizeof(typename SplitSmem<kFp8>::KvTile);
+      const uint32_t v_base = tile_base.v + buffer * sizeof(typename SplitSmem<kFp8>::KvTile);
+      float score[2][4] = {};
+      score_tile(score, tile_base.q, k_base);
+      publish_warp_max(s, mask_scores(score, key0, t, n, scale_log2), warp, g, t);
+      __syncthreads();
+      const TileScale scale = update_max(s, state, g);
+      uint32_t hi[4], lo[4];
+      probabilities<kFp8>(score, scale, state, hi, lo);
+      pv_tile<kFp8>(o, scale.rescale, hi, lo, v_base);
+      tile = next;
+    }
+  }
+  ptx::launch_dependents();
+  reduce_warps(s, state, o, warp, g, t);
+  write_output(p, s, row, split, in.v_scale);
+}
+
+}  // namespace sparse_decode::dsa

@@ -1,0 +1,52 @@
+// Launch of the dsa_decode kernels (docs/kernels/dsa.md): the split kernel
+// on a (row, split) grid, then with more than one split the combine kernel
+// (CombineTraits::kSlices CTAs a row), programmatic dependent launch
+// between them.
+#include <cuda_runtime.h>
+
+#include "common/device_support.h"
+#include "common/launch.h"
+#include "common/per_device.h"
+#include "dsa/dispatch.h"
+#include "dsa/instantiations/kernels.h"
+#include "dsa/smem.cuh"
+#include "dsa/traits.cuh"
+
+namespace sparse_decode::dsa {
+namespace {
+
+int set_kernel_attributes() {
+  cudaError_t error = cudaFuncSetAttribute(split_kernel_bf16(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(sizeof(SplitSmem<false>)));
+  if (error != cudaSuccess) return error;
+  return cudaFuncSetAttribute(split_kernel_fp8(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(sizeof(SplitSmem<true>)));
+}
+
+Status configure_kernels() {
+  static OncePerDevice configured(set_kernel_attributes, "configuring the dsa_decode kernels");
+  return configured.run();
+}
+
+}  // namespace
+
+Status launch(const DsaDecodeArgs& args, void* workspace, CUstream_st* stream) {
+  if (Status status = configure_kernels(); !status.ok()) return status;
+  DsaParams p = make_params(args, workspace);
+  const bool fp8 = args.cache_dtype == DType::kFloat8E4M3;
+  const void* split = fp8 ? split_kernel_fp8() : split_kernel_bf16();
+  const size_t smem = fp8 ? sizeof(SplitSmem<true>) : sizeof(SplitSmem<false>);
+  if (Status status = launch_kernel(split, LaunchConfig(args.num_rows * p.splits, SplitTraits::kThreads, smem,
+                                                        args.enable_pdl, stream),
+                                    &p, "launching the dsa_decode split kernel");
+      !status.ok()) {
+    return status;
+  }
+  if (p.splits == 1) return Status::Ok();
+  // The combine kernel always overlaps the split kernel's tail (PDL).
+  return launch_kernel(combine_kernel_for(p.splits),
+                       LaunchConfig(args.num_rows * CombineTraits::kSlices, CombineTraits::kThreads, 0, true, stream),
+                       &p, "launching the dsa_decode combine kernel");
+}
+
+}  // namespace sparse_decode::dsa

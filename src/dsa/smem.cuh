@@ -1,0 +1,39 @@
+// The split kernel's shared-memory plan: sizeof(SplitSmem<kFp8>) is its
+// dynamic shared memory.
+#pragma once
+
+#include <cstdint>
+
+#include "dsa/traits.cuh"
+
+namespace sparse_decode::dsa {
+
+// BF16 caches: two K/V tiles, the next tile's copies land during this one's
+// math. FP8: two staging buffers of raw slots and one BF16 K/V tile that
+// each tile is converted into before its math.
+template <bool kFp8>
+struct SplitSmem {
+  using T = SplitTraits;
+  static constexpr int kTileBuffers = kFp8 ? 1 : 2;
+  struct KvTile {
+    uint16_t k[T::kKeys][T::kRowHalves];  // BF16 keys of the tile
+    uint16_t v[T::kKeys][T::kRowHalves];  // values: BF16, or FP16 from FP8 caches
+  };
+  union Tiles {
+    KvTile kv[kTileBuffers];
+    float reduce[T::kWarps][T::kHeads][T::kDims];  // the warps' P V, added at the end
+  } tiles;
+  uint16_t q[T::kHeads][T::kRowHalves];
+  alignas(16) uint8_t staging[kFp8 ? 2 : 1][kFp8 ? T::kKeys : 1][kFp8 ? kDsaSlotDim : 16];  // FP8 slots
+  int64_t column_page[T::kColumnBatch];   // the page of each region column of the batch
+  int32_t column_count[T::kColumnBatch];  // its visible slots (0: nothing to read)
+  float warp_max[T::kWarps][T::kHeads];
+  float warp_sum[T::kWarps][T::kHeads];
+  float head_max[T::kHeads];  // the final maximum of each head (log2 domain)
+};
+
+static_assert(2 * (sizeof(SplitSmem<false>) + 1024) <= 228 * 1024 &&
+                  2 * (sizeof(SplitSmem<true>) + 1024) <= 228 * 1024,
+              "two CTAs an SM: the next tile's copies of one overlap the other's math");
+
+}  // namespace sparse_decode::dsa

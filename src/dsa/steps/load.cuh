@@ -1,0 +1,148 @@
+// The split kernel's loads: the row's inputs, Q, the page and visible
+// slots of each region column of a batch, and the cp.async copies of a KV
+// tile's slots.
+#pragma once
+
+#include <cstdint>
+
+#include "common/ptx/copy.cuh"
+#include "common/ptx/load.cuh"
+#include "dsa/params.h"
+#include "dsa/smem.cuh"
+
+namespace sparse_decode::dsa {
+
+// What a split reads before anything else: its region columns, the first
+// batch's region ids, the row's flag and position, and the FP8 scales (1
+// with BF16 caches).
+struct RowInputs {
+  int split_columns;           // region columns c = split, split + splits, ... below R
+  const int32_t* row_regions;  // the split's first region column; the next is `splits` further
+  // This thread's region ids of the first batch (-1: no column).
+  int32_t first_blocks[SplitTraits::kColumnBatch / SplitTraits::kThreads];
+  bool active;
+  int32_t position;
+  float k_scale;
+  float v_scale;
+};
+
+// The loads of RowInputs, issued at once (L2 loads that ptxas may not sink
+// into the branches that use them): one DRAM trip before the block table
+// instead of three in a row.
+template <bool kFp8>
+__device__ __forceinline__ RowInputs load_row(const DsaParams& p, int64_t row, int split) {
+  using T = SplitTraits;
+  RowInputs in;
+  in.split_columns = (p.num_regions - split + p.splits - 1) / p.splits;
+  in.row_regions = p.regions + row * p.regions_stride + split;
+#pragma unroll
+  for (int u = 0; u < T::kColumnBatch / T::kThreads; ++u) {
+    const int j = threadIdx.x + u * T::kThreads;
+    in.first_blocks[u] = j < in.split_columns ? ptx::load_l2(in.row_regions + int64_t{j} * p.splits) : -1;
+  }
+  in.active = ptx::load_l2(p.active + row) != 0;
+  in.position = ptx::load_l2(p.positions + row);
+  in.k_scale = kFp8 ? ptx::load_l2(p.k_scale) : 1.0f;
+  in.v_scale = kFp8 ? ptx::load_l2(p.v_scale) : 1.0f;
+  return in;
+}
+
+// Issues the copies of Q: `heads` rows of 192 dims, rows past `heads` zero.
+template <bool kFp8>
+__device__ __forceinline__ void load_q(SplitSmem<kFp8>& s, const DsaParams& p, int64_t row) {
+  using T = SplitTraits;
+  for (int x = threadIdx.x; x < T::kHeads * (T::kDims / 8); x += T::kThreads) {
+    const int head = x / (T::kDims / 8), piece = x % (T::kDims / 8);
+    const bool exists = head < p.heads;
+    const uint16_t* src = p.q + row * p.q_row_stride + (exists ? head * p.q_head_stride + piece * 8 : 0);
+    ptx::cp_async_16(ptx::smem_address(&s.q[head][piece * 8]), src, exists ? 16u : 0u);
+  }
+  ptx::cp_async_commit();
+}
+
+// The keys of a region column (logical block `block`) that the row sees:
+// its page and how many of its first slots are visible (0: the column
+// contributes nothing and, past the position, its table entry is not read).
+struct RegionKeys {
+  int64_t page;
+  int32_t count;
+};
+
+__device__ __forceinline__ RegionKeys region_keys(const DsaParams& p, int64_t request, int32_t position,
+                                                  int32_t block) {
+  if (block < 0 || block >= p.max_blocks) return {0, 0};
+  const int64_t first = int64_t{block} * p.block_size;
+  if (first > position) return {0, 0};
+  const int32_t page = p.block_table[request * p.block_table_stride + block];
+  if (page < 0 || page >= p.num_pages) return {0, 0};
+  const int64_t visible = int64_t{position} - first + 1;
+  return {page, static_cast<int32_t>(visible < p.block_size ? visible : p.block_size)};
+}
+
+// The column table of the batch of `columns` region columns from `batch0`:
+// each thread resolves its columns' pages and visible slots (two dependent
+// loads for all of them at once).
+template <bool kFp8>
+__device__ __forceinline__ void resolve_columns(SplitSmem<kFp8>& s, const DsaParams& p, const RowInputs& in,
+                                                int64_t request, int batch0, int columns) {
+  using T = SplitTraits;
+#pragma unroll
+  for (int u = 0; u < T::kColumnBatch / T::kThreads; ++u) {
+    const int j = threadIdx.x + u * T::kThreads;
+    if (j >= columns) break;
+    const int32_t block = batch0 == 0 ? in.first_blocks[u] : in.row_regions[int64_t{batch0 + j} * p.splits];
+    const RegionKeys region = region_keys(p, request, in.position, block);
+    s.column_page[j] = region.page;
+    s.column_count[j] = region.count;
+  }
+}
+
+// Issues the copies of slots [0, n) at `slots` into tile buffer `buffer`
+// (FP8: the staging buffer); keys n..63 are zero-filled, so the NaN the
+// caller may keep in unread slots never reaches an MMA.
+template <bool kFp8>
+__device__ __forceinline__ void issue_tile(SplitSmem<kFp8>& s, const uint8_t* slots, int64_t slot_stride, int n,
+                                           int buffer) {
+  using T = SplitTraits;
+  constexpr int kSlotPieces = kDsaSlotDim * (kFp8 ? 1 : 2) / 16;  // 16-byte pieces of a slot: 24 FP8, 48 BF16
+  constexpr int kHalfPieces = kSlotPieces / 2;                    // K, then V
+  for (int x = threadIdx.x; x < T::kKeys * kSlotPieces; x += T::kThreads) {
+    const int key = x / kSlotPieces, piece = x % kSlotPieces;
+    const uint8_t* src = key < n ? slots + key * slot_stride + piece * 16 : slots;
+    uint32_t dst;
+    if constexpr (kFp8) {
+      dst = ptx::smem_address(&s.staging[buffer][key][piece * 16]);
+    } else {
+      dst = piece < kHalfPieces ? ptx::smem_address(&s.tiles.kv[buffer].k[key][piece * 8])
+                                : ptx::smem_address(&s.tiles.kv[buffer].v[key][(piece - kHalfPieces) * 8]);
+    }
+    ptx::cp_async_16(dst, src, key < n ? 16u : 0u);
+  }
+  ptx::cp_async_commit();
+}
+
+// A position in the split's walk: region column `column` of the batch, its
+// slots from `first` (first >= count: past the batch's last tile).
+struct TileCursor {
+  int column;
+  int first;
+};
+
+// The first tile at or after (column, first) of the batch's `columns`.
+template <bool kFp8>
+__device__ __forceinline__ TileCursor seek_tile(const SplitSmem<kFp8>& s, int columns, TileCursor at) {
+  while (at.column < columns && at.first >= s.column_count[at.column]) at = {at.column + 1, 0};
+  return at;
+}
+
+// Issues the copies of the KV tile at `at` (up to 64 slots of its column)
+// into tile buffer `buffer`.
+template <bool kFp8>
+__device__ __forceinline__ void issue_tile_at(SplitSmem<kFp8>& s, const DsaParams& p, const uint8_t* group_base,
+                                              TileCursor at, int buffer) {
+  const int n = min(s.column_count[at.column] - at.first, SplitTraits::kKeys);
+  issue_tile<kFp8>(s, group_base + s.column_page[at.column] * p.page_stride + at.first * p.slot_stride,
+                   p.slot_stride, n, buffer);
+}
+
+}  // namespace sparse_decode::dsa

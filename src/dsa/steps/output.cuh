@@ -1,0 +1,88 @@
+// The end of a split: the warps' sums and P V added in warp order, then
+// the gated BF16 output (one split) or the split's normalized output and
+// log-sum-exp (more); and the BF16 store both kernels use.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "common/math.cuh"
+#include "dsa/params.h"
+#include "dsa/smem.cuh"
+#include "dsa/steps/convert.cuh"
+#include "dsa/steps/gate.cuh"
+#include "dsa/steps/softmax.cuh"
+
+namespace sparse_decode::dsa {
+
+// Stores 4 dims of an output head as BF16 (rounded once, after the gate).
+__device__ __forceinline__ void store_out4(uint16_t* dst, float4 v) {
+  *reinterpret_cast<uint2*>(dst) = make_uint2(pack_bf16(v.x, v.y), pack_bf16(v.z, v.w));
+}
+
+// Zeroes the row's output: an inactive row with one split (with more, the
+// combine zeroes it).
+__device__ __forceinline__ void clear_row(const DsaParams& p, int64_t row) {
+  using T = SplitTraits;
+  for (int x = threadIdx.x; x < p.heads * T::kGranules; x += T::kThreads) {
+    store_out4(p.out + row * p.out_row_stride + (x / T::kGranules) * p.out_head_stride + (x % T::kGranules) * 4,
+               make_float4(0.0f, 0.0f, 0.0f, 0.0f));
+  }
+}
+
+// Adds the 4 threads' shares of each sum, then publishes each warp's sums
+// and P V (and warp 0 the heads' maxima) in the reduce buffer, which
+// replaces the KV tiles.
+template <bool kFp8>
+__device__ __forceinline__ void reduce_warps(SplitSmem<kFp8>& s, HeadPair& state,
+                                             const float (&o)[SplitTraits::kDimTiles][4], int warp, int g, int t) {
+  using T = SplitTraits;
+#pragma unroll
+  for (int b = 0; b < 2; ++b) {
+#pragma unroll
+    for (int offset = 1; offset < 4; offset *= 2) state.sum[b] += __shfl_xor_sync(0xffffffffu, state.sum[b], offset);
+  }
+  __syncthreads();  // the last tile's readers are done: tiles become the reduce buffer
+  if (t == 0) s.warp_sum[warp][g] = state.sum[0], s.warp_sum[warp][g + 8] = state.sum[1];
+  if (warp == 0 && t == 0) s.head_max[g] = state.max[0], s.head_max[g + 8] = state.max[1];
+#pragma unroll
+  for (int d = 0; d < T::kDimTiles; ++d) {
+    *reinterpret_cast<float2*>(&s.tiles.reduce[warp][g][8 * d + 2 * t]) = make_float2(o[d][0], o[d][1]);
+    *reinterpret_cast<float2*>(&s.tiles.reduce[warp][g + 8][8 * d + 2 * t]) = make_float2(o[d][2], o[d][3]);
+  }
+  __syncthreads();
+}
+
+// One granule a thread: the warps' sums and P V added in warp order, then
+// with one split the gated BF16 output, with more the normalized output in
+// `partial` and the natural-log sum of exp in `lse` (-inf: no visible key).
+template <bool kFp8>
+__device__ __forceinline__ void write_output(const DsaParams& p, const SplitSmem<kFp8>& s, int64_t row, int split,
+                                             float v_scale) {
+  using T = SplitTraits;
+  for (int x = threadIdx.x; x < p.heads * T::kGranules; x += T::kThreads) {
+    const int head = x / T::kGranules, dim = (x % T::kGranules) * 4;
+    float sum = s.warp_sum[0][head];
+    float4 acc = *reinterpret_cast<const float4*>(&s.tiles.reduce[0][head][dim]);
+#pragma unroll
+    for (int w = 1; w < T::kWarps; ++w) {
+      sum += s.warp_sum[w][head];
+      const float4 part = *reinterpret_cast<const float4*>(&s.tiles.reduce[w][head][dim]);
+      acc.x += part.x, acc.y += part.y, acc.z += part.z, acc.w += part.w;
+    }
+    // No visible key: exact zeros (and -inf for the combine).
+    const float factor = sum > 0.0f ? v_scale / sum : 0.0f;
+    const float4 mean = make_float4(acc.x * factor, acc.y * factor, acc.z * factor, acc.w * factor);
+    if (p.splits == 1) {
+      const float gate = gate_factor(p, row, head);
+      store_out4(p.out + row * p.out_row_stride + head * p.out_head_stride + dim,
+                 make_float4(mean.x * gate, mean.y * gate, mean.z * gate, mean.w * gate));
+    } else {
+      const int64_t entry = (row * p.splits + split) * p.heads + head;
+      *reinterpret_cast<float4*>(p.partial + entry * T::kDims + dim) = mean;
+      if (dim == 0) p.lse[entry] = sum > 0.0f ? (s.head_max[head] + log2f(sum)) * kLn2 : -INFINITY;
+    }
+  }
+}
+
+}  // namespace sparse_decode::dsa
