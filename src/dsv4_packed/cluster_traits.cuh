@@ -6,18 +6,18 @@
 
 #include "sparse_decode/dsv4_decode_packed.h"
 
-namespace sparse_decode::dsv4 {
+namespace sparse_decode::dsv4_packed {
 
 // The combine moves 4 dims (a granule) of a head at a time; granule g of the
 // 128 belongs to CTA g % n of the n in a cluster.
-constexpr int packed_granules_per_owner(int ctas) { return (kHeadDim / 4 + ctas - 1) / ctas; }
-constexpr int packed_max_receive_slots(int max_ctas) {
+constexpr int max_owned_granules(int ctas) { return (kHeadDim / 4 + ctas - 1) / ctas; }
+constexpr int max_receive_slots(int max_ctas) {
   int most = 0;
-  for (int n = 1; n <= max_ctas; ++n) most = most > n * packed_granules_per_owner(n) ? most : n * packed_granules_per_owner(n);
+  for (int n = 1; n <= max_ctas; ++n) most = most > n * max_owned_granules(n) ? most : n * max_owned_granules(n);
   return most;
 }
 
-struct PackedTraits {
+struct ClusterTraits {
   static constexpr int kHeads = 16;         // heads a CTA: the M of mma.sync m16n8k16
   static constexpr int kChunkColumns = 64;  // KV rows a CTA gathers, dequantizes and scores at once
   static constexpr int kWarps = 8;
@@ -35,9 +35,9 @@ struct PackedTraits {
   static constexpr int kDimsPerWarp = kHeadDim / kWarps;          // O = P V: 64 dims a warp
   static constexpr int kProbStride = kChunkColumns + 8;  // ldmatrix rows on distinct banks
   static constexpr int kGranules = kHeadDim / 4;
-  static constexpr int granules_per_owner(int ctas) { return packed_granules_per_owner(ctas); }
+  static constexpr int granules_per_owner(int ctas) { return max_owned_granules(ctas); }
   // Receive slots [source CTA][owned granule][head] (4 floats each), for the worst cluster size.
-  static constexpr int kReceiveSlots = packed_max_receive_slots(kMaxClusterCtas) * kHeads;
+  static constexpr int kReceiveSlots = max_receive_slots(kMaxClusterCtas) * kHeads;
 
   static_assert(kGatherRowsPerWarp == 8, "lanes 0..7 of a warp load the indices of its 8 rows");
   static_assert(kColumnsPerWarp == 8, "S: a warp computes one n8 tile over all 512 dims");
@@ -49,8 +49,8 @@ struct PackedTraits {
 };
 
 // Shared memory of one CTA; sizeof() is the dynamic shared memory of the launch.
-struct PackedSmem {
-  using T = PackedTraits;
+struct ClusterSmem {
+  using T = ClusterTraits;
   union {
     uint16_t kv[T::kChunkColumns][T::kTileStride];  // dequantized rows, BF16: K and V
     float4 received[T::kReceiveSlots];  // after the last chunk: the cluster's partial O, this CTA's granules
@@ -73,7 +73,7 @@ struct PackedSmem {
   uint64_t partials_landed;  // completes once every peer's partial O and statistics for this CTA have landed
 };
 
-static_assert(sizeof(PackedSmem::received) <= sizeof(PackedSmem::kv), "the partial O reuses the KV tile");
-static_assert(sizeof(PackedSmem) <= 113 * 1024, "two CTAs an SM");
+static_assert(sizeof(ClusterSmem::received) <= sizeof(ClusterSmem::kv), "the partial O reuses the KV tile");
+static_assert(sizeof(ClusterSmem) <= 113 * 1024, "two CTAs an SM");
 
-}  // namespace sparse_decode::dsv4
+}  // namespace sparse_decode::dsv4_packed

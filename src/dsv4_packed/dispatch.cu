@@ -16,16 +16,16 @@
 #include "dsv4_packed/params.h"
 #include "dsv4_packed/stream_traits.cuh"
 
-namespace sparse_decode::dsv4 {
+namespace sparse_decode::dsv4_packed {
 
 namespace {
 
-constexpr size_t kSmemBytes = sizeof(PackedSmem);
+constexpr size_t kSmemBytes = sizeof(ClusterSmem);
 
 int set_kernel_attributes() {
-  cudaError_t e = cudaFuncSetAttribute(packed_kernel_pointer(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+  cudaError_t e = cudaFuncSetAttribute(cluster_kernel_pointer(), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(kSmemBytes));
-  if (e == cudaSuccess) e = cudaFuncSetAttribute(packed_kernel_pointer(), cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  if (e == cudaSuccess) e = cudaFuncSetAttribute(cluster_kernel_pointer(), cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
   return e;
 }
 
@@ -42,14 +42,14 @@ int set_stream_kernel_attributes() {
   cudaError_t e = cudaSuccess;
   for (int unit_ctas : {0, 1, 2}) {
     cudaFuncAttributes attributes{};
-    if (e == cudaSuccess) e = cudaFuncGetAttributes(&attributes, packed_stream_kernel_pointer(unit_ctas));
-    if (e == cudaSuccess && attributes.numRegs != PackedStreamTraits::kLaunchRegisters) {
+    if (e == cudaSuccess) e = cudaFuncGetAttributes(&attributes, stream_kernel_pointer(unit_ctas));
+    if (e == cudaSuccess && attributes.numRegs != StreamTraits::kLaunchRegisters) {
       e = cudaErrorInvalidDeviceFunction;
     }
     if (e == cudaSuccess) {
       // The split path (unit_ctas 0) may ask for an SM alone (split_launch_smem).
-      const size_t most = std::max(sizeof(PackedStreamSmem), unit_ctas == 0 ? kSmAloneSmemBytes : 0);
-      e = cudaFuncSetAttribute(packed_stream_kernel_pointer(unit_ctas), cudaFuncAttributeMaxDynamicSharedMemorySize,
+      const size_t most = std::max(sizeof(StreamSmem), unit_ctas == 0 ? kSmAloneSmemBytes : 0);
+      e = cudaFuncSetAttribute(stream_kernel_pointer(unit_ctas), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(most));
     }
   }
@@ -58,23 +58,23 @@ int set_stream_kernel_attributes() {
 
 // Raises the stream kernel's shared-memory limit, after checking its register count.
 Status configure_stream_kernel() {
-  static_assert(PackedStreamTraits::kLaunchRegisters == 80, "the message below names the register count");
+  static_assert(StreamTraits::kLaunchRegisters == 80, "the message below names the register count");
   static OncePerDevice configured(set_stream_kernel_attributes,
                                   "configuring the packed-row stream kernel (it must compile to 80 registers a thread)");
   return configured.run();
 }
 
-int head_groups_of(int32_t heads) { return (heads + PackedTraits::kHeads - 1) / PackedTraits::kHeads; }
+int head_groups_of(int32_t heads) { return (heads + ClusterTraits::kHeads - 1) / ClusterTraits::kHeads; }
 
 // Clusters of the grid: one a (token, 16-head group).
 int64_t clusters_of(const Dsv4PackedDecodeArgs& args) {
   return validation::saturating_mul(args.num_tokens, head_groups_of(args.num_heads));
 }
 
-int32_t chunks_of(int32_t width) { return (width + PackedTraits::kChunkColumns - 1) / PackedTraits::kChunkColumns; }
+int32_t chunks_of(int32_t width) { return (width + ClusterTraits::kChunkColumns - 1) / ClusterTraits::kChunkColumns; }
 
-PackedSegmentParams segment_params(const PackedSegment& segment) {
-  PackedSegmentParams params{};
+SegmentParams segment_params(const PackedSegment& segment) {
+  SegmentParams params{};
   params.pool = segment.pool.data;
   params.page_stride = segment.pool.page_stride;
   params.scale_offset = segment.pool.page_size * kPackedDataBytes;
@@ -91,14 +91,14 @@ PackedSegmentParams segment_params(const PackedSegment& segment) {
 
 }  // namespace
 
-PackedPlan packed_plan(int32_t swa_width, int32_t extra_width, int64_t clusters) {
-  PackedPlan plan;
+ClusterPlan packed_plan(int32_t swa_width, int32_t extra_width, int64_t clusters) {
+  ClusterPlan plan;
   plan.chunks = chunks_of(swa_width) + chunks_of(extra_width);
   // As many CTAs a cluster as one wave of the grid has room for, between 1
   // and 16 (docs/kernels/packed.md, v3): beyond a wave, a CTA that walks
   // more chunks costs less than the exchange and the waves of small CTAs.
   const int64_t room = kOneWaveCtas / std::max<int64_t>(clusters, 1);
-  const int max_ctas = static_cast<int>(std::clamp<int64_t>(room, 1, PackedTraits::kMaxClusterCtas));
+  const int max_ctas = static_cast<int>(std::clamp<int64_t>(room, 1, ClusterTraits::kMaxClusterCtas));
   plan.chunks_per_cta = (plan.chunks + max_ctas - 1) / max_ctas;
   plan.cluster_ctas = (plan.chunks + plan.chunks_per_cta - 1) / plan.chunks_per_cta;
   return plan;
@@ -149,17 +149,17 @@ Dsv4PackedKernel packed_kernel_choice(const Dsv4PackedDecodeArgs& args, bool spl
   return units > kClusterMaxUnits ? Dsv4PackedKernel::kStream : Dsv4PackedKernel::kCluster;
 }
 
-PackedSplitPlan packed_split_plan(int32_t chunks, int64_t units) {
-  const int64_t most = std::min<int64_t>(chunks, PackedSplitWorkspace::kMaxShares);
+SplitPlan packed_split_plan(int32_t chunks, int64_t units) {
+  const int64_t most = std::min<int64_t>(chunks, SplitWorkspace::kMaxShares);
   const int64_t fit = std::clamp<int64_t>(kOneWaveCtas / std::max<int64_t>(units, 1), 1, std::max<int64_t>(most, 1));
-  PackedSplitPlan plan;
+  SplitPlan plan;
   plan.chunks_per_cta = static_cast<int32_t>((chunks + fit - 1) / fit);
   plan.ctas = plan.chunks_per_cta > 0 ? (chunks + plan.chunks_per_cta - 1) / plan.chunks_per_cta : 1;
   return plan;
 }
 
 // The split path's plan of a call.
-PackedSplitPlan split_plan_of(const Dsv4PackedDecodeArgs& args) {
+SplitPlan split_plan_of(const Dsv4PackedDecodeArgs& args) {
   return packed_split_plan(token_chunks(args), clusters_of(args));
 }
 
@@ -168,12 +168,12 @@ size_t packed_split_workspace_bytes(const Dsv4PackedDecodeArgs& args) {
   // Saturates: a T beyond any buffer asks for more bytes than exist instead of wrapping.
   const int64_t shares = validation::saturating_mul(clusters_of(args), split_plan_of(args).ctas);
   return static_cast<size_t>(
-      validation::saturating_mul(shares, static_cast<int64_t>(PackedSplitWorkspace::kShareBytes)));
+      validation::saturating_mul(shares, static_cast<int64_t>(SplitWorkspace::kShareBytes)));
 }
 
 bool packed_split_workspace_fits(const Dsv4PackedDecodeArgs& args, const void* workspace, size_t workspace_bytes) {
   return workspace && workspace_bytes >= packed_split_workspace_bytes(args) &&
-         reinterpret_cast<uintptr_t>(workspace) % PackedSplitWorkspace::kAlignment == 0;
+         reinterpret_cast<uintptr_t>(workspace) % SplitWorkspace::kAlignment == 0;
 }
 
 // CTAs a unit of the stream kernel (kAuto's rule, also when it is forced).
@@ -185,7 +185,7 @@ Status packed_supports(const Dsv4PackedDecodeArgs& args) {
   const Dsv4PackedKernel choice = packed_kernel_choice(args);
   if (choice == Dsv4PackedKernel::kSplit) {
     // The split kernel's grid (ctas a unit) and the combine kernel's (a CTA a unit's warp).
-    const int64_t ctas = std::max<int64_t>(split_plan_of(args).ctas, PackedStreamTraits::kWarps);
+    const int64_t ctas = std::max<int64_t>(split_plan_of(args).ctas, StreamTraits::kWarps);
     if (clusters_of(args) > int64_t{0x7fffffff} / ctas) {
       return Status::NotSupported("dsv4_decode_packed: num_tokens: at most " +
                                   std::to_string(int64_t{0x7fffffff} / ctas) +
@@ -199,7 +199,7 @@ Status packed_supports(const Dsv4PackedDecodeArgs& args) {
     }
     return hopper_device_status("dsv4_decode_packed: ");
   }
-  const PackedPlan plan = packed_plan(args.swa.width, args.extra.given() ? args.extra.width : 0, clusters_of(args));
+  const ClusterPlan plan = packed_plan(args.swa.width, args.extra.given() ? args.extra.width : 0, clusters_of(args));
   if (args.num_tokens > int64_t{0x7fffffff} / plan.cluster_ctas) {
     return Status::NotSupported("dsv4_decode_packed: num_tokens: at most " +
                                 std::to_string(int64_t{0x7fffffff} / plan.cluster_ctas) +
@@ -217,10 +217,10 @@ Status launch_packed(const Dsv4PackedDecodeArgs& args, void* workspace, size_t w
   const bool split = kernel_kind == Dsv4PackedKernel::kSplit;
   const bool stream_kernel = split || kernel_kind == Dsv4PackedKernel::kStream;
   if (Status status = stream_kernel ? configure_stream_kernel() : configure_kernel(); !status.ok()) return status;
-  const PackedPlan plan = stream_kernel ? PackedPlan{}
+  const ClusterPlan plan = stream_kernel ? ClusterPlan{}
                                         : packed_plan(args.swa.width, has_extra ? args.extra.width : 0, clusters_of(args));
 
-  PackedParams p{};
+  Params p{};
   p.q = static_cast<const uint16_t*>(args.q);
   p.q_token_stride = args.q_token_stride;
   p.q_head_stride = args.q_head_stride;
@@ -236,7 +236,7 @@ Status launch_packed(const Dsv4PackedDecodeArgs& args, void* workspace, size_t w
   p.lse = args.lse;
   p.lse_token_stride = args.lse_token_stride;
   p.out_of_range_count = args.out_of_range_count;
-  const PackedSplitPlan split_plan = split ? split_plan_of(args) : PackedSplitPlan{};
+  const SplitPlan split_plan = split ? split_plan_of(args) : SplitPlan{};
   if (split) {
     p.workspace = static_cast<uint8_t*>(workspace);
     p.split_ctas = split_plan.ctas;
@@ -250,16 +250,16 @@ Status launch_packed(const Dsv4PackedDecodeArgs& args, void* workspace, size_t w
   unsigned cluster_ctas = 1;
   if (stream_kernel) {
     const int unit_ctas = split ? split_plan.ctas : stream_unit_ctas(args);
-    kernel = packed_stream_kernel_pointer(split ? 0 : unit_ctas);
+    kernel = stream_kernel_pointer(split ? 0 : unit_ctas);
     grid = dim3(static_cast<unsigned>(clusters_of(args) * unit_ctas));
-    block = dim3(PackedStreamTraits::kLaunchThreads);
-    smem_bytes = sizeof(PackedStreamSmem);
+    block = dim3(StreamTraits::kLaunchThreads);
+    smem_bytes = sizeof(StreamSmem);
     if (split) smem_bytes = split_launch_smem(smem_bytes, grid.x, args.enable_pdl);
     cluster_ctas = split ? 1u : static_cast<unsigned>(unit_ctas);
   } else {
-    kernel = packed_kernel_pointer();
+    kernel = cluster_kernel_pointer();
     grid = dim3(static_cast<unsigned>(args.num_tokens * plan.cluster_ctas), head_groups_of(args.num_heads));
-    block = dim3(PackedTraits::kThreads);
+    block = dim3(ClusterTraits::kThreads);
     smem_bytes = kSmemBytes;
     cluster_ctas = static_cast<unsigned>(plan.cluster_ctas);
   }
@@ -271,10 +271,10 @@ Status launch_packed(const Dsv4PackedDecodeArgs& args, void* workspace, size_t w
   }
   // The combine kernel always overlaps the split kernel's tail (PDL): it
   // waits for the shares before it reads them.
-  return launch_kernel(packed_combine_kernel_pointer(split_plan.ctas),
-                       LaunchConfig(clusters_of(args) * PackedStreamTraits::kWarps,
-                                    PackedSplitWorkspace::kCombineThreads, 0, true, stream, 1u),
+  return launch_kernel(combine_kernel_pointer(split_plan.ctas),
+                       LaunchConfig(clusters_of(args) * StreamTraits::kWarps,
+                                    SplitWorkspace::kCombineThreads, 0, true, stream, 1u),
                        &p, "launching the packed-row combine kernel");
 }
 
-}  // namespace sparse_decode::dsv4
+}  // namespace sparse_decode::dsv4_packed

@@ -5,7 +5,7 @@
 
 #include "sparse_decode/dsv4_decode_packed.h"
 
-namespace sparse_decode::dsv4 {
+namespace sparse_decode::dsv4_packed {
 
 // CTAs of the packed kernel an H100/H200 holds at once: 132 SMs x 2. A
 // constant, not the device's count, so that a plan (and with it the
@@ -14,7 +14,7 @@ inline constexpr int64_t kOneWaveCtas = 264;
 
 // How a token's 64-column chunks (SWA ones, then extra ones) are spread
 // over the CTAs of its cluster.
-struct PackedPlan {
+struct ClusterPlan {
   int32_t chunks = 0;          // ceil(W_swa / 64) + ceil(W_extra / 64)
   int32_t cluster_ctas = 0;    // CTAs a (token, head group), <= 16
   int32_t chunks_per_cta = 0;  // chunks each CTA walks through
@@ -22,17 +22,17 @@ struct PackedPlan {
 // `clusters`: T x head groups. The plan depends on it, and so do the bits
 // of a token's output: the same batch gives the same bits run after run,
 // but a token can round differently in a batch of another plan.
-PackedPlan packed_plan(int32_t swa_width, int32_t extra_width, int64_t clusters);
+ClusterPlan packed_plan(int32_t swa_width, int32_t extra_width, int64_t clusters);
 
 // The split path: a unit's chunks in runs over `ctas` ordinary CTAs of the
 // stream kernel, whose shares meet in the workspace and are folded by the
 // combine kernel (docs/kernels/packed.md, "The split path"). As many CTAs a
 // unit as one wave has room for, at most one a chunk and 16.
-struct PackedSplitPlan {
+struct SplitPlan {
   int32_t ctas = 0;            // CTAs (shares) a (token, head group) unit
   int32_t chunks_per_cta = 0;  // chunks each CTA walks through (the last may walk fewer)
 };
-PackedSplitPlan packed_split_plan(int32_t chunks, int64_t units);
+SplitPlan packed_split_plan(int32_t chunks, int64_t units);
 
 // The kernel a call runs: args.kernel unless kAuto, else by the batch;
 // kSplit only when `split_workspace` (the caller gives the workspace).
@@ -54,4 +54,4 @@ Status packed_supports(const Dsv4PackedDecodeArgs& args);
 // that fits.
 Status launch_packed(const Dsv4PackedDecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream_st* stream);
 
-}  // namespace sparse_decode::dsv4
+}  // namespace sparse_decode::dsv4_packed

@@ -8,9 +8,9 @@
 
 #include "sparse_decode/dsv4_decode_packed.h"
 
-namespace sparse_decode::dsv4 {
+namespace sparse_decode::dsv4_packed {
 
-struct PackedStreamTraits {
+struct StreamTraits {
   static constexpr int kHeads = 16;         // heads a CTA: wgmma N = 16, mma.sync M = 16
   static constexpr int kChunkColumns = 64;  // rows gathered and scored at once (wgmma M = 64)
   static constexpr int kWarps = 8;          // math warps: two warpgroups
@@ -66,8 +66,8 @@ struct PackedStreamTraits {
 };
 
 // Shared memory of one CTA; sizeof() is the dynamic shared memory of the launch.
-struct PackedStreamSmem {
-  using T = PackedStreamTraits;
+struct StreamSmem {
+  using T = StreamTraits;
   union {
     alignas(16) uint8_t kv[T::kBuffers][T::kChunkColumns][T::kTileRowBytes];  // rows as copied (bulk: 16-aligned)
     struct {  // after the walk, two CTAs a unit: what the peer sends of the heads this CTA stores
@@ -92,12 +92,12 @@ struct PackedStreamSmem {
 };
 
 // What the peer of a pair sends: every thread's values and scale unit, and the statistics.
-inline constexpr uint32_t kPairExchangeBytes = PackedStreamTraits::kThreads * (16 * sizeof(float) + sizeof(int)) +
-                                               PackedStreamTraits::kHeads * sizeof(float2);
-static_assert(kPairExchangeBytes == sizeof(PackedStreamSmem::exchange),
+inline constexpr uint32_t kPairExchangeBytes = StreamTraits::kThreads * (16 * sizeof(float) + sizeof(int)) +
+                                               StreamTraits::kHeads * sizeof(float2);
+static_assert(kPairExchangeBytes == sizeof(StreamSmem::exchange),
               "the pair's expected bytes are the whole exchange area, each byte sent once");
 
-static_assert(sizeof(PackedStreamSmem) + 1024 <= 228 * 1024 / PackedStreamTraits::kCtasPerSm,
+static_assert(sizeof(StreamSmem) + 1024 <= 228 * 1024 / StreamTraits::kCtasPerSm,
               "two CTAs an SM");
 
 // The split path's workspace (docs/kernels/packed.md, "The split path"): a
@@ -108,8 +108,8 @@ static_assert(sizeof(PackedStreamSmem) + 1024 <= 228 * 1024 / PackedStreamTraits
 // scale unit of each head, units[h * kThreads + t]; every head's (running
 // max, running sum). The combine kernel gives each (unit, warp) a CTA in
 // which thread (h, slice, lane) folds one such float4 over the unit's shares.
-struct PackedSplitWorkspace {
-  using T = PackedStreamTraits;
+struct SplitWorkspace {
+  using T = StreamTraits;
   static constexpr int kSlices = 4;  // (32-dim group, 16-dim half) of a warp's 64 dims
   static constexpr size_t kValueBytes = size_t{kSlices} * 2 * T::kThreads * 16;
   static constexpr size_t kUnitBytes = size_t{2} * T::kThreads * sizeof(int32_t);
@@ -122,4 +122,4 @@ struct PackedSplitWorkspace {
   static_assert(kValueBytes == T::kThreads * 32 * sizeof(float), "a math thread's 32 P V values");
 };
 
-}  // namespace sparse_decode::dsv4
+}  // namespace sparse_decode::dsv4_packed

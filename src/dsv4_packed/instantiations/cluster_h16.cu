@@ -3,6 +3,6 @@
 #include "dsv4_packed/instantiations/kernels.h"
 #include "dsv4_packed/kernels/cluster_kernel.cuh"
 
-namespace sparse_decode::dsv4 {
-const void* packed_kernel_pointer() { return reinterpret_cast<const void*>(&packed::packed_kernel); }
-}  // namespace sparse_decode::dsv4
+namespace sparse_decode::dsv4_packed {
+const void* cluster_kernel_pointer() { return reinterpret_cast<const void*>(&cluster::cluster_kernel); }
+}  // namespace sparse_decode::dsv4_packed

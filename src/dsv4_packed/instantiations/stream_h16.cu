@@ -6,18 +6,18 @@
 #include "dsv4_packed/instantiations/kernels.h"
 #include "dsv4_packed/kernels/stream_kernel.cuh"
 
-namespace sparse_decode::dsv4 {
-const void* packed_stream_kernel_pointer(int unit_ctas) {
+namespace sparse_decode::dsv4_packed {
+const void* stream_kernel_pointer(int unit_ctas) {
   return with_value<2, 1, 0>(unit_ctas, [](auto ctas) {
-    return reinterpret_cast<const void*>(&packed_stream::packed_stream_kernel<decltype(ctas)::value>);
+    return reinterpret_cast<const void*>(&stream::stream_kernel<decltype(ctas)::value>);
   });
 }
-const void* packed_combine_kernel_pointer(int shares) {
+const void* combine_kernel_pointer(int shares) {
   return with_bound<2, 4, 10, 16>(shares, [](auto bound) {
-    return reinterpret_cast<const void*>(&packed_stream::packed_combine_kernel<decltype(bound)::value>);
+    return reinterpret_cast<const void*>(&stream::combine_kernel<decltype(bound)::value>);
   });
 }
-}  // namespace sparse_decode::dsv4
+}  // namespace sparse_decode::dsv4_packed
 
 #if defined(SPARSE_DECODE_DIAGNOSTICS)
 int sparse_decode::instrument::phase_clocks::read_packed_stream(unsigned long long* host) { return copy_clocks(host); }

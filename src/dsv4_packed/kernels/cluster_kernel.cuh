@@ -25,9 +25,9 @@
 #include "dsv4_packed/cluster_traits.cuh"
 #include "dsv4_packed/params.h"
 
-namespace sparse_decode::dsv4::packed {
+namespace sparse_decode::dsv4_packed::cluster {
 
-using Traits = PackedTraits;
+using Traits = ClusterTraits;
 
 // Gathers the chunk's rows: warp w takes rows 8w..8w+7. Lanes 0..7 load
 // one index each; every lane then copies 9 of the warp's 8 x 36 16-byte
@@ -35,7 +35,7 @@ using Traits = PackedTraits;
 // lanes 0..7 their row's scale bytes. Masked columns read nothing and are
 // zero-filled (scale byte 0 and FP8 0 dequantize to 0), so NaN in their rows
 // never reaches an MMA. Returns the warp's active rows, bit r for row 8w + r.
-__device__ __forceinline__ uint32_t gather_rows(PackedSmem& s, const PackedSegmentParams& seg, int64_t token,
+__device__ __forceinline__ uint32_t gather_rows(ClusterSmem& s, const SegmentParams& seg, int64_t token,
                                                 int column0, int len, bool count_out_of_range,
                                                 int32_t* out_of_range_count) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -79,7 +79,7 @@ __device__ __forceinline__ uint32_t gather_rows(PackedSmem& s, const PackedSegme
 // the tile. Exact (an E4M3 value has 4 significant bits, BF16 8) except
 // below BF16's subnormal range. 8 bytes a lane and step, consecutive lanes
 // consecutive bytes of a row.
-__device__ __forceinline__ void dequantize_rows(PackedSmem& s) {
+__device__ __forceinline__ void dequantize_rows(ClusterSmem& s) {
   constexpr int kItems = Traits::kGatherRowsPerWarp * Traits::kGroupsPerRow;
   static_assert(kItems % 32 == 0, "whole steps");
   const int row0 = threadIdx.x / 32 * Traits::kGatherRowsPerWarp, lane = threadIdx.x % 32;
@@ -107,7 +107,7 @@ __device__ __forceinline__ void dequantize_rows(PackedSmem& s) {
 // S = Q K^T for the warp's 8 columns over all 512 dims (32 k16 steps on 4
 // accumulators, summed in a fixed order). Fragment: [0], [1] head lane / 4,
 // [2], [3] head lane / 4 + 8; columns 8 warp + 2 (lane % 4) + 0, 1.
-__device__ __forceinline__ void score_columns(const PackedSmem& s, float (&d)[4]) {
+__device__ __forceinline__ void score_columns(const ClusterSmem& s, float (&d)[4]) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const uint32_t q_base = ptx::smem_address(&s.q[(lane & 7) + ((lane >> 3) & 1) * 8][(lane >> 4) * 8]);
   const uint32_t k_base = ptx::smem_address(&s.kv[warp * Traits::kColumnsPerWarp + (lane & 7)][(lane >> 3) * 8]);
@@ -137,7 +137,7 @@ struct SoftmaxState {
 // as hi + lo BF16 (BF16 alone costs up to 3.6e-3 of relative error where the
 // weighted rows cancel) and its sums (barrier). Returns the factor by which
 // the output so far is rescaled, per head of the fragment.
-__device__ __forceinline__ float2 softmax_chunk(PackedSmem& s, SoftmaxState& state, uint32_t mask,
+__device__ __forceinline__ float2 softmax_chunk(ClusterSmem& s, SoftmaxState& state, uint32_t mask,
                                                 float scale_log2) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int head = lane / 4, column = warp * Traits::kColumnsPerWarp + 2 * (lane % 4);
@@ -195,7 +195,7 @@ __device__ __forceinline__ float2 softmax_chunk(PackedSmem& s, SoftmaxState& sta
 // ldmatrix.trans from the [column][dim] tile. acc[j] is the n8 tile of dims
 // 64 warp + 8 j: [0], [1] head lane / 4, [2], [3] head lane / 4 + 8, dims
 // 2 (lane % 4) + 0, 1.
-__device__ __forceinline__ void accumulate_chunk(const PackedSmem& s, float (&acc)[8][4], float2 factor) {
+__device__ __forceinline__ void accumulate_chunk(const ClusterSmem& s, float (&acc)[8][4], float2 factor) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
@@ -228,7 +228,7 @@ __device__ __forceinline__ void accumulate_chunk(const PackedSmem& s, float (&ac
 // st.async: each store completes its bytes on the owner's partials_landed
 // barrier, so no cluster barrier (and its release fence over the DSMEM
 // stores) is needed after the sends.
-__device__ __forceinline__ void send_partials(PackedSmem& s, const float (&acc)[8][4], const SoftmaxState& state,
+__device__ __forceinline__ void send_partials(ClusterSmem& s, const float (&acc)[8][4], const SoftmaxState& state,
                                               int rank, int ctas) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, head = lane / 4;
   const int per_owner = Traits::granules_per_owner(ctas);
@@ -257,7 +257,7 @@ __device__ __forceinline__ void send_partials(PackedSmem& s, const float (&acc)[
 
 // Sums the received partial outputs of this CTA's granules in rank order
 // (the same order every run: bitwise reproducible), normalizes, stores BF16.
-__device__ __forceinline__ void reduce_owned(const PackedSmem& s, const PackedParams& p, int64_t token, int head0,
+__device__ __forceinline__ void reduce_owned(const ClusterSmem& s, const Params& p, int64_t token, int head0,
                                              int rank, int ctas, float sink_log2) {
   constexpr int kHeads = Traits::kHeads, kPeers = Traits::kMaxClusterCtas;
   const int h = threadIdx.x % kHeads;
@@ -280,7 +280,7 @@ __device__ __forceinline__ void reduce_owned(const PackedSmem& s, const PackedPa
   }
   uint16_t* out = p.out + token * p.out_token_stride + head * p.out_head_stride;
   const int per_owner = Traits::granules_per_owner(ctas);
-  const int owned = owned_granules(Traits::kGranules, rank, ctas);
+  const int owned = dsv4::owned_granules(Traits::kGranules, rank, ctas);
   for (int local = threadIdx.x / kHeads; local < owned; local += Traits::kThreads / kHeads) {
     float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
@@ -294,10 +294,10 @@ __device__ __forceinline__ void reduce_owned(const PackedSmem& s, const PackedPa
   }
 }
 
-__global__ void __launch_bounds__(Traits::kThreads, 2) packed_kernel(const __grid_constant__ PackedParams p) {
+__global__ void __launch_bounds__(Traits::kThreads, 2) cluster_kernel(const __grid_constant__ Params p) {
   constexpr int kHeads = Traits::kHeads;
   extern __shared__ __align__(16) uint8_t smem_bytes[];
-  PackedSmem& s = *reinterpret_cast<PackedSmem*>(smem_bytes);
+  ClusterSmem& s = *reinterpret_cast<ClusterSmem*>(smem_bytes);
   const int rank = static_cast<int>(ptx::cluster_ctarank());
   const int ctas = static_cast<int>(ptx::cluster_nctarank());
   const int64_t token = blockIdx.x / ctas;
@@ -310,7 +310,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 2) packed_kernel(const __gri
   if (tid == 0) {  // peers' partials land here after the cluster barrier that follows the walk
     const uint32_t landed = ptx::smem_address(&s.partials_landed);
     ptx::mbarrier_init(landed, 1);
-    ptx::mbarrier_arrive_expect_tx(landed, received_bytes(Traits::kGranules, kHeads, rank, ctas));
+    ptx::mbarrier_arrive_expect_tx(landed, dsv4::received_bytes(Traits::kGranules, kHeads, rank, ctas));
   }
   ptx::grid_dependency_wait();
 
@@ -338,7 +338,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 2) packed_kernel(const __gri
     if (chunk >= total_chunks) break;
     if (step > 0) __syncthreads();  // the previous chunk's P V is done with the tile and the probabilities
     const bool swa = chunk < p.swa.chunks;
-    const PackedSegmentParams& seg = swa ? p.swa : p.extra;
+    const SegmentParams& seg = swa ? p.swa : p.extra;
     const int column0 = (swa ? chunk : chunk - p.swa.chunks) * Traits::kChunkColumns;
     const uint32_t mask =
         gather_rows(s, seg, token, column0, swa ? swa_len : extra_len, count_out_of_range, p.out_of_range_count);
@@ -366,4 +366,4 @@ __global__ void __launch_bounds__(Traits::kThreads, 2) packed_kernel(const __gri
   reduce_owned(s, p, token, head0, rank, ctas, sink_log2);
 }
 
-}  // namespace sparse_decode::dsv4::packed
+}  // namespace sparse_decode::dsv4_packed::cluster

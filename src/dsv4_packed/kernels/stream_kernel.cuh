@@ -29,10 +29,10 @@
 #include "dsv4_packed/params.h"
 #include "dsv4_packed/stream_traits.cuh"
 
-namespace sparse_decode::dsv4::packed_stream {
+namespace sparse_decode::dsv4_packed::stream {
 
-using Traits = PackedStreamTraits;
-using Smem = PackedStreamSmem;
+using Traits = StreamTraits;
+using Smem = StreamSmem;
 // The unit of an accumulator that has seen nothing yet: any real unit is larger.
 inline constexpr int kNoUnit = -(1 << 20);
 // The least P of an active column: 2^-126, the least normal float.
@@ -47,7 +47,7 @@ __device__ __forceinline__ float pow2(int k) { return k < -126 ? 0.0f : __int_as
 // ---- producers ----
 
 // Whether column `row` of chunk `chunk` is below its segment's width and len.
-__device__ __forceinline__ bool column_listed(const PackedParams& p, int chunk, int row, int swa_len, int extra_len) {
+__device__ __forceinline__ bool column_listed(const Params& p, int chunk, int row, int swa_len, int extra_len) {
   const bool in_swa = chunk < p.swa.chunks;
   const int column = (in_swa ? chunk : chunk - p.swa.chunks) * Traits::kChunkColumns + row;
   return column < (in_swa ? p.swa.width : p.extra.width) && column < (in_swa ? swa_len : extra_len);
@@ -55,10 +55,10 @@ __device__ __forceinline__ bool column_listed(const PackedParams& p, int chunk, 
 
 // The index of column `row` of chunk `chunk` of the token (-1 past the
 // segment's width or its len).
-__device__ __forceinline__ int32_t listed_index(const PackedParams& p, int64_t token, int chunk, int row, int swa_len,
+__device__ __forceinline__ int32_t listed_index(const Params& p, int64_t token, int chunk, int row, int swa_len,
                                                 int extra_len) {
   const bool in_swa = chunk < p.swa.chunks;
-  const PackedSegmentParams& seg = in_swa ? p.swa : p.extra;
+  const SegmentParams& seg = in_swa ? p.swa : p.extra;
   const int column = (in_swa ? chunk : chunk - p.swa.chunks) * Traits::kChunkColumns + row;
   return column_listed(p, chunk, row, swa_len, extra_len) ? seg.indices[token * seg.indices_stride + column] : -1;
 }
@@ -69,13 +69,13 @@ __device__ __forceinline__ int32_t listed_index(const PackedParams& p, int64_t t
 // byte << 23. Masked rows are zero-filled, scales 0, so that NaN in unused
 // slots never reaches an MMA. Arrivals on rows_landed: lane 0 with the
 // expected bytes, then every lane after its scales, zeros and mask.
-__device__ __forceinline__ void produce_chunk(Smem& s, const PackedParams& p, int i, int chunk, int32_t index,
+__device__ __forceinline__ void produce_chunk(Smem& s, const Params& p, int i, int chunk, int32_t index,
                                               bool count_out_of_range) {
   constexpr int kRows = Traits::kProducerRows;
   const int pw = threadIdx.x / 32 - Traits::kWarps, lane = threadIdx.x % 32;
   const int buffer = i % Traits::kBuffers;
   const int row = pw * kRows + lane % kRows;
-  const PackedSegmentParams& seg = chunk < p.swa.chunks ? p.swa : p.extra;
+  const SegmentParams& seg = chunk < p.swa.chunks ? p.swa : p.extra;
   const bool listed = lane < kRows && index >= 0;
   const bool active = listed && index < seg.rows;
   if (listed && !active && count_out_of_range) atomicAdd(p.out_of_range_count, 1);
@@ -122,7 +122,7 @@ __device__ __forceinline__ void produce_chunk(Smem& s, const PackedParams& p, in
 // the lens (masked by them after), not after them (the split path, whose
 // CTAs walk a chunk or two: one DRAM trip less before the first rows).
 template <bool kIndexBeforeLens>
-__device__ __forceinline__ void produce_chunks(Smem& s, const PackedParams& p, int64_t token, int first, int count,
+__device__ __forceinline__ void produce_chunks(Smem& s, const Params& p, int64_t token, int first, int count,
                                                bool count_out_of_range) {
   constexpr int kRows = Traits::kProducerRows;
   const int lane = threadIdx.x % 32;
@@ -167,7 +167,7 @@ struct QueryBlocks {
   uint4 bits[2][2];  // [block][8-dim piece]: BF16 as loaded
 };
 
-__device__ __forceinline__ QueryBlocks load_query(const PackedParams& p, int64_t token, int first_head, int count) {
+__device__ __forceinline__ QueryBlocks load_query(const Params& p, int64_t token, int first_head, int count) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int head = lane % Traits::kHeads, first_block = 4 * warp + 2 * (lane / Traits::kHeads);
   QueryBlocks q;
@@ -554,7 +554,7 @@ __device__ __forceinline__ int output_exponent(int unit) { return unit < -300 ? 
 // 4 + 8; stats[h] theirs), over the softmax sum and the sink (sink_log2(head)),
 // as BF16; lse from warp 0.
 template <class SinkLog2>
-__device__ __forceinline__ void store_warp_output(const PackedParams& p, int64_t token, int first_head, int count,
+__device__ __forceinline__ void store_warp_output(const Params& p, int64_t token, int first_head, int count,
                                                   int warp, const DimFragment& acc, const int (&unit)[2],
                                                   const HeadStats (&stats)[2], int h_begin, int h_end,
                                                   SinkLog2&& sink_log2) {
@@ -578,7 +578,7 @@ __device__ __forceinline__ void store_warp_output(const PackedParams& p, int64_t
 }
 
 // This warp's dims, the sinks from shared memory (store_warp_output).
-__device__ __forceinline__ void store_output(const Smem& s, const PackedParams& p, int64_t token, int first_head,
+__device__ __forceinline__ void store_output(const Smem& s, const Params& p, int64_t token, int first_head,
                                              int count, const DimFragment& acc, const int (&unit)[2],
                                              const HeadStats (&stats)[2], int h_begin, int h_end) {
   store_warp_output(p, token, first_head, count, static_cast<int>(threadIdx.x / 32), acc, unit, stats, h_begin, h_end,
@@ -672,15 +672,15 @@ __device__ __forceinline__ void fold_pair(const Smem& s, DimFragment& acc, int (
 
 // ---- the split path: shares in the workspace, then the combine kernel ----
 
-using Workspace = PackedSplitWorkspace;
+using Workspace = SplitWorkspace;
 
-__device__ __forceinline__ uint8_t* share_record(const PackedParams& p, int64_t share) {
+__device__ __forceinline__ uint8_t* share_record(const Params& p, int64_t share) {
   return p.workspace + share * Workspace::kShareBytes;
 }
 
 // After the walk: this math thread's P V values and scale units, and (threads
-// < 16) the heads' statistics, into share `share` (PackedSplitWorkspace).
-__device__ __forceinline__ void write_share(const Smem& s, const PackedParams& p, int64_t share,
+// < 16) the heads' statistics, into share `share` (SplitWorkspace).
+__device__ __forceinline__ void write_share(const Smem& s, const Params& p, int64_t share,
                                             const DimFragment& acc, const int (&unit)[2]) {
   uint8_t* record = share_record(p, share);
   float4* values = reinterpret_cast<float4*>(record);
@@ -710,7 +710,7 @@ __device__ __forceinline__ void write_share(const Smem& s, const PackedParams& p
 // combine CTA that holds fewer leaves room for split CTAs on its SM while it
 // waits for them under PDL).
 template <int kMax>
-__global__ void __launch_bounds__(Workspace::kCombineThreads) packed_combine_kernel(const __grid_constant__ PackedParams p) {
+__global__ void __launch_bounds__(Workspace::kCombineThreads) combine_kernel(const __grid_constant__ Params p) {
   static_assert(kMax <= Workspace::kMaxShares, "at most kMaxShares shares a unit");
   const int head_groups = (p.num_heads + Traits::kHeads - 1) / Traits::kHeads;
   const int64_t unit_index = blockIdx.x / Traits::kWarps;
@@ -791,10 +791,10 @@ __global__ void __launch_bounds__(Workspace::kCombineThreads) packed_combine_ker
 // kUnitCtas CTAs a (token, 16-head group) unit: 1, or 2 (a cluster; CTA r
 // walks the r-th half of the chunks, and the pair combines through DSMEM),
 // or 0: the split path, p.split_ctas CTAs a unit (CTA r the r-th run of
-// chunks), each writing its share to the workspace for packed_combine_kernel.
+// chunks), each writing its share to the workspace for combine_kernel.
 template <int kUnitCtas>
 __global__ void __launch_bounds__(Traits::kLaunchThreads, Traits::kCtasPerSm)
-    packed_stream_kernel(const __grid_constant__ PackedParams p) {
+    stream_kernel(const __grid_constant__ Params p) {
   static_assert(kUnitCtas == 0 || kUnitCtas == 1 || kUnitCtas == 2, "the split path, one CTA a unit, or a pair");
   extern __shared__ __align__(16) uint8_t smem_bytes[];
   Smem& s = *reinterpret_cast<Smem*>(smem_bytes);
@@ -890,4 +890,4 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, Traits::kCtasPerSm)
   instrument::phase_span(5);
 }
 
-}  // namespace sparse_decode::dsv4::packed_stream
+}  // namespace sparse_decode::dsv4_packed::stream
