@@ -11,10 +11,11 @@
 #include "common/per_device.h"
 #include "common/math.cuh"
 #include "common/validation.h"
-#include "dsv4_packed/cluster_traits.cuh"
+#include "dsv4_packed/cluster_smem.cuh"
 #include "dsv4_packed/instantiations/kernels.h"
 #include "dsv4_packed/params.h"
-#include "dsv4_packed/stream_traits.cuh"
+#include "dsv4_packed/split_workspace.cuh"
+#include "dsv4_packed/stream_smem.cuh"
 
 namespace sparse_decode::dsv4_packed {
 

@@ -22,7 +22,7 @@
 #include "common/ptx/copy.cuh"
 #include "common/ptx/mma.cuh"
 #include "common/ptx/sync.cuh"
-#include "dsv4_packed/cluster_traits.cuh"
+#include "dsv4_packed/cluster_smem.cuh"
 #include "dsv4_packed/params.h"
 
 namespace sparse_decode::dsv4_packed::cluster {
@@ -80,13 +80,13 @@ __device__ __forceinline__ uint32_t gather_rows(ClusterSmem& s, const SegmentPar
 // below BF16's subnormal range. 8 bytes a lane and step, consecutive lanes
 // consecutive bytes of a row.
 __device__ __forceinline__ void dequantize_rows(ClusterSmem& s) {
-  constexpr int kItems = Traits::kGatherRowsPerWarp * Traits::kGroupsPerRow;
+  constexpr int kItems = Traits::kGatherRowsPerWarp * Traits::kDequantizeStepsPerRow;
   static_assert(kItems % 32 == 0, "whole steps");
   const int row0 = threadIdx.x / 32 * Traits::kGatherRowsPerWarp, lane = threadIdx.x % 32;
 #pragma unroll 2
   for (int i = 0; i < kItems / 32; ++i) {
     const int item = i * 32 + lane;
-    const int row = row0 + item / Traits::kGroupsPerRow, group = item % Traits::kGroupsPerRow;
+    const int row = row0 + item / Traits::kDequantizeStepsPerRow, group = item % Traits::kDequantizeStepsPerRow;
     const uint2 bytes = *reinterpret_cast<const uint2*>(&s.raw.fp8[row][group * 8]);
     const uint32_t byte = s.raw.scales[row][group * 8 / kPackedTileDims];
     // 2^(byte - 127) as a float: byte 0 is the subnormal 2^-127, byte 255 is NaN (as in UE8M0).

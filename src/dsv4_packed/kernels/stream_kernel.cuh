@@ -27,7 +27,8 @@
 #include "common/ptx/mma.cuh"
 #include "common/ptx/sync.cuh"
 #include "dsv4_packed/params.h"
-#include "dsv4_packed/stream_traits.cuh"
+#include "dsv4_packed/split_workspace.cuh"
+#include "dsv4_packed/stream_smem.cuh"
 
 namespace sparse_decode::dsv4_packed::stream {
 
