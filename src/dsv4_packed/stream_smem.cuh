@@ -16,7 +16,7 @@ struct StreamSmem {
     alignas(16) uint8_t kv[T::kBuffers][T::kChunkColumns][T::kTileRowBytes];  // rows as copied (bulk: 16-aligned)
     struct {  // after the walk, two CTAs a unit: what the peer sends of the heads this CTA stores
       float values[T::kThreads][16];  // a thread's P V values of one head (its 64 dims' share)
-      int scale_unit[T::kThreads];
+      int scale_exponent[T::kThreads];  // a thread's scale exponent of that head
       float2 stats[T::kHeads];        // (running max, running sum) of every head
     } exchange;
   };
@@ -35,13 +35,12 @@ struct StreamSmem {
   alignas(8) uint8_t column_mask[T::kBuffers][T::kChunkColumns / 8];
 };
 
-// What the peer of a pair sends: every thread's values and scale unit, and the statistics.
+// What the peer of a pair sends: every thread's values and scale exponent, and the statistics.
 inline constexpr uint32_t kPairExchangeBytes = StreamTraits::kThreads * (16 * sizeof(float) + sizeof(int)) +
                                                StreamTraits::kHeads * sizeof(float2);
 static_assert(kPairExchangeBytes == sizeof(StreamSmem::exchange),
               "the pair's expected bytes are the whole exchange area, each byte sent once");
 
-static_assert(sizeof(StreamSmem) + 1024 <= 228 * 1024 / StreamTraits::kCtasPerSm,
-              "two CTAs an SM");
+static_assert(sizeof(StreamSmem) + 1024 <= 228 * 1024 / StreamTraits::kCtasPerSm, "two CTAs an SM");
 
 }  // namespace sparse_decode::dsv4_packed
