@@ -1,5 +1,6 @@
-// The flat, by-value argument block of the packed-row kernel, built on the
-// host from a validated Dsv4PackedDecodeArgs (docs/kernels/packed.md).
+// The flat, by-value argument block of the packed kernels (cluster, stream,
+// combine), built on the host from a validated Dsv4PackedDecodeArgs
+// (launch.cu).
 #pragma once
 
 #include <cstdint>
@@ -26,7 +27,7 @@ struct Params {
   SegmentParams swa;   // chunks 0 .. swa.chunks - 1
   SegmentParams extra; // then extra.chunks chunks
   int32_t num_heads;         // H; CTAs of grid row y serve heads 16y .. 16y + 15 (those < H)
-  int32_t chunks_per_cta;    // chunks each CTA of a token's cluster walks through
+  int32_t chunks_per_cta;    // the cluster kernel: chunks each CTA of a token's cluster walks through
   float scale_log2;          // softmax_scale * log2(e)
   const float* sinks;        // [H] or null
   uint16_t* out;             // [T, H, 512] BF16 bits
