@@ -1,6 +1,6 @@
 // Host side of dsv4_decode_packed before a launch: the plans of the cluster
 // kernel and of the split path, the kernel choice, the split path's
-// workspace, and the support check (docs/kernels/packed.md). The launch
+// workspace, and the support check (docs/dispatch.md). The launch
 // itself: launch.h.
 #pragma once
 

@@ -21,7 +21,7 @@ struct StreamSmem {
     } exchange;
   };
   uint32_t scale_bits[T::kBuffers][T::kScaleTiles][T::kChunkColumns];        // scale byte << 23; 0 for masked rows
-  uint64_t rows_landed[T::kBuffers];  // a tile's copies and scales (kRowsLandedArrivals)
+  uint64_t rows_landed[T::kBuffers];  // a KV tile's copies and scales (kRowsLandedArrivals)
   uint64_t exchange_landed;           // two CTAs a unit: the peer's share has landed in `exchange`
   alignas(16) uint8_t q[T::kHeads / 8][T::kQPieces][8][16];
   float scores[2][T::kHeads][T::kScoreRowFloats];  // each warpgroup's share of S (scaled by 2^q_shift)

@@ -19,7 +19,7 @@ struct StreamTraits {
   static constexpr int kProducerWarps = 4;  // one warpgroup issues every copy
   static constexpr int kLaunchThreads = kThreads + 32 * kProducerWarps;
   static constexpr int kProducerRows = kChunkColumns / kProducerWarps;  // one lane a row
-  // A tile's barrier: each producer warp's expected bytes (one arrival), then
+  // A KV tile's barrier: each producer warp's expected bytes (one arrival), then
   // every producer lane once its scales, zeros and mask are written.
   static constexpr int kRowsLandedArrivals = kProducerWarps * (1 + 32);
   static constexpr int kBuffers = 2;        // KV tiles: the next chunk lands during this one's math
@@ -28,7 +28,7 @@ struct StreamTraits {
   // a KV tile (the math warps arrive when done with it, the producers wait).
   static constexpr int kMathBarrier = 1;
   static constexpr int kTileFreeBarrier = 2;
-  // A tile row: the 576 data bytes as copied (448 E4M3 dims, 64 BF16 dims),
+  // A KV tile row: the 576 data bytes as copied (448 E4M3 dims, 64 BF16 dims),
   // padded by 16 so that the 8 rows of an ldmatrix fall on distinct banks.
   static constexpr int kTileRowBytes = kPackedDataBytes + 16;
   static constexpr int kScaleTiles = kPackedTiles;                 // 7 UE8M0 bytes a row

@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(ClusterTraits::kThreads, 2) cluster_kernel(con
   for (int step = 0; step < p.chunks_per_cta; ++step) {
     const int chunk = rank * p.chunks_per_cta + step;
     if (chunk >= total_chunks) break;
-    if (step > 0) __syncthreads();  // the previous chunk's P V is done with the tile and the probabilities
+    if (step > 0) __syncthreads();  // the previous chunk's P V is done with the KV tile and the probabilities
     const bool swa = chunk < p.swa.chunks;
     const SegmentParams& seg = swa ? p.swa : p.extra;
     const int column0 = (swa ? chunk : chunk - p.swa.chunks) * Traits::kChunkColumns;
@@ -90,10 +90,10 @@ __global__ void __launch_bounds__(ClusterTraits::kThreads, 2) cluster_kernel(con
   }
   ptx::cp_async_wait_all();  // q, when this CTA had no chunk
 
-  // This CTA no longer reads its tile (every read has fed an MMA) and its
+  // This CTA no longer reads its KV tile (every read has fed an MMA) and its
   // partials barrier is initialized (fenced at init): no release fence needed.
   ptx::cluster_arrive_relaxed();
-  ptx::cluster_wait();  // nor does any other CTA: the partials may land in the tiles
+  ptx::cluster_wait();  // nor does any other CTA: the partials may land in the KV tiles
   cluster::send_partials(s, acc, state, rank, ctas);
   ptx::mbarrier_wait_parity_cluster(ptx::smem_address(&s.partials_landed), 0);  // every partial has landed
   cluster::reduce_owned(s, p, token, head0, rank, ctas, sink_log2);

@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(StreamTraits::kLaunchThreads, StreamTraits::kC
     } else {
       stream::accumulate_tail(s, buffer, acc);
     }
-    // The warp's reads of the tile are done: the producers may refill it.
+    // The warp's reads of the KV tile are done: the producers may refill it.
     if (i + Traits::kBuffers < walk) {
       ptx::named_barrier_arrive(Traits::kTileFreeBarrier + buffer, Traits::kLaunchThreads);
     }
@@ -124,9 +124,9 @@ __global__ void __launch_bounds__(StreamTraits::kLaunchThreads, StreamTraits::kC
     stats[1] = stream::HeadStats{s.running_max[g + 8], s.running_sum[g + 8]};
     stream::store_output(s, p, token, first_head, count, acc, exponent, stats, 0, 2);
   } else {
-    // Both walks are done: every read of the tiles has fed an MMA, and the
+    // Both walks are done: every read of the KV tiles has fed an MMA, and the
     // exchange barrier was fenced at its initialization, so a relaxed
-    // barrier frees the tiles for the exchange.
+    // barrier frees the KV tiles for the exchange.
     ptx::cluster_arrive_relaxed();
     ptx::cluster_wait();
     stream::send_to_peer(s, acc, exponent, rank);

@@ -28,8 +28,8 @@ __device__ __forceinline__ int32_t listed_index(const Params& p, int64_t token, 
   return column_listed(p, chunk, row, swa_len, extra_len) ? seg.indices[token * seg.indices_stride + column] : -1;
 }
 
-// Producer warp w's rows 16w .. 16w + 15 of chunk i into tile i % kBuffers,
-// once the math warps are done with the tile's previous chunk: a bulk copy
+// Producer warp w's rows 16w .. 16w + 15 of chunk i into KV tile i % kBuffers,
+// once the math warps are done with the KV tile's previous chunk: a bulk copy
 // of the 576 data bytes a row, and the row's 7 scale bytes (plain loads) as
 // byte << 23. Masked rows are zero-filled, scales 0, so that NaN in unused
 // slots never reaches an MMA. Arrivals on rows_landed: lane 0 with the
@@ -55,7 +55,7 @@ __device__ __forceinline__ void produce_chunk(Smem& s, const Params& p, int i, i
   }
   if (i >= Traits::kBuffers) {
     ptx::named_barrier_sync(Traits::kTileFreeBarrier + buffer, Traits::kLaunchThreads);
-    // The tile's last use (generic proxy) before the bulk copies (async proxy) into it.
+    // The KV tile's last use (generic proxy) before the bulk copies (async proxy) into it.
     ptx::fence_proxy_async_shared();
   }
   const uint32_t mask = __ballot_sync(0xffffffffu, active) & ((1u << kRows) - 1);
@@ -83,7 +83,7 @@ __device__ __forceinline__ void produce_chunk(Smem& s, const Params& p, int i, i
 
 // The token's chunks [first, first + count) by the producer warpgroup, each
 // chunk's indices loaded a chunk ahead so that their latency hides behind
-// the tile's wait. kIndexBeforeLens: the first chunk's indices load beside
+// the KV tile's wait. kIndexBeforeLens: the first chunk's indices load beside
 // the lens (masked by them after), not after them (the split path, whose
 // CTAs walk a chunk or two: one DRAM trip less before the first rows).
 template <bool kIndexBeforeLens>

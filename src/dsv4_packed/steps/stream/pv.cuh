@@ -102,7 +102,7 @@ __device__ __forceinline__ void accumulate_scaled_tile(Smem& s, int buffer, DimF
 }
 
 // P V of the BF16 dims (warp 7, dims 448..511): P as BF16 hi + lo (16
-// significant bits), V by ldmatrix.trans from the tile as it is.
+// significant bits), V by ldmatrix.trans from the KV tile as it is.
 __device__ __forceinline__ void accumulate_tail(Smem& s, int buffer, DimFragment& acc) {
   const int lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;

@@ -15,9 +15,9 @@ namespace sparse_decode::dsv4_packed::stream {
 __device__ __forceinline__ float scale_value(uint32_t bits) { return __uint_as_float(bits != 0 ? bits : 0x00400000u); }
 
 // Warpgroup g's share of S^T (64 columns x 16 heads) over score tiles 4g ..
-// 4g + 3: tile j < 7 from the E4M3 bytes (two ldmatrix.x4 give its 4 FP16
+// 4g + 3: score tile j < 7 (scale tile j) from the E4M3 bytes (two ldmatrix.x4 give its 4 FP16
 // k-steps after an exact conversion), on its own accumulator, then times the
-// rows' scales into the total; tile 7, the BF16 dims, as they are. Stored
+// rows' scales into the total; score tile 7, the BF16 dims, as they are. Stored
 // as scores[warpgroup][head][column].
 __device__ __forceinline__ void score_chunk(Smem& s, int buffer) {
   const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
@@ -29,7 +29,7 @@ __device__ __forceinline__ void score_chunk(Smem& s, int buffer) {
       ptx::wgmma_descriptor(ptx::smem_address(&s.q[0][0][0][0]), Traits::kCoreBytes, Traits::kQRowGroupBytes);
   const int column = 16 * warp + lane / 4;  // accumulator rows: column, column + 8
   const int first_tile = Traits::kTilesPerWarpgroup * warpgroup;
-  // The next FP8 tile's bytes (two ldmatrix.x4), loaded while this tile's wgmmas run.
+  // The next scale tile's bytes (two ldmatrix.x4), loaded while this one's wgmmas run.
   uint32_t m[2][4];
   auto load_bytes = [&](int tile) {
     ptx::ldmatrix_x4(m[0], a_base + tile * kPackedTileDims);
