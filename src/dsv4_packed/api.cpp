@@ -1,9 +1,10 @@
 // dsv4_decode_packed: validation, then the CPU backend for host memory or the
-// packed-row GPU kernel for device memory (docs/kernels/packed.md).
+// packed-row GPU kernels for device memory (docs/kernels/packed.md).
 #include "sparse_decode/dsv4_decode_packed.h"
 
 #include "common/validation.h"
 #include "dsv4_packed/dispatch.h"
+#include "dsv4_packed/launch.h"
 #include "reference/dsv4_packed_reference.h"
 
 namespace sparse_decode {
@@ -13,22 +14,22 @@ Status supports(const Dsv4PackedDecodeArgs& args) {
   if (args.memory == MemorySpace::kHost) return Status::Ok();
   // Device checks run for T = 0 too: a caller that probes with an empty
   // batch learns whether this machine serves device memory.
-  return dsv4::packed_supports(args);
+  return dsv4_packed::kernels_support(args);
 }
 
 // The split path's shares (kAuto's small batches, or a forced kSplit); the
 // other kernels combine in distributed shared memory and need none.
 size_t workspace_size(const Dsv4PackedDecodeArgs& args) {
   if (!validate(args).ok() || args.memory == MemorySpace::kHost) return 0;
-  return dsv4::packed_kernel_choice(args) == Dsv4PackedKernel::kSplit ? dsv4::packed_split_workspace_bytes(args) : 0;
+  return dsv4_packed::choose_kernel(args) == Dsv4PackedKernel::kSplit ? dsv4_packed::split_workspace_bytes(args) : 0;
 }
 
 Status dsv4_decode_packed(const Dsv4PackedDecodeArgs& args, void* workspace, size_t workspace_bytes,
                           CUstream_st* stream) {
   if (Status status = supports(args); !status.ok()) return status;
   if (args.memory == MemorySpace::kDevice && args.kernel == Dsv4PackedKernel::kSplit && args.num_tokens > 0 &&
-      !dsv4::packed_split_workspace_fits(args, workspace, workspace_bytes)) {
-    return validation::workspace_too_small("the split path", dsv4::packed_split_workspace_bytes(args), workspace,
+      !dsv4_packed::split_workspace_fits(args, workspace, workspace_bytes)) {
+    return validation::workspace_too_small("the split path", dsv4_packed::split_workspace_bytes(args), workspace,
                                            workspace_bytes);
   }
   if (args.num_tokens == 0) return Status::Ok();
@@ -36,7 +37,7 @@ Status dsv4_decode_packed(const Dsv4PackedDecodeArgs& args, void* workspace, siz
     reference::dsv4_decode_packed_host(args);
     return Status::Ok();
   }
-  return dsv4::launch_packed(args, workspace, workspace_bytes, stream);
+  return dsv4_packed::launch(args, workspace, workspace_bytes, stream);
 }
 
 }  // namespace sparse_decode

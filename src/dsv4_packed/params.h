@@ -1,12 +1,13 @@
-// The flat, by-value argument block of the packed-row kernel, built on the
-// host from a validated Dsv4PackedDecodeArgs (docs/kernels/packed.md).
+// The flat, by-value argument block of the packed kernels (cluster, stream,
+// combine), built on the host from a validated Dsv4PackedDecodeArgs
+// (launch.cu).
 #pragma once
 
 #include <cstdint>
 
-namespace sparse_decode::dsv4 {
+namespace sparse_decode::dsv4_packed {
 
-struct PackedSegmentParams {
+struct SegmentParams {
   const uint8_t* pool;       // page p at pool + p * page_stride bytes
   int64_t page_stride;       // bytes
   int64_t scale_offset;      // page_size * 576: where a page's scale rows start
@@ -19,14 +20,14 @@ struct PackedSegmentParams {
   const int32_t* lens;       // [T] or null (all `width` columns)
 };
 
-struct PackedParams {
+struct Params {
   const uint16_t* q;         // [T, H, 512] BF16 bits
   int64_t q_token_stride;    // elements
   int64_t q_head_stride;     // elements
-  PackedSegmentParams swa;   // chunks 0 .. swa.chunks - 1
-  PackedSegmentParams extra; // then extra.chunks chunks
+  SegmentParams swa;   // chunks 0 .. swa.chunks - 1
+  SegmentParams extra; // then extra.chunks chunks
   int32_t num_heads;         // H; CTAs of grid row y serve heads 16y .. 16y + 15 (those < H)
-  int32_t chunks_per_cta;    // chunks each CTA of a token's cluster walks through
+  int32_t chunks_per_cta;    // the cluster kernel: chunks each CTA of a token's cluster walks through
   float scale_log2;          // softmax_scale * log2(e)
   const float* sinks;        // [H] or null
   uint16_t* out;             // [T, H, 512] BF16 bits
@@ -35,8 +36,8 @@ struct PackedParams {
   float* lse;                // [T, H] or null
   int64_t lse_token_stride;  // elements
   int32_t* out_of_range_count;  // or null
-  uint8_t* workspace;        // the split path's shares (PackedSplitWorkspace), or null
+  uint8_t* workspace;        // the split path's shares (SplitWorkspace), or null
   int32_t split_ctas;        // the split path: CTAs a (token, 16-head group) unit, each a run of chunks
 };
 
-}  // namespace sparse_decode::dsv4
+}  // namespace sparse_decode::dsv4_packed

@@ -1,16 +1,17 @@
-// Compile-time configuration and shared-memory plan of the packed-row
-// stream kernel (large batches of dsv4_decode_packed): FP8 rows stay FP8 in
-// shared memory, the MMAs are FP16, the per-tile scales go on the score
-// accumulators and on P (docs/kernels/packed.md, "The packed stream kernel").
+// Compile-time configuration of the packed stream kernel (large batches of
+// dsv4_decode_packed, and the split path): FP8 rows stay FP8 in shared
+// memory, the MMAs are FP16, the per-scale-tile scales go on the score
+// accumulators and on P. Its shared-memory plan: stream_smem.cuh; the split
+// path's workspace: split_workspace.cuh. The design: docs/kernels/packed.md.
 #pragma once
 
 #include <cstdint>
 
 #include "sparse_decode/dsv4_decode_packed.h"
 
-namespace sparse_decode::dsv4 {
+namespace sparse_decode::dsv4_packed {
 
-struct PackedStreamTraits {
+struct StreamTraits {
   static constexpr int kHeads = 16;         // heads a CTA: wgmma N = 16, mma.sync M = 16
   static constexpr int kChunkColumns = 64;  // rows gathered and scored at once (wgmma M = 64)
   static constexpr int kWarps = 8;          // math warps: two warpgroups
@@ -18,7 +19,7 @@ struct PackedStreamTraits {
   static constexpr int kProducerWarps = 4;  // one warpgroup issues every copy
   static constexpr int kLaunchThreads = kThreads + 32 * kProducerWarps;
   static constexpr int kProducerRows = kChunkColumns / kProducerWarps;  // one lane a row
-  // A tile's barrier: each producer warp's expected bytes (one arrival), then
+  // A KV tile's barrier: each producer warp's expected bytes (one arrival), then
   // every producer lane once its scales, zeros and mask are written.
   static constexpr int kRowsLandedArrivals = kProducerWarps * (1 + 32);
   static constexpr int kBuffers = 2;        // KV tiles: the next chunk lands during this one's math
@@ -27,13 +28,13 @@ struct PackedStreamTraits {
   // a KV tile (the math warps arrive when done with it, the producers wait).
   static constexpr int kMathBarrier = 1;
   static constexpr int kTileFreeBarrier = 2;
-  // A tile row: the 576 data bytes as copied (448 E4M3 dims, 64 BF16 dims),
+  // A KV tile row: the 576 data bytes as copied (448 E4M3 dims, 64 BF16 dims),
   // padded by 16 so that the 8 rows of an ldmatrix fall on distinct banks.
   static constexpr int kTileRowBytes = kPackedDataBytes + 16;
   static constexpr int kScaleTiles = kPackedTiles;                 // 7 UE8M0 bytes a row
   static constexpr int kTailByte = kPackedFp8Dims;                 // where the BF16 dims start in a row
-  // q: BF16 [head group of 8][16-byte piece][head % 8][16 bytes], wgmma's
-  // K-major core matrices; dims 0..447 rewritten as FP16 (see packed.md).
+  // q: BF16 [head / 8][16-byte piece][head % 8][16 bytes], wgmma's K-major
+  // core matrices; dims 0..447 rewritten as FP16 (steps/stream/query.cuh).
   static constexpr int kQPieces = kHeadDim * 2 / 16;
   static constexpr int kCoreBytes = 8 * 16;
   static constexpr int kQRowGroupBytes = kQPieces * kCoreBytes;
@@ -65,61 +66,4 @@ struct PackedStreamTraits {
                 "setmaxnreg moves registers within the CTA's launch allocation");
 };
 
-// Shared memory of one CTA; sizeof() is the dynamic shared memory of the launch.
-struct PackedStreamSmem {
-  using T = PackedStreamTraits;
-  union {
-    alignas(16) uint8_t kv[T::kBuffers][T::kChunkColumns][T::kTileRowBytes];  // rows as copied (bulk: 16-aligned)
-    struct {  // after the walk, two CTAs a unit: what the peer sends of the heads this CTA stores
-      float values[T::kThreads][16];  // a thread's P V values of one head (its 64 dims' share)
-      int scale_unit[T::kThreads];
-      float2 stats[T::kHeads];        // (running max, running sum) of every head
-    } exchange;
-  };
-  uint32_t scale_bits[T::kBuffers][T::kScaleTiles][T::kChunkColumns];        // scale byte << 23; 0 for masked rows
-  uint64_t rows_landed[T::kBuffers];  // a tile's copies and scales (kRowsLandedArrivals)
-  uint64_t exchange_landed;           // two CTAs a unit: the peer's share has landed in `exchange`
-  alignas(16) uint8_t q[T::kHeads / 8][T::kQPieces][8][16];
-  float scores[2][T::kHeads][T::kScoreRowFloats];  // each warpgroup's share of S (scaled by 2^q_shift)
-  float probs[T::kHeads][T::kProbRowFloats];       // exp2(score - running max), FP32
-  float query_amax[T::kWarps][T::kHeads];          // each warp's largest |q| a head (its dim blocks)
-  float score_factor[T::kHeads];                   // softmax scale * log2(e) * 2^-q_shift
-  float running_max[T::kHeads];                    // log2 domain
-  float running_sum[T::kHeads];
-  float rescale[T::kHeads];                        // factor on O when the running max moves
-  float sink_log2[T::kHeads];
-  alignas(8) uint8_t column_mask[T::kBuffers][T::kChunkColumns / 8];
-};
-
-// What the peer of a pair sends: every thread's values and scale unit, and the statistics.
-inline constexpr uint32_t kPairExchangeBytes = PackedStreamTraits::kThreads * (16 * sizeof(float) + sizeof(int)) +
-                                               PackedStreamTraits::kHeads * sizeof(float2);
-static_assert(kPairExchangeBytes == sizeof(PackedStreamSmem::exchange),
-              "the pair's expected bytes are the whole exchange area, each byte sent once");
-
-static_assert(sizeof(PackedStreamSmem) + 1024 <= 228 * 1024 / PackedStreamTraits::kCtasPerSm,
-              "two CTAs an SM");
-
-// The split path's workspace (docs/kernels/packed.md, "The split path"): a
-// share for each CTA of each (token, 16-head group) unit, share u * CTAs + r.
-// A share holds math thread t's P V values of head h as 4 floats for each
-// (32-dim group, 16-dim half): values[(slice * 2 + h) * kThreads + t], slice =
-// 2 * group + half (a warp's store is 512 contiguous bytes); the thread's
-// scale unit of each head, units[h * kThreads + t]; every head's (running
-// max, running sum). The combine kernel gives each (unit, warp) a CTA in
-// which thread (h, slice, lane) folds one such float4 over the unit's shares.
-struct PackedSplitWorkspace {
-  using T = PackedStreamTraits;
-  static constexpr int kSlices = 4;  // (32-dim group, 16-dim half) of a warp's 64 dims
-  static constexpr size_t kValueBytes = size_t{kSlices} * 2 * T::kThreads * 16;
-  static constexpr size_t kUnitBytes = size_t{2} * T::kThreads * sizeof(int32_t);
-  static constexpr size_t kStatsBytes = size_t{T::kHeads} * 8;
-  static constexpr size_t kShareBytes = kValueBytes + kUnitBytes + kStatsBytes;
-  static constexpr size_t kAlignment = 16;
-  static constexpr int kMaxShares = 16;     // CTAs a unit at most: the combine keeps every share's float4 in registers
-  static constexpr int kCombineThreads = 2 * kSlices * 32;
-  static_assert(kShareBytes % kAlignment == 0, "every share starts 16-byte aligned");
-  static_assert(kValueBytes == T::kThreads * 32 * sizeof(float), "a math thread's 32 P V values");
-};
-
-}  // namespace sparse_decode::dsv4
+}  // namespace sparse_decode::dsv4_packed

@@ -1,7 +1,8 @@
 // Host-side validation of Dsv4PackedDecodeArgs: everything that can be
 // checked without reading device memory, before anything is launched. The
-// rules follow validate.cpp (section 1) wherever the two calls share an
-// argument; docs/packed_layout.md explains the ones that are new here.
+// rules follow src/dsv4/validate.cpp (SPEC section 1) wherever the two calls
+// share an argument; docs/formats/packed_layout.md explains the ones that
+// are new here.
 #include <cstdint>
 #include <limits>
 #include <string>

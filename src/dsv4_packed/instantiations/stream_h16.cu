@@ -1,23 +1,24 @@
-// Explicit instantiations of the packed-row stream kernel (16 heads a CTA;
-// other head counts are CTAs of 16, 8 heads padded): one CTA a unit, and a
-// pair of CTAs a unit for batches of at most one unit per two CTA slots;
-// the split path (0: runs of chunks a CTA, shares in the workspace) and its combine kernel.
+// Explicit instantiations of the packed stream kernel (16 heads a CTA; other
+// head counts are CTAs of 16, 8 heads padded): one CTA a unit, a pair of
+// CTAs a unit, and the split path (0: a run of chunks a CTA, shares in the
+// workspace) with its combine kernel for up to 2, 4, 10 or 16 shares a unit.
 #include "common/dispatch.h"
 #include "dsv4_packed/instantiations/kernels.h"
+#include "dsv4_packed/kernels/combine_kernel.cuh"
 #include "dsv4_packed/kernels/stream_kernel.cuh"
 
-namespace sparse_decode::dsv4 {
-const void* packed_stream_kernel_pointer(int unit_ctas) {
+namespace sparse_decode::dsv4_packed {
+const void* stream_kernel_pointer(int unit_ctas) {
   return with_value<2, 1, 0>(unit_ctas, [](auto ctas) {
-    return reinterpret_cast<const void*>(&packed_stream::packed_stream_kernel<decltype(ctas)::value>);
+    return reinterpret_cast<const void*>(&stream_kernel<decltype(ctas)::value>);
   });
 }
-const void* packed_combine_kernel_pointer(int shares) {
+const void* combine_kernel_pointer(int shares) {
   return with_bound<2, 4, 10, 16>(shares, [](auto bound) {
-    return reinterpret_cast<const void*>(&packed_stream::packed_combine_kernel<decltype(bound)::value>);
+    return reinterpret_cast<const void*>(&combine_kernel<decltype(bound)::value>);
   });
 }
-}  // namespace sparse_decode::dsv4
+}  // namespace sparse_decode::dsv4_packed
 
 #if defined(SPARSE_DECODE_DIAGNOSTICS)
 int sparse_decode::instrument::phase_clocks::read_packed_stream(unsigned long long* host) { return copy_clocks(host); }

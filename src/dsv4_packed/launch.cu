@@ -1,0 +1,167 @@
+// The launch of dsv4_decode_packed's kernels: each kernel's one-time
+// configuration on a device, the parameter block, and the launches through
+// launch_kernel.
+#include "dsv4_packed/launch.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "common/device_support.h"
+#include "common/launch.h"
+#include "common/math.cuh"
+#include "common/per_device.h"
+#include "dsv4_packed/cluster_smem.cuh"
+#include "dsv4_packed/dispatch.h"
+#include "dsv4_packed/instantiations/kernels.h"
+#include "dsv4_packed/params.h"
+#include "dsv4_packed/split_workspace.cuh"
+#include "dsv4_packed/stream_smem.cuh"
+
+namespace sparse_decode::dsv4_packed {
+
+namespace {
+
+int set_cluster_kernel_attributes() {
+  cudaError_t e = cudaFuncSetAttribute(cluster_kernel_pointer(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(sizeof(ClusterSmem)));
+  if (e == cudaSuccess) {
+    e = cudaFuncSetAttribute(cluster_kernel_pointer(), cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  }
+  return e;
+}
+
+// Raises the cluster kernel's shared-memory limit and allows 16-CTA clusters.
+Status configure_cluster_kernel() {
+  static OncePerDevice configured(set_cluster_kernel_attributes, "configuring the packed-row kernel");
+  return configured.run();
+}
+
+int set_stream_kernel_attributes() {
+  // The stream kernel's setmaxnreg plan assumes the launch allocation it was
+  // compiled for: with fewer registers setmaxnreg.inc would wait forever, so
+  // a build that compiled it otherwise is refused (InvalidDeviceFunction).
+  cudaError_t e = cudaSuccess;
+  for (int unit_ctas : {0, 1, 2}) {
+    cudaFuncAttributes attributes{};
+    if (e == cudaSuccess) e = cudaFuncGetAttributes(&attributes, stream_kernel_pointer(unit_ctas));
+    if (e == cudaSuccess && attributes.numRegs != StreamTraits::kLaunchRegisters) {
+      e = cudaErrorInvalidDeviceFunction;
+    }
+    if (e == cudaSuccess) {
+      // The split path (unit_ctas 0) may ask for an SM alone (split_launch_smem).
+      const size_t most = std::max(sizeof(StreamSmem), unit_ctas == 0 ? kSmAloneSmemBytes : 0);
+      e = cudaFuncSetAttribute(stream_kernel_pointer(unit_ctas), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(most));
+    }
+  }
+  return e;
+}
+
+// Raises the stream kernel's shared-memory limit, after checking its register count.
+Status configure_stream_kernel() {
+  static_assert(StreamTraits::kLaunchRegisters == 80, "the message below names the register count");
+  static OncePerDevice configured(set_stream_kernel_attributes,
+                                  "configuring the packed-row stream kernel (it must compile to 80 registers a thread)");
+  return configured.run();
+}
+
+SegmentParams segment_params(const PackedSegment& segment) {
+  SegmentParams params{};
+  params.pool = segment.pool.data;
+  params.page_stride = segment.pool.page_stride;
+  params.scale_offset = segment.pool.page_size * kPackedDataBytes;
+  params.rows = segment.pool.rows();
+  // An int32 index is below 2^31: a larger page size puts every index in page 0.
+  params.page_size = static_cast<uint32_t>(std::min<int64_t>(segment.pool.page_size, int64_t{1} << 31));
+  params.indices = segment.indices;
+  params.indices_stride = segment.indices_stride;
+  params.width = segment.width;
+  params.chunks = chunks_of(segment.width);
+  params.lens = segment.lens;
+  return params;
+}
+
+// The kernels' parameter block: `chunks_per_cta` for the cluster kernel,
+// `workspace` and `split_ctas` for the split path (else 0 and null).
+Params params_of(const Dsv4PackedDecodeArgs& args, int32_t chunks_per_cta, void* workspace, int32_t split_ctas) {
+  Params p{};
+  p.q = static_cast<const uint16_t*>(args.q);
+  p.q_token_stride = args.q_token_stride;
+  p.q_head_stride = args.q_head_stride;
+  p.swa = segment_params(args.swa);
+  if (args.extra.given()) p.extra = segment_params(args.extra);
+  p.num_heads = args.num_heads;
+  p.chunks_per_cta = chunks_per_cta;
+  p.scale_log2 = args.softmax_scale * kLog2e;
+  p.sinks = args.sinks;
+  p.out = static_cast<uint16_t*>(args.out);
+  p.out_token_stride = args.out_token_stride;
+  p.out_head_stride = args.out_head_stride;
+  p.lse = args.lse;
+  p.lse_token_stride = args.lse_token_stride;
+  p.out_of_range_count = args.out_of_range_count;
+  p.workspace = static_cast<uint8_t*>(workspace);
+  p.split_ctas = split_ctas;
+  return p;
+}
+
+// The cluster kernel: a cluster of the plan's CTAs a token along x, a grid
+// row a 16-head group.
+Status launch_cluster(const Dsv4PackedDecodeArgs& args, CUstream_st* stream) {
+  const ClusterPlan plan =
+      cluster_plan(args.swa.width, args.extra.given() ? args.extra.width : 0, units_of(args));
+  Params p = params_of(args, plan.chunks_per_cta, nullptr, 0);
+  const dim3 grid(static_cast<unsigned>(args.num_tokens * plan.cluster_ctas), head_groups_of(args.num_heads));
+  return launch_kernel(cluster_kernel_pointer(),
+                       LaunchConfig(grid, dim3(ClusterTraits::kThreads), sizeof(ClusterSmem), args.enable_pdl, stream,
+                                    static_cast<unsigned>(plan.cluster_ctas)),
+                       &p, "launching the packed-row kernel");
+}
+
+// The stream kernel, one CTA or a cluster pair a unit.
+Status launch_stream(const Dsv4PackedDecodeArgs& args, CUstream_st* stream) {
+  const int unit_ctas = stream_unit_ctas(args);
+  Params p = params_of(args, 0, nullptr, 0);
+  return launch_kernel(stream_kernel_pointer(unit_ctas),
+                       LaunchConfig(units_of(args) * unit_ctas, StreamTraits::kLaunchThreads, sizeof(StreamSmem),
+                                    args.enable_pdl, stream, static_cast<unsigned>(unit_ctas)),
+                       &p, "launching the packed-row stream kernel");
+}
+
+// The split path: the stream kernel's CTAs write their shares, then the
+// combine kernel folds them. The combine kernel always overlaps the split
+// kernel's tail (PDL): it waits for the shares before it reads them.
+Status launch_split(const Dsv4PackedDecodeArgs& args, void* workspace, CUstream_st* stream) {
+  const SplitPlan plan = split_plan_of(args);
+  Params p = params_of(args, 0, workspace, plan.ctas);
+  const int64_t ctas = units_of(args) * plan.ctas;
+  const size_t smem = split_launch_smem(sizeof(StreamSmem), static_cast<unsigned>(ctas), args.enable_pdl);
+  if (Status status = launch_kernel(stream_kernel_pointer(0),
+                                    LaunchConfig(ctas, StreamTraits::kLaunchThreads, smem, args.enable_pdl, stream, 1u),
+                                    &p, "launching the packed-row stream kernel");
+      !status.ok()) {
+    return status;
+  }
+  return launch_kernel(combine_kernel_pointer(plan.ctas),
+                       LaunchConfig(units_of(args) * StreamTraits::kWarps, SplitWorkspace::kCombineThreads, 0, true,
+                                    stream, 1u),
+                       &p, "launching the packed-row combine kernel");
+}
+
+}  // namespace
+
+Status launch(const Dsv4PackedDecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream_st* stream) {
+  Dsv4PackedKernel kernel = choose_kernel(args);
+  if (kernel == Dsv4PackedKernel::kSplit && !split_workspace_fits(args, workspace, workspace_bytes)) {
+    kernel = choose_kernel(args, false);  // only kAuto gets here: a forced kSplit is refused before
+  }
+  if (kernel == Dsv4PackedKernel::kCluster) {
+    if (Status status = configure_cluster_kernel(); !status.ok()) return status;
+    return launch_cluster(args, stream);
+  }
+  if (Status status = configure_stream_kernel(); !status.ok()) return status;
+  return kernel == Dsv4PackedKernel::kSplit ? launch_split(args, workspace, stream) : launch_stream(args, stream);
+}
+
+}  // namespace sparse_decode::dsv4_packed
