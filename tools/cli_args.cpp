@@ -47,4 +47,12 @@ std::vector<int64_t> ArgReader::int_list(const std::string& option, int64_t min,
   return values;
 }
 
+bool asks_for_help(int argc, char** argv, int first) {
+  for (int i = first; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") return true;
+  }
+  return false;
+}
+
 }  // namespace sparse_decode::cli

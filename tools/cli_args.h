@@ -31,4 +31,7 @@ class ArgReader {
   size_t position_ = 0;
 };
 
+// Whether the arguments from `first` on ask for help ("--help" or "-h").
+bool asks_for_help(int argc, char** argv, int first);
+
 }  // namespace sparse_decode::cli

@@ -18,50 +18,68 @@
 namespace sparse_decode::cli {
 namespace {
 
-constexpr const char* kUsage = R"(usage: sparse-decode <command> [options]
+constexpr const char* kUsageLine = "usage: sparse-decode <command> [options]\n";
 
-commands:
-  demo    one DeepSeek-V4-shaped decode step (16 heads, FP8 E4M3 synthetic data),
+constexpr const char* kDemoHelp = R"(  demo    one DeepSeek-V4-shaped decode step (16 heads, FP8 E4M3 synthetic data),
           on the GPU when one serves the call, else on the CPU backend; checks the
           BF16 output against the fp64 reference (relative L2 error <= 3e-3).
-            --tokens N   query tokens, requests of 6 (default 6)
-            --width W    128 SWA + top-k columns (default 640)
-            --seed S     random seed (default 1)
+            --tokens N   query tokens, requests of 6: 1..65536 (default 6)
+            --width W    128 SWA + top-k columns: a multiple of 4 in 128..16512
+                         (default 640)
+            --seed S     random seed: 0..9223372036854775807 (default 1)
             --ragged     per-token active lengths in [W/2, W] (default: all W active)
             --cpu        run the CPU backend even when a GPU is present
-  bench   per-layer time of dsv4_decode inside a CUDA graph of L layers, L2 flushed
+)";
+
+constexpr const char* kBenchHelp = R"(  bench   per-layer time of dsv4_decode inside a CUDA graph of L layers, L2 flushed
           before each replay, beside a plain gather of the same rows (needs a GPU).
-            --tokens 1,6,12,...   T of each shape (default 1,6,12,48,128,512,2048)
-            --widths 640,128      widths (default 640,128)
+            --tokens 1,6,12,...   T of each shape, 1..65536 (default 1,6,12,48,128,512,2048)
+            --widths 640,128      widths, multiples of 4 in 128..16512 (default 640,128)
             --heads 16,64         query heads (default 16): 8, 16, 32, 64 or 128
-            --layers L            layers a graph, each its own rows (default 8)
-            --replays R           timed replays, median reported (default 30)
+            --layers L            layers a graph, each its own rows: 1..1024 (default 8)
+            --replays R           timed replays, median reported: 1..100000 (default 30)
             --csv PATH            also write the rows as CSV
             --pdl                 enable programmatic dependent launch
             --layout L            plain (default: dsv4_decode), packed (dsv4_decode_packed,
                                   584-byte rows; width W = SWA 128 + extra W - 128), hca
                                   (dsv4_decode_hca, FP8: top-k as whole pages of 64 rows,
-                                  beside dsv4_decode on the same rows) or dsa
-                                  (dsa_decode, SPEC section 4; options below)
+                                  widths 128 + a multiple of 64, beside dsv4_decode on the
+                                  same rows) or dsa (dsa_decode, SPEC section 4; options below)
             --dtype D             fp8 (default) or bf16: q and pools (BF16: 1024-byte rows);
-                                  dsa: the cache (q, out and gate are BF16)
-            --kernel K            auto (default), cluster, stream, split, or all (each of them a shape)
+                                  packed and hca: fp8 only; dsa: the cache (q, out and gate
+                                  are BF16)
+            --kernel K            auto (default), cluster, stream, split, or all (each of them
+                                  a shape); packed: not all; hca and dsa: auto only
             --gather-rows N       rows each warp of the reference gather keeps in flight:
                                   1, 2, 4 or 8; 0 (default) times all four and keeps
-                                  the fastest for each shape
-            --seed S              random seed (default 1)
+                                  the fastest for each shape (not with dsa)
+            --seed S              random seed: 0..9223372036854775807 (default 1)
           --layout dsa: rows = tokens x G, each reading R regions of `block` keys (all
           visible: R x block keys a row) through a per-request block table into one
           region of a >= 2 GiB cache per layer; --heads is per group (1..16, default 16);
           --widths, --kernel and --gather-rows do not apply. Lists time every combination.
-            --groups 1,4          G: KV groups (default 1)
-            --block 64            keys a region and a page (default 64)
-            --regions 16          R: regions a row (default 16)
-            --splits 0,1,4        splits of dsa_decode; 0 (default) = dsa_splits_for(rows)
-            --cache-mib N         cache size (default: enough for distinct pages across
-                                  requests at the largest T, >= 2 GiB, <= half the free memory)
-  help    this text (also --help, -h)
+            --groups 1,4          G: KV groups, 1..128 (default 1)
+            --block 64            keys a region and a page, 1..4096 (default 64)
+            --regions 16          R: regions a row, 1..4096 (default 16)
+            --splits 0,1,4        splits of dsa_decode, 0..32; 0 (default) = dsa_splits_for(rows)
+            --cache-mib N         cache size in MiB, 1..1048576 (default: enough for distinct
+                                  pages across requests at the largest T, >= 2 GiB, <= half
+                                  the free memory)
 )";
+
+constexpr const char* kHelpHelp = R"(  help    this text (also --help, -h); `sparse-decode help demo` or
+          `sparse-decode demo --help` print the options of one command
+)";
+
+void print_help(const std::string& command) {
+  if (command == "demo") {
+    std::printf("usage: sparse-decode demo [options]\n\n%s", kDemoHelp);
+  } else if (command == "bench") {
+    std::printf("usage: sparse-decode bench [options]\n\n%s", kBenchHelp);
+  } else {
+    std::printf("%s\ncommands:\n%s%s%s", kUsageLine, kDemoHelp, kBenchHelp, kHelpHelp);
+  }
+}
 
 DemoOptions parse_demo(ArgReader& args) {
   DemoOptions o;
@@ -159,25 +177,40 @@ bench::BenchOptions parse_bench(ArgReader& args) {
   return o;
 }
 
+// Exit codes: 0 done (or help), 1 a check failed, 2 a usage error.
 int run(int argc, char** argv) {
   const std::string command = argc > 1 ? argv[1] : "";
   if (command == "help" || command == "--help" || command == "-h") {
-    std::fputs(kUsage, stdout);
+    const std::string topic = argc > 2 ? argv[2] : "";
+    if (!topic.empty() && topic != "demo" && topic != "bench" && topic != "help") {
+      std::fprintf(stderr, "sparse-decode help: unknown command '%s' (commands: demo, bench, help)\n", topic.c_str());
+      return 2;
+    }
+    print_help(topic);
+    return 0;
+  }
+  if (command != "demo" && command != "bench") {
+    if (command.empty()) {
+      std::fprintf(stderr, "%s(commands: demo, bench, help; see sparse-decode --help)\n", kUsageLine);
+    } else {
+      std::fprintf(stderr, "sparse-decode: unknown command '%s' (commands: demo, bench, help; see sparse-decode "
+                   "--help)\n", command.c_str());
+    }
+    return 2;
+  }
+  if (asks_for_help(argc, argv, 2)) {
+    print_help(command);
     return 0;
   }
   ArgReader args(argc, argv, 2);
   if (command == "demo") return run_demo(parse_demo(args));
-  if (command == "bench") {
-    const bench::BenchOptions options = parse_bench(args);
-    switch (options.layout) {
-      case bench::BenchLayout::kPacked: return bench::run_packed_bench(options);
-      case bench::BenchLayout::kHca: return bench::run_hca_bench(options);
-      case bench::BenchLayout::kDsa: return bench::run_dsa_bench(options);
-      default: return bench::run_dsv4_bench(options);
-    }
+  const bench::BenchOptions options = parse_bench(args);
+  switch (options.layout) {
+    case bench::BenchLayout::kPacked: return bench::run_packed_bench(options);
+    case bench::BenchLayout::kHca: return bench::run_hca_bench(options);
+    case bench::BenchLayout::kDsa: return bench::run_dsa_bench(options);
+    default: return bench::run_dsv4_bench(options);
   }
-  std::fprintf(stderr, "%s%s", command.empty() ? "" : ("unknown command '" + command + "'\n").c_str(), kUsage);
-  return 2;
 }
 
 }  // namespace
