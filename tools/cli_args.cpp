@@ -20,14 +20,27 @@ int64_t parse_int(const std::string& option, const std::string& text, int64_t mi
 }  // namespace
 
 std::string ArgReader::next_option() {
+  if (inline_value_) throw CliError(last_option_ + ": takes no value, got '" + *inline_value_ + "'");
   const std::string& arg = args_.at(position_++);
-  if (arg.rfind("--", 0) != 0) throw CliError("unexpected argument '" + arg + "'");
-  return arg;
+  if (arg.rfind("--", 0) != 0 || arg.size() == 2) throw CliError("unexpected argument '" + arg + "'");
+  const size_t equals = arg.find('=');
+  if (equals != std::string::npos) inline_value_ = arg.substr(equals + 1);
+  last_option_ = arg.substr(0, equals);
+  return last_option_;
 }
 
 std::string ArgReader::string_value(const std::string& option) {
-  if (done()) throw CliError(option + ": expected a value");
-  return args_[position_++];
+  if (inline_value_) {
+    std::string value = std::move(*inline_value_);
+    inline_value_.reset();
+    if (value.empty()) throw CliError(option + ": expected a value after '='");
+    return value;
+  }
+  if (position_ >= args_.size()) throw CliError(option + ": expected a value");
+  const std::string& value = args_[position_];
+  if (value.rfind("--", 0) == 0) throw CliError(option + ": expected a value, got the option " + value);
+  ++position_;
+  return value;
 }
 
 int64_t ArgReader::int_value(const std::string& option, int64_t min, int64_t max) {
