@@ -1,9 +1,10 @@
 // A small reader of "--name value" and "--name=value" command-line options,
 // for the commands of sparse-decode. Bad values throw CliError with a message
-// naming the option.
+// naming the option, what it accepts and what it got.
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -15,6 +16,9 @@ class CliError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// "a, b or c".
+std::string join_choices(const std::vector<std::string>& choices);
 
 class ArgReader {
  public:
@@ -30,6 +34,9 @@ class ArgReader {
   std::string string_value(const std::string& option);
   int64_t int_value(const std::string& option, int64_t min, int64_t max);
   std::vector<int64_t> int_list(const std::string& option, int64_t min, int64_t max);  // "1,6,12"
+  // A value out of `accepted`.
+  std::string choice(const std::string& option, const std::vector<std::string>& accepted);
+  int64_t int_choice(const std::string& option, std::initializer_list<int64_t> accepted);
 
  private:
   std::vector<std::string> args_;

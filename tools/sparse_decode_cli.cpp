@@ -2,7 +2,6 @@
 //   demo   one DeepSeek-V4 decode step, checked against the fp64 reference
 //   bench  per-layer times the DESIGN.md way (GPU only)
 #include <cstdio>
-#include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
@@ -81,18 +80,33 @@ void print_help(const std::string& command) {
   }
 }
 
+// Refuses an option that the command does not have, naming the ones it has.
+[[noreturn]] void unknown_option(const std::string& option, const std::vector<std::string>& options) {
+  std::string names;
+  for (const std::string& name : options) names += name + ", ";
+  throw CliError("unknown option " + option + " (options: " + names + "--help)");
+}
+
 DemoOptions parse_demo(ArgReader& args) {
   DemoOptions o;
   while (!args.done()) {
     const std::string option = args.next_option();
-    if (option == "--tokens") o.tokens = args.int_value(option, 1, 65536);
-    else if (option == "--width") o.width = static_cast<int32_t>(args.int_value(option, 128, 128 + 16384));
-    else if (option == "--seed") o.seed = static_cast<uint64_t>(args.int_value(option, 0, INT64_MAX));
-    else if (option == "--ragged") o.ragged = true;
-    else if (option == "--cpu") o.force_cpu = true;
-    else throw CliError("demo: unknown option " + option);
+    if (option == "--tokens") {
+      o.tokens = args.int_value(option, 1, 65536);
+    } else if (option == "--width") {
+      o.width = static_cast<int32_t>(args.int_value(option, 128, 128 + 16384));
+      if (o.width % 4 != 0) throw CliError("--width: expected a multiple of 4 in [128, 16512], got " +
+                                           std::to_string(o.width));
+    } else if (option == "--seed") {
+      o.seed = static_cast<uint64_t>(args.int_value(option, 0, INT64_MAX));
+    } else if (option == "--ragged") {
+      o.ragged = true;
+    } else if (option == "--cpu") {
+      o.force_cpu = true;
+    } else {
+      unknown_option(option, {"--tokens", "--width", "--seed", "--ragged", "--cpu"});
+    }
   }
-  if (o.width % 4 != 0) throw CliError("--width: expected a multiple of 4");
   return o;
 }
 
@@ -102,6 +116,34 @@ std::vector<int32_t> int32_list(ArgReader& args, const std::string& option, int3
   return values;
 }
 
+bench::BenchLayout parse_layout(ArgReader& args, const std::string& option) {
+  const std::string layout = args.choice(option, {"plain", "packed", "hca", "dsa"});
+  if (layout == "packed") return bench::BenchLayout::kPacked;
+  if (layout == "hca") return bench::BenchLayout::kHca;
+  if (layout == "dsa") return bench::BenchLayout::kDsa;
+  return bench::BenchLayout::kPlain;
+}
+
+std::vector<Dsv4Kernel> parse_kernels(ArgReader& args, const std::string& option) {
+  const std::string kernel = args.choice(option, {"auto", "cluster", "stream", "split", "all"});
+  if (kernel == "cluster") return {Dsv4Kernel::kCluster};
+  if (kernel == "stream") return {Dsv4Kernel::kStream};
+  if (kernel == "split") return {Dsv4Kernel::kSplit};
+  if (kernel == "all") return {Dsv4Kernel::kCluster, Dsv4Kernel::kStream, Dsv4Kernel::kSplit, Dsv4Kernel::kAuto};
+  return {Dsv4Kernel::kAuto};
+}
+
+// What the chosen layout asks of the options (some depend on --layout, which
+// may come after them).
+std::string check_layout_options(const bench::BenchOptions& o) {
+  switch (o.layout) {
+    case bench::BenchLayout::kPacked: return bench::check_packed_options(o);
+    case bench::BenchLayout::kHca: return bench::check_hca_options(o);
+    case bench::BenchLayout::kDsa: return bench::check_dsa_options(o);
+    default: return bench::check_dsv4_options(o);
+  }
+}
+
 bench::BenchOptions parse_bench(ArgReader& args) {
   bench::BenchOptions o;
   while (!args.done()) {
@@ -109,11 +151,9 @@ bench::BenchOptions parse_bench(ArgReader& args) {
     if (option == "--tokens") {
       o.tokens = args.int_list(option, 1, 65536);
     } else if (option == "--widths") {
-      o.widths.clear();
-      for (int64_t w : args.int_list(option, 128, 128 + 16384)) o.widths.push_back(static_cast<int32_t>(w));
+      o.widths = int32_list(args, option, 128, 128 + 16384);
     } else if (option == "--heads") {
-      o.heads.clear();
-      for (int64_t h : args.int_list(option, 1, 128)) o.heads.push_back(static_cast<int32_t>(h));
+      o.heads = int32_list(args, option, 1, 128);
     } else if (option == "--layers") {
       o.layers = static_cast<int>(args.int_value(option, 1, 1024));
     } else if (option == "--replays") {
@@ -121,41 +161,15 @@ bench::BenchOptions parse_bench(ArgReader& args) {
     } else if (option == "--csv") {
       o.csv_path = args.string_value(option);
     } else if (option == "--gather-rows") {
-      o.gather_rows_per_warp = static_cast<int>(args.int_value(option, 0, 8));
+      o.gather_rows_per_warp = static_cast<int>(args.int_choice(option, {0, 1, 2, 4, 8}));
     } else if (option == "--pdl") {
       o.enable_pdl = true;
     } else if (option == "--layout") {
-      const std::string layout = args.string_value(option);
-      if (layout == "plain") {
-        o.layout = bench::BenchLayout::kPlain;
-      } else if (layout == "packed") {
-        o.layout = bench::BenchLayout::kPacked;
-      } else if (layout == "hca") {
-        o.layout = bench::BenchLayout::kHca;
-      } else if (layout == "dsa") {
-        o.layout = bench::BenchLayout::kDsa;
-      } else {
-        throw CliError("bench: --layout expects plain, packed, hca or dsa, got '" + layout + "'");
-      }
+      o.layout = parse_layout(args, option);
     } else if (option == "--dtype") {
-      const std::string dtype = args.string_value(option);
-      if (dtype != "fp8" && dtype != "bf16") throw CliError("bench: --dtype expects fp8 or bf16, got '" + dtype + "'");
-      o.dtype = dtype == "bf16" ? DType::kBFloat16 : DType::kFloat8E4M3;
+      o.dtype = args.choice(option, {"fp8", "bf16"}) == "bf16" ? DType::kBFloat16 : DType::kFloat8E4M3;
     } else if (option == "--kernel") {
-      const std::string kernel = args.string_value(option);
-      if (kernel == "auto") {
-        o.kernels = {Dsv4Kernel::kAuto};
-      } else if (kernel == "cluster") {
-        o.kernels = {Dsv4Kernel::kCluster};
-      } else if (kernel == "stream") {
-        o.kernels = {Dsv4Kernel::kStream};
-      } else if (kernel == "split") {
-        o.kernels = {Dsv4Kernel::kSplit};
-      } else if (kernel == "all") {
-        o.kernels = {Dsv4Kernel::kCluster, Dsv4Kernel::kStream, Dsv4Kernel::kSplit, Dsv4Kernel::kAuto};
-      } else {
-        throw CliError("bench: --kernel expects auto, cluster, stream, split or all, got '" + kernel + "'");
-      }
+      o.kernels = parse_kernels(args, option);
     } else if (option == "--groups") {
       o.dsa_groups = int32_list(args, option, 1, 128);
     } else if (option == "--block") {
@@ -169,12 +183,24 @@ bench::BenchOptions parse_bench(ArgReader& args) {
     } else if (option == "--seed") {
       o.seed = static_cast<uint64_t>(args.int_value(option, 0, INT64_MAX));
     } else {
-      throw CliError("bench: unknown option " + option);
+      unknown_option(option, {"--tokens", "--widths", "--heads", "--layers", "--replays", "--csv", "--gather-rows",
+                              "--pdl", "--layout", "--dtype", "--kernel", "--groups", "--block", "--regions",
+                              "--splits", "--cache-mib", "--seed"});
     }
   }
+  if (const std::string problem = check_layout_options(o); !problem.empty()) throw CliError(problem);
   if (o.layers < 8) std::fprintf(stderr, "bench: note: DESIGN.md asks for >= 8 layers, got %d\n", o.layers);
   if (o.replays < 30) std::fprintf(stderr, "bench: note: DESIGN.md asks for >= 30 replays, got %d\n", o.replays);
   return o;
+}
+
+int run_bench(const bench::BenchOptions& options) {
+  switch (options.layout) {
+    case bench::BenchLayout::kPacked: return bench::run_packed_bench(options);
+    case bench::BenchLayout::kHca: return bench::run_hca_bench(options);
+    case bench::BenchLayout::kDsa: return bench::run_dsa_bench(options);
+    default: return bench::run_dsv4_bench(options);
+  }
 }
 
 // Exit codes: 0 done (or help), 1 a check failed, 2 a usage error.
@@ -203,13 +229,17 @@ int run(int argc, char** argv) {
     return 0;
   }
   ArgReader args(argc, argv, 2);
-  if (command == "demo") return run_demo(parse_demo(args));
-  const bench::BenchOptions options = parse_bench(args);
-  switch (options.layout) {
-    case bench::BenchLayout::kPacked: return bench::run_packed_bench(options);
-    case bench::BenchLayout::kHca: return bench::run_hca_bench(options);
-    case bench::BenchLayout::kDsa: return bench::run_dsa_bench(options);
-    default: return bench::run_dsv4_bench(options);
+  try {
+    if (command == "demo") {
+      const DemoOptions options = parse_demo(args);
+      return run_demo(options);
+    }
+    const bench::BenchOptions options = parse_bench(args);
+    return run_bench(options);
+  } catch (const CliError& error) {
+    std::fprintf(stderr, "sparse-decode %s: %s (see sparse-decode %s --help)\n", command.c_str(), error.what(),
+                 command.c_str());
+    return 2;
   }
 }
 
@@ -219,9 +249,6 @@ int run(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     return sparse_decode::cli::run(argc, argv);
-  } catch (const sparse_decode::cli::CliError& error) {
-    std::fprintf(stderr, "sparse-decode: %s (see sparse-decode --help)\n", error.what());
-    return 2;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "sparse-decode: error: %s\n", error.what());
     return 1;
