@@ -1,5 +1,6 @@
 // sparse-decode: the command-line program of the library.
-//   demo   one DeepSeek-V4 decode step, checked against the fp64 reference
+//   demo   one DeepSeek-V4 decode step: on the GPU, checked against the fp64
+//          reference; else on the CPU backend (that reference)
 //   bench  per-layer times the DESIGN.md way (GPU only)
 #include <cstdio>
 #include <exception>
@@ -11,6 +12,7 @@
 #include "bench/hca_bench.h"
 #include "bench/packed_bench.h"
 #include "cli_args.h"
+#include "cuda_device.h"
 #include "demo.h"
 #include "sparse_decode/dsa_decode.h"
 
@@ -19,9 +21,10 @@ namespace {
 
 constexpr const char* kUsageLine = "usage: sparse-decode <command> [options]\n";
 
-constexpr const char* kDemoHelp = R"(  demo    one DeepSeek-V4-shaped decode step (16 heads, FP8 E4M3 synthetic data),
-          on the GPU when one serves the call, else on the CPU backend; checks the
-          BF16 output against the fp64 reference (relative L2 error <= 3e-3).
+constexpr const char* kDemoHelp = R"(  demo    one DeepSeek-V4-shaped decode step (16 heads, FP8 E4M3 synthetic data).
+          On the GPU when one serves the call: its BF16 output is checked against
+          the fp64 reference (relative L2 error <= 3e-3). Else on the CPU backend,
+          which is that reference: it runs, and no accuracy check is possible.
             --tokens N   query tokens, requests of 6: 1..65536 (default 6)
             --width W    128 SWA + top-k columns: a multiple of 4 in 128..16512
                          (default 640)
@@ -195,6 +198,13 @@ bench::BenchOptions parse_bench(ArgReader& args) {
 }
 
 int run_bench(const bench::BenchOptions& options) {
+  if (std::string why; !find_cuda_device(&why)) {
+    std::fprintf(stderr,
+                 "sparse-decode bench: needs a CUDA device (Hopper, sm_90a): %s.\n"
+                 "Times are only meaningful on the GPU; `sparse-decode demo` runs on the CPU backend.\n",
+                 why.c_str());
+    return 2;
+  }
   switch (options.layout) {
     case bench::BenchLayout::kPacked: return bench::run_packed_bench(options);
     case bench::BenchLayout::kHca: return bench::run_hca_bench(options);
