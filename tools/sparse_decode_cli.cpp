@@ -25,6 +25,8 @@ constexpr const char* kDemoHelp = R"(  demo    one DeepSeek-V4-shaped decode ste
           On the GPU when one serves the call: its BF16 output is checked against
           the fp64 reference (relative L2 error <= 3e-3). Else on the CPU backend,
           which is that reference: it runs, and no accuracy check is possible.
+          CPU work longer than a few seconds (the CPU backend, or the reference
+          check of a GPU run) prints an estimate, then its progress (stderr).
             --tokens N   query tokens, requests of 6: 1..65536 (default 6)
             --width W    128 SWA + top-k columns: a multiple of 4 in 128..16512
                          (default 640)
