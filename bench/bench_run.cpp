@@ -21,14 +21,21 @@ std::string check_common_options(const BenchOptions& o) {
   if (o.layers < 1) return "--layers must be >= 1";
   if (o.replays < 1) return "--replays must be >= 1";
   if (o.gather_rows_per_warp != 0 && !valid_gather_rows_per_warp(o.gather_rows_per_warp)) {
-    return "--gather-rows must be 1, 2, 4 or 8 (or 0: the fastest of them)";
+    return "--gather-rows: expected 0, 1, 2, 4 or 8, got " + std::to_string(o.gather_rows_per_warp);
   }
   if (o.tokens.empty() || o.widths.empty() || o.heads.empty()) return "--tokens, --widths and --heads need at least one value";
+  if (o.layout != BenchLayout::kDsa) {
+    for (int32_t h : o.heads) {
+      if (h != 8 && h != 16 && h != 32 && h != 64 && h != 128) {
+        return "--heads: expected 8, 16, 32, 64 or 128, got " + std::to_string(h);
+      }
+    }
+  }
   const BenchOptions defaults;
   if (o.layout != BenchLayout::kDsa &&
       (o.dsa_groups != defaults.dsa_groups || o.dsa_block_sizes != defaults.dsa_block_sizes ||
        o.dsa_regions != defaults.dsa_regions || o.dsa_splits != defaults.dsa_splits || o.dsa_cache_bytes != 0)) {
-    return "--groups, --block, --regions, --splits and --cache-mib belong to --layout dsa";
+    return "--groups, --block, --regions, --splits and --cache-mib: only with --layout dsa";
   }
   for (int64_t t : o.tokens) {
     if (t < 1) return "--tokens: every value must be >= 1";
@@ -50,6 +57,10 @@ void for_each_shape(const BenchOptions& options, const std::function<void(const 
       }
     }
   }
+}
+
+std::string kernels_name(const BenchOptions& options) {
+  return options.kernels.size() == 1 ? kernel_name(options.kernels[0]) : "all";
 }
 
 int finish_run(const BenchOptions& options, bool csv_written, int failed) {

@@ -28,9 +28,13 @@ using Stream = std::unique_ptr<CUstream_st, StreamDeleter>;
 Stream make_stream();  // a non-blocking stream (a graph is captured on it)
 
 // What every layout asks of the options: L, replays, --gather-rows, at least
-// one T (each >= 1), width and head count, and the DSA options only with
-// --layout dsa. Empty when they are fine.
+// one T (each >= 1), width and head count (8, 16, 32, 64 or 128 outside
+// --layout dsa), and the DSA options only with --layout dsa. Empty when they
+// are fine; else one line naming the option, what it accepts and what it got.
 std::string check_common_options(const BenchOptions& options);
+
+// The --kernel value of the options: "auto", "cluster", "stream", "split" or "all".
+std::string kernels_name(const BenchOptions& options);
 
 // Calls `run(shape)` for every shape of the options: head counts outermost,
 // then widths, then T (the order of the table).

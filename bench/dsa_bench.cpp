@@ -27,29 +27,36 @@ constexpr const char* kDsaCsvHeader =
     "kernel,path,tokens,width,heads,layers,us_per_layer,gathered_bytes,gbps,gather_us,gather_fraction,"
     "groups,block,regions,splits,rows,gather_loads,check_error\n";
 
-std::string check_options(const BenchOptions& o) {
-  if (o.kernels.size() != 1 || o.kernels[0] != Dsv4Kernel::kAuto) return "--kernel belongs to --layout plain";
+}  // namespace
+
+std::string check_dsa_options(const BenchOptions& o) {
+  if (o.kernels.size() != 1 || o.kernels[0] != Dsv4Kernel::kAuto) {
+    return "--kernel: expected auto with --layout dsa, got " + kernels_name(o);
+  }
   if (o.widths != BenchOptions{}.widths) {
-    return "--widths belongs to --layout plain and packed (a DSA row reads --regions x --block keys)";
+    return "--widths: not with --layout dsa (a DSA row reads --regions x --block keys)";
   }
   if (o.gather_rows_per_warp != 0) {
-    return "--gather-rows belongs to --layout plain and packed (the DSA gather times 2, 4 and 8 loads a thread "
-           "and keeps the fastest)";
+    return "--gather-rows: not with --layout dsa (the DSA gather times 2, 4 and 8 loads a thread and keeps the "
+           "fastest)";
   }
   for (int32_t h : o.heads) {
-    if (h < 1 || h > kDsaMaxHeads) return "--heads: dsa_decode takes 1..16 query heads a group";
+    if (h < 1 || h > kDsaMaxHeads) {
+      return "--heads: expected 1..16 query heads a group with --layout dsa, got " + std::to_string(h);
+    }
   }
   if (o.dsa_groups.empty() || o.dsa_block_sizes.empty() || o.dsa_regions.empty() || o.dsa_splits.empty()) {
     return "--groups, --block, --regions and --splits need at least one value";
   }
   for (int32_t s : o.dsa_splits) {
-    if (s < 0 || s > kDsaMaxSplits) return "--splits: 1..32, or 0 for dsa_splits_for(rows)";
-  }
-  if (o.dsa_cache_bytes != 0 && o.dsa_cache_bytes < kGiB) {
-    std::fprintf(stderr, "bench: note: DESIGN.md asks for a cache of >= 1 GiB, got %zu MiB\n", o.dsa_cache_bytes / kMiB);
+    if (s < 0 || s > kDsaMaxSplits) {
+      return "--splits: expected 1..32, or 0 for dsa_splits_for(rows), got " + std::to_string(s);
+    }
   }
   return check_common_options(o);
 }
+
+namespace {
 
 // Every shape of the options: heads outermost, then G, block, R, then T.
 void for_each_dsa_shape(const BenchOptions& o, const std::function<void(const DsaBenchShape&)>& run) {
@@ -238,7 +245,11 @@ ShapeOutcome run_shape(DsaContext& ctx, const DsaBenchShape& shape, std::vector<
 
 int run_dsa_bench(const BenchOptions& options) {
   std::ofstream csv;
-  if (const int status = start_run(options, check_options(options), csv); status != 0) return status;
+  if (const int status = start_run(options, check_dsa_options(options), csv); status != 0) return status;
+  if (options.dsa_cache_bytes != 0 && options.dsa_cache_bytes < kGiB) {
+    std::fprintf(stderr, "bench: note: DESIGN.md asks for a cache of >= 1 GiB, got %zu MiB\n",
+                 options.dsa_cache_bytes / kMiB);
+  }
   if (csv.is_open()) {  // start_run wrote the other layouts' header: this layout has more columns
     csv.close();
     csv.open(options.csv_path, std::ios::trunc);

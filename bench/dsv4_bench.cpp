@@ -23,6 +23,19 @@
 #include "sparse_decode/introspection.h"
 
 namespace sparse_decode::bench {
+
+constexpr int32_t kMaxWidth = kSwaColumns + 16384;  // the widest call of dsv4_decode
+
+std::string check_dsv4_options(const BenchOptions& o) {
+  if (o.kernels.empty()) return "--kernel needs a value";
+  for (int32_t w : o.widths) {
+    if (w < kSwaColumns || w % 4 != 0 || w > kMaxWidth) {
+      return "--widths: expected multiples of 4 in [128, 16512], got " + std::to_string(w);
+    }
+  }
+  return check_common_options(o);
+}
+
 namespace {
 
 // Everything that outlives one shape.
@@ -32,11 +45,6 @@ struct BenchContext {
   const KvPools& pools;
   GraphTimer& timer;
 };
-
-std::string check_options(const BenchOptions& o) {
-  if (o.kernels.empty()) return "--kernel needs a value";
-  return check_common_options(o);
-}
 
 void print_header(const BenchOptions& o, const KvPools& pools, const GraphTimer& timer) {
   std::printf("%d layers a graph, each its own indices and pool region; pools %.2f GiB %s; L2 flushed with %zu MiB\n",
@@ -156,7 +164,7 @@ const char* kernel_name(Dsv4Kernel kernel) {
 
 int run_dsv4_bench(const BenchOptions& options) {
   std::ofstream csv;
-  if (const int status = start_run(options, check_options(options), csv); status != 0) return status;
+  if (const int status = start_run(options, check_dsv4_options(options), csv); status != 0) return status;
   const Stream stream = make_stream();
   const KvPools pools(options.swa_pool_bytes, options.compressed_pool_bytes, options.layers, options.dtype, options.seed,
                       stream.get());

@@ -73,4 +73,8 @@ const char* kernel_name(Dsv4Kernel kernel);
 // check failed, 2 when there is no usable CUDA device or an option is bad.
 int run_dsv4_bench(const BenchOptions& options);
 
+// What --layout plain asks of the options: empty when they are fine, else one line
+// naming the option, what it accepts and what it got.
+std::string check_dsv4_options(const BenchOptions& options);
+
 }  // namespace sparse_decode::bench

@@ -20,18 +20,21 @@
 #include "testing/device_buffer.h"
 
 namespace sparse_decode::bench {
-namespace {
 
-std::string check_options(const BenchOptions& o) {
-  if (o.dtype != DType::kFloat8E4M3) return "--layout hca reads FP8 E4M3 rows only";
-  if (o.kernels.size() != 1 || o.kernels[0] != Dsv4Kernel::kAuto) return "--kernel belongs to --layout plain and packed";
+std::string check_hca_options(const BenchOptions& o) {
+  if (o.dtype != DType::kFloat8E4M3) return "--dtype: expected fp8 with --layout hca (FP8 E4M3 rows), got bf16";
+  if (o.kernels.size() != 1 || o.kernels[0] != Dsv4Kernel::kAuto) {
+    return "--kernel: expected auto with --layout hca, got " + kernels_name(o);
+  }
   for (int32_t w : o.widths) {
     if (w < kSwaColumns || (w - kSwaColumns) % kBenchPageSize != 0) {
-      return "--widths: with --layout hca, 128 + whole pages of 64 top-k rows";
+      return "--widths: expected 128 + whole pages of 64 top-k rows with --layout hca, got " + std::to_string(w);
     }
   }
   return check_common_options(o);
 }
+
+namespace {
 
 // A layer's HCA metadata over the plain layer's rows: swa_rows are the
 // layer's first 128 columns (stride W), the block table its top-k pages in
@@ -188,7 +191,7 @@ ShapeOutcome run_shape(const BenchOptions& o, CUstream_st* stream, const KvPools
 
 int run_hca_bench(const BenchOptions& options) {
   std::ofstream csv;
-  if (const int status = start_run(options, check_options(options), csv); status != 0) return status;
+  if (const int status = start_run(options, check_hca_options(options), csv); status != 0) return status;
   const Stream stream = make_stream();
   const KvPools pools(options.swa_pool_bytes, options.compressed_pool_bytes, options.layers, DType::kFloat8E4M3,
                       options.seed, stream.get());

@@ -13,4 +13,8 @@ namespace sparse_decode::bench {
 // run_dsv4_bench's; a check also fails when the two outputs differ in a bit.
 int run_hca_bench(const BenchOptions& options);
 
+// What --layout hca asks of the options: empty when they are fine, else one line
+// naming the option, what it accepts and what it got.
+std::string check_hca_options(const BenchOptions& options);
+
 }  // namespace sparse_decode::bench

@@ -14,18 +14,22 @@
 #include "sparse_decode/dsv4_decode_packed.h"
 
 namespace sparse_decode::bench {
-namespace {
 
-std::string check_options(const BenchOptions& o) {
-  if (o.dtype != DType::kFloat8E4M3) return "--dtype belongs to --layout plain (packed rows are FP8 + BF16)";
-  if (o.kernels.size() != 1) return "--kernel: one of auto, cluster, stream, split with --layout packed";
+std::string check_packed_options(const BenchOptions& o) {
+  if (o.dtype != DType::kFloat8E4M3) {
+    return "--dtype: expected fp8 with --layout packed (packed rows are FP8 + BF16), got bf16";
+  }
+  if (o.kernels.size() != 1) return "--kernel: expected auto, cluster, stream or split with --layout packed, got all";
   for (int32_t w : o.widths) {
     if (w < kSwaColumns || w % 4 != 0 || w > kSwaColumns + kPackedMaxWidth) {
-      return "--widths: packed widths are 128 SWA + 0..16384 extra columns, a multiple of 4";
+      return "--widths: expected 128 SWA + 0..16384 extra columns, a multiple of 4, with --layout packed, got " +
+             std::to_string(w);
     }
   }
   return check_common_options(o);
 }
+
+namespace {
 
 // Everything that outlives one shape.
 struct PackedContext {
@@ -106,7 +110,7 @@ ShapeOutcome run_shape(PackedContext& ctx, const BenchShape& shape, BenchRow& ro
 
 int run_packed_bench(const BenchOptions& options) {
   std::ofstream csv;
-  if (const int status = start_run(options, check_options(options), csv); status != 0) return status;
+  if (const int status = start_run(options, check_packed_options(options), csv); status != 0) return status;
   const Stream stream = make_stream();
   const PackedPools pools(options.swa_pool_bytes, options.compressed_pool_bytes, options.layers, options.seed,
                           stream.get());

@@ -13,4 +13,8 @@ namespace sparse_decode::bench {
 // Returns the exit code as run_dsv4_bench does.
 int run_packed_bench(const BenchOptions& options);
 
+// What --layout packed asks of the options: empty when they are fine, else one line
+// naming the option, what it accepts and what it got.
+std::string check_packed_options(const BenchOptions& options);
+
 }  // namespace sparse_decode::bench

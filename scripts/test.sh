@@ -10,22 +10,64 @@
 # so the CUDA sources are compiled once; SPARSE_DECODE_PY_BUILD=full instead
 # runs `pip install --no-build-isolation .` as an offline machine does (a
 # second, independent build of everything).
+#
+# `scripts/test.sh --plan` prints the phases and what they download, and stops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+venv=${SPARSE_DECODE_VENV:-build-python/venv}
+py="$venv/bin/python"
+with_torch=${SPARSE_DECODE_PY_TORCH:-1}
+# PyPI's Linux wheel (CUDA 13 build): its CPU side runs the torch tests here,
+# the same version as on the GPU machine.
+torch_version=2.11
+
+torch_present() {
+  [ -x "$py" ] && "$py" -c "import importlib.metadata as m, sys
+sys.exit(not m.version('torch').startswith('$torch_version.'))" 2>/dev/null
+}
+
+plan() {
+  echo "test.sh: 1/4 build (CMake preset release, CUDA for sm_90a), 2/4 C++ tests (ctest),"
+  echo "test.sh: 3/4 Python package into $venv (numpy, pytest, ml_dtypes, nanobind and"
+  echo "test.sh:     scikit-build-core from PyPI, about 30 MB), 4/4 Python tests (pytest)"
+  if [ "$with_torch" = 0 ]; then
+    echo "test.sh: torch: skipped (SPARSE_DECODE_PY_TORCH=0); the torch tests are skipped, the NumPy ones run"
+  elif torch_present; then
+    echo "test.sh: torch $torch_version: already in $venv, nothing to download"
+  else
+    echo "test.sh: torch $torch_version: phase 3 downloads it from PyPI with its CUDA libraries, about 3-5 GB"
+    echo "test.sh:     (once, into $venv); to skip it: SPARSE_DECODE_PY_TORCH=0 scripts/test.sh"
+  fi
+}
+
+phase() { printf '\n== test.sh %s ==\n' "$*"; }
+
+case "${1:-}" in
+  "") ;;
+  --plan) plan; exit 0 ;;
+  *) echo "usage: scripts/test.sh [--plan]" >&2; exit 2 ;;
+esac
+plan
+
+phase "1/4 build: setup, cmake --preset release, cmake --build build"
 scripts/setup.sh
 cmake --preset release
 cmake --build build -j"$(nproc)"
+
+phase "2/4 C++ tests: ctest --preset release"
 ctest --preset release -j"$(nproc)"
 
-venv=${SPARSE_DECODE_VENV:-build-python/venv}
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-py="$venv/bin/python"
+phase "3/4 Python package: $venv, the extension"
+[ -x "$py" ] || python3 -m venv "$venv"
 pip=("$py" -m pip --disable-pip-version-check -q)
 "${pip[@]}" install numpy pytest ml_dtypes "nanobind>=2.0" "scikit-build-core>=0.10"
-if [ "${SPARSE_DECODE_PY_TORCH:-1}" != 0 ]; then
-  # PyPI's Linux wheel (CUDA 13 build, about 3 GB with its libraries): its CPU
-  # side runs the torch tests here, the same version as on the GPU machine.
-  "${pip[@]}" install "torch==2.11.*"
+if [ "$with_torch" != 0 ]; then
+  if ! torch_present; then
+    echo "test.sh: downloading torch $torch_version with its CUDA libraries (about 3-5 GB);" \
+      "Ctrl-C, then SPARSE_DECODE_PY_TORCH=0 scripts/test.sh, skips it"
+  fi
+  "${pip[@]}" install "torch==$torch_version.*"
 fi
 if [ "${SPARSE_DECODE_PY_BUILD:-reuse}" = full ]; then
   "${pip[@]}" install --no-build-isolation --no-deps .
@@ -34,5 +76,8 @@ else
   "${pip[@]}" install --no-build-isolation --no-deps -C cmake.source-dir=python \
     -C build-dir=build-python/extension -C cmake.define.CMAKE_PREFIX_PATH="$PWD/build-python/library" .
 fi
+
+phase "4/4 Python tests: pytest tests/python"
 # From the repository root: pytest imports the installed package, not python/.
 "$py" -m pytest tests/python
+echo "test.sh: all four phases passed"

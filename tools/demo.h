@@ -1,6 +1,7 @@
 // `sparse-decode demo`: one DeepSeek-V4-shaped decode step on synthetic FP8
-// data, on the GPU when there is one that serves it, else on the CPU backend,
-// checked against the fp64 reference.
+// data, on the GPU when there is one that serves it (checked against the
+// fp64 reference), else on the CPU backend (which is that reference: no
+// check is possible, and the demo says so).
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,8 @@ struct DemoOptions {
   int launches = 100;      // timed GPU launches (median reported)
 };
 
-// Returns the exit code: 0 when the output is finite and within the bound.
+// Returns the exit code: 0 when the output is finite (and, on the GPU, within
+// the bound).
 int run_demo(const DemoOptions& options);
 
 }  // namespace sparse_decode::cli
