@@ -5,11 +5,21 @@
 // docs/kernels/small_batch.md explains the design and its measurements.
 #pragma once
 
+#include <cmath>
+#include <cstdint>
+
 #include "common/granules.h"
+#include "common/instrument.cuh"
 #include "common/ptx/cluster.cuh"
 #include "common/ptx/copy.cuh"
 #include "common/ptx/sync.cuh"
-#include "dsv4/steps/chunk_steps.cuh"
+#include "dsv4/params.h"
+#include "dsv4/steps/fold.cuh"
+#include "dsv4/steps/query.cuh"
+#include "dsv4/steps/token_scope.cuh"
+#include "dsv4/steps/walk.cuh"
+#include "dsv4/traits.cuh"
+#include "sparse_decode/types.h"
 
 namespace sparse_decode::dsv4 {
 

@@ -7,8 +7,20 @@
 // the design and its measurements; docs/kernels/heads64.md the 64-head form.
 #pragma once
 
+#include <cmath>
+#include <cstdint>
+
+#include "common/instrument.cuh"
 #include "common/ptx/sync.cuh"
-#include "dsv4/steps/chunk_steps.cuh"
+#include "dsv4/params.h"
+#include "dsv4/steps/barriers.cuh"
+#include "dsv4/steps/fold.cuh"
+#include "dsv4/steps/gather.cuh"
+#include "dsv4/steps/pv.cuh"
+#include "dsv4/steps/query.cuh"
+#include "dsv4/steps/token_scope.cuh"
+#include "dsv4/steps/walk.cuh"
+#include "dsv4/traits.cuh"
 
 namespace sparse_decode::dsv4 {
 
