@@ -11,8 +11,10 @@
 #include "common/instrument.cuh"
 #include "common/per_device.h"
 #include "common/validation.h"
+#include "dsv4/configs.cuh"
 #include "dsv4/instantiations/kernels.h"
 #include "dsv4/params.h"
+#include "dsv4/smem.cuh"
 #include "dsv4/traits.cuh"
 
 namespace sparse_decode::dsv4 {
@@ -266,7 +268,7 @@ struct SplitPlan {
 };
 
 SplitPlan split_plan(const Dsv4DecodeArgs& args) {
-  const int32_t groups = chunk_plan(args.width).groups;
+  const int32_t groups = chunk_plan(args.width).column_groups;
   const int heads = group_heads(args, Dsv4Kernel::kSplit);
   const int64_t units = std::max<int64_t>(validation::saturating_mul(args.num_tokens, head_groups(args.num_heads, heads)), 1);
   const int64_t fit = std::clamp<int64_t>(split_slots(args.dtype, heads) / units, 1, groups);
@@ -316,7 +318,7 @@ Dsv4Params kernel_params(const Dsv4DecodeArgs& args, Dsv4Kernel kernel) {
   p.head_groups = head_groups(args.num_heads, group_heads(args, kernel));
   p.chunks = plan.chunks;
   p.chunks_per_group = plan.chunks_per_group;
-  p.groups = plan.groups;
+  p.column_groups = plan.column_groups;
   const SplitPlan split = split_plan(args);
   p.split_ctas = split.ctas;
   p.split_groups = split.groups;
@@ -330,14 +332,14 @@ ChunkPlan chunk_plan(int32_t width) {
   ChunkPlan plan;
   plan.chunks = (width + Traits16::kChunkColumns - 1) / Traits16::kChunkColumns;
   plan.chunks_per_group = (plan.chunks + Traits16::kMaxGroups - 1) / Traits16::kMaxGroups;
-  plan.groups = (plan.chunks + plan.chunks_per_group - 1) / plan.chunks_per_group;
+  plan.column_groups = (plan.chunks + plan.chunks_per_group - 1) / plan.chunks_per_group;
   return plan;
 }
 
 Status kernels_support(const Dsv4DecodeArgs& args) {
   if (Status status = hopper_device_status(""); !status.ok()) return status;
   const Dsv4Kernel kernel = choose_kernel(args);
-  const int64_t groups = chunk_plan(args.width).groups;
+  const int64_t groups = chunk_plan(args.width).column_groups;
   // The combine kernel folds only 2..kMaxGroups groups (with_group_count);
   // every validated width (W >= 128) has that many.
   if (kernel == Dsv4Kernel::kSplit && (groups < 2 || groups > Traits16::kMaxGroups)) {
@@ -368,10 +370,10 @@ int64_t cluster_max_tokens(int32_t width, DType dtype) {
     return 0;
   }
   const ChunkPlan plan = chunk_plan(width);
-  return cache.get(device, dtype_slot(dtype) * (Traits16::kMaxGroups + 1) + plan.groups, [&]() -> int64_t {
+  return cache.get(device, dtype_slot(dtype) * (Traits16::kMaxGroups + 1) + plan.column_groups, [&]() -> int64_t {
     const KernelSet kernels = kernels_for(dtype, Traits16::kHeads);
-    const LaunchConfig launch(plan.groups, Traits16::kThreads, kernels.cluster_smem, false, nullptr,
-                              static_cast<unsigned>(plan.groups));
+    const LaunchConfig launch(plan.column_groups, Traits16::kThreads, kernels.cluster_smem, false, nullptr,
+                              static_cast<unsigned>(plan.column_groups));
     int clusters = 0;
     if (cudaOccupancyMaxActiveClusters(&clusters, kernels.cluster, &launch.config) != cudaSuccess) {
       cudaGetLastError();
@@ -388,7 +390,7 @@ Dsv4Kernel choose_kernel(const Dsv4DecodeArgs& args, bool split_workspace) {
   const int64_t units = validation::saturating_mul(args.num_tokens, head_groups(args.num_heads, heads));
   const ChunkPlan plan = chunk_plan(args.width);
   const bool wide = plan.chunks_per_group > 1;
-  const bool splittable = plan.groups > kSplitMinGroups;
+  const bool splittable = plan.column_groups > kSplitMinGroups;
   const bool fp8 = args.dtype == DType::kFloat8E4M3;
   const int64_t min_ctas = heads == Traits64::kHeads ? kSplitMinCtas64Heads
                            : !wide                   ? kSplitMinCtas
@@ -396,7 +398,7 @@ Dsv4Kernel choose_kernel(const Dsv4DecodeArgs& args, bool split_workspace) {
                                                      : kSplitMinCtasWideBf16;
   // Width 128 (2 groups): BF16 runs the split path for the fewest units,
   // each unit's 2 CTAs at once.
-  const bool narrow_bf16 = plan.groups == kSplitMinGroups && !fp8 && units <= kSplitMaxUnitsNarrowBf16;
+  const bool narrow_bf16 = plan.column_groups == kSplitMinGroups && !fp8 && units <= kSplitMaxUnitsNarrowBf16;
   const int64_t ctas_a_unit = splittable ? min_ctas : narrow_bf16 ? kSplitMinGroups : 0;
   const bool split = split_workspace && ctas_a_unit > 0 &&
                      split_slots(args.dtype, heads) >= validation::saturating_mul(ctas_a_unit, units);
@@ -417,7 +419,7 @@ size_t split_workspace_bytes(const Dsv4DecodeArgs& args) {
   const int heads = group_heads(args, Dsv4Kernel::kSplit);
   // Saturates: a T beyond any buffer asks for more bytes than exist instead of wrapping.
   const int64_t units = validation::saturating_mul(args.num_tokens, head_groups(args.num_heads, heads));
-  const int32_t groups = chunk_plan(args.width).groups;
+  const int32_t groups = chunk_plan(args.width).column_groups;
   const int64_t record = heads == Traits64::kHeads ? SplitWorkspace<Traits64>::kRecordBytes
                                                    : SplitWorkspace<Traits16>::kRecordBytes;
   return static_cast<size_t>(validation::saturating_mul(validation::saturating_mul(units, groups), record));
@@ -457,13 +459,13 @@ Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace
                                  : kernels.stream_halves.kernel && 2 * units <= sms ? kernels.stream_halves
                                  : deep.kernel && units <= sms                      ? deep
                                                                                     : kernels.stream;
-  const int64_t ctas = units * (cluster ? plan.groups : split ? p.split_ctas : streamed.dim_parts);
+  const int64_t ctas = units * (cluster ? plan.column_groups : split ? p.split_ctas : streamed.dim_parts);
   const size_t smem = cluster ? kernels.cluster_smem
                       : split ? split_launch_smem(kernels.split_smem, ctas, args.enable_pdl)
                               : streamed.smem;
   const void* first = cluster ? kernels.cluster : split ? kernels.split : streamed.kernel;
   const LaunchConfig launch(ctas, cluster || split ? Traits16::kThreads : streamed.threads, smem, args.enable_pdl, stream,
-                            cluster ? static_cast<unsigned>(plan.groups) : 0u);
+                            cluster ? static_cast<unsigned>(plan.column_groups) : 0u);
   if (Status status = launch_kernel(first, launch, &p, "launching a dsv4 kernel");
       !status.ok() || !split || instrument::skips(p, instrument::kSkipCombineLaunch)) {
     return status;

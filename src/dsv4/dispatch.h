@@ -15,7 +15,7 @@ namespace sparse_decode::dsv4 {
 struct ChunkPlan {
   int32_t chunks = 0;            // 64-column chunks: ceil(W / 64)
   int32_t chunks_per_group = 0;  // ceil(chunks / 16)
-  int32_t groups = 0;            // ceil(chunks / chunks_per_group) <= 16
+  int32_t column_groups = 0;     // ceil(chunks / chunks_per_group) <= 16
 };
 ChunkPlan chunk_plan(int32_t width);
 

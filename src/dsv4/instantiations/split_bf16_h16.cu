@@ -1,4 +1,5 @@
 // Explicit instantiation: the split and combine kernels, BF16, 16 heads.
+#include "dsv4/configs.cuh"
 #include "dsv4/instantiations/kernels.h"
 #include "dsv4/kernels/combine_kernel.cuh"
 #include "dsv4/kernels/split_kernel.cuh"

@@ -1,4 +1,5 @@
 // Explicit instantiation: the split and combine kernels, FP8 E4M3, 64 heads a CTA (docs/kernels/heads64.md).
+#include "dsv4/configs.cuh"
 #include "dsv4/instantiations/kernels.h"
 #include "dsv4/kernels/combine_kernel.cuh"
 #include "dsv4/kernels/split_kernel.cuh"

@@ -14,6 +14,7 @@
 #include "common/ptx/copy.cuh"
 #include "common/ptx/sync.cuh"
 #include "dsv4/params.h"
+#include "dsv4/smem.cuh"
 #include "dsv4/steps/fold.cuh"
 #include "dsv4/steps/query.cuh"
 #include "dsv4/steps/token_scope.cuh"

@@ -13,9 +13,9 @@
 #include "common/ptx/sync.cuh"
 #include "dsv4/kernels/split_workspace.cuh"
 #include "dsv4/params.h"
+#include "dsv4/smem.cuh"
 #include "dsv4/steps/fold.cuh"
 #include "dsv4/steps/query.cuh"
-#include "dsv4/traits.cuh"
 
 namespace sparse_decode::dsv4 {
 
@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(Traits::kHeads * Traits::kGranules / kSlices)
   const float2* stats = split_stats<Traits>(p, unit, 0);
   const float4* values = split_values<Traits>(p, unit, 0);
   constexpr int kGroupGranules = static_cast<int>(SplitWorkspace<Traits>::kValueBytes / sizeof(float4));
-  with_group_count<Traits::kMaxGroups>(p.groups, [&](auto count) {
+  with_group_count<Traits::kMaxGroups>(p.column_groups, [&](auto count) {
     constexpr int kGroups = decltype(count)::value;
     fold_groups<Traits, kGroups>(
         kGroups, slice, kSlices, heads.count, sink_log2, bmm2, out_head, lse_head,

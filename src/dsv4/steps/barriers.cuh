@@ -4,7 +4,7 @@
 
 #include "common/ptx/copy.cuh"
 #include "common/ptx/sync.cuh"
-#include "dsv4/traits.cuh"
+#include "dsv4/smem.cuh"
 
 namespace sparse_decode::dsv4 {
 
@@ -25,16 +25,16 @@ __device__ __forceinline__ void math_sync() {
 template <class Traits>
 __device__ __forceinline__ void init_tile_barriers(ChunkSmem<Traits>& s) {
   constexpr int kCopyingWarps = Traits::kProducerWarps > 0 ? Traits::kProducerWarps : Traits::kWarps;
-  if (threadIdx.x < Traits::kBuffers) {
+  if (threadIdx.x < Traits::kKvTiles) {
     ptx::mbarrier_init(ptx::smem_address(&s.rows_landed[threadIdx.x]), kCopyingWarps);
   }
   __syncthreads();
 }
 
-// Waits for use `use` (0, 1, ...) of tile `buffer` to land.
+// Waits for use `use` (0, 1, ...) of KV tile `kv_tile` to land.
 template <class Traits>
-__device__ __forceinline__ void wait_tile(ChunkSmem<Traits>& s, int buffer, int use) {
-  ptx::mbarrier_wait_parity(ptx::smem_address(&s.rows_landed[buffer]), use & 1);
+__device__ __forceinline__ void wait_tile(ChunkSmem<Traits>& s, int kv_tile, int use) {
+  ptx::mbarrier_wait_parity(ptx::smem_address(&s.rows_landed[kv_tile]), use & 1);
 }
 
 }  // namespace sparse_decode::dsv4

@@ -11,7 +11,7 @@
 #include "common/granules.h"
 #include "common/math.cuh"
 #include "common/ptx/convert.cuh"
-#include "dsv4/traits.cuh"
+#include "dsv4/smem.cuh"
 
 namespace sparse_decode::dsv4 {
 
@@ -79,12 +79,12 @@ __device__ __forceinline__ void emit_group_values(const OutputFragment<Traits>& 
   for (int t = 0; t < Traits::kHeadTiles; ++t) {
     const int head = 16 * t + lane / 4;
 #pragma unroll
-    for (int g = 0; g < Traits::kDimGroups; ++g)
+    for (int block = 0; block < Traits::kDimBlocks; ++block)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int granule = (warp * Traits::kDimsPerWarp + g * 32 + half * 16) / Traits::kGranuleDims + lane % 4;
-        const float(&even)[4] = acc[t][g][half][0];
-        const float(&odd)[4] = acc[t][g][half][1];
+        const int granule = (warp * Traits::kDimsPerWarp + block * 32 + half * 16) / Traits::kGranuleDims + lane % 4;
+        const float(&even)[4] = acc[t][block][half][0];
+        const float(&odd)[4] = acc[t][block][half][1];
         emit(granule, head, make_float4(even[0], odd[0], even[1], odd[1]));
         emit(granule, head + 8, make_float4(even[2], odd[2], even[3], odd[3]));
       }

@@ -9,7 +9,7 @@
 #include "common/ptx/copy.cuh"
 #include "common/ptx/sync.cuh"
 #include "dsv4/params.h"
-#include "dsv4/traits.cuh"
+#include "dsv4/smem.cuh"
 #include "sparse_decode/types.h"
 
 namespace sparse_decode::dsv4 {
@@ -78,9 +78,9 @@ __device__ __forceinline__ void issue_pending_row(const PendingRow& row) {
 }
 
 // One warp's rows [first_row, first_row + kRows) of a chunk into KV tile
-// `buffer` (row-major, padded rows) by bulk copies: lane l < kRows copies
+// `kv_tile` (row-major, padded rows) by bulk copies: lane l < kRows copies
 // row first_row + l with `index` (one 512- or 1024-byte copy), completing
-// on rows_landed[buffer] (one arrival a warp, with the bytes it copies).
+// on rows_landed[kv_tile] (one arrival a warp, with the bytes it copies).
 // Rows not copied (masked columns) are zero-filled by the warp first, so
 // NaN in their rows never reaches the MMAs; the warp writes their bytes of
 // the column mask. The issuing lanes do not wait for the copies. Lanes from
@@ -89,7 +89,7 @@ __device__ __forceinline__ void issue_pending_row(const PendingRow& row) {
 template <class Traits, int kRows>
 __device__ __forceinline__ PendingRow copy_rows(ChunkSmem<Traits>& s, const Dsv4Params& p, int first_row, int column0,
                                                 int32_t index, int len, int window, bool count_out_of_range,
-                                                int buffer, int issue_now = kRows) {
+                                                int kv_tile, int issue_now = kRows) {
   static_assert(kRows % 8 == 0 && kRows <= 16, "whole bytes of the column mask; rows are bits of a ballot");
   constexpr uint32_t kRowBits = (1u << kRows) - 1;
   const int lane = threadIdx.x % 32;
@@ -103,22 +103,22 @@ __device__ __forceinline__ PendingRow copy_rows(ChunkSmem<Traits>& s, const Dsv4
   const bool load = active && !instrument::skips(p, instrument::kSkipRowLoads);
   const uint32_t mask = __ballot_sync(0xffffffffu, active) & kRowBits;
   const uint32_t copied = __ballot_sync(0xffffffffu, load) & kRowBits;
-  if (lane < kRows / 8) s.column_mask[buffer][first_row / 8 + lane] = static_cast<uint8_t>(mask >> (8 * lane));
+  if (lane < kRows / 8) s.column_mask[kv_tile][first_row / 8 + lane] = static_cast<uint8_t>(mask >> (8 * lane));
   for (uint32_t zero = ~copied & kRowBits; zero != 0; zero &= zero - 1) {
     const int row = first_row + __ffs(zero) - 1;
 #pragma unroll
     for (int part = 0; part < Traits::kRowBytes / 512; ++part) {
-      ptx::st_shared_zero16(ptx::smem_address(&s.kv[buffer][row][part * 512 + lane * 16]));
+      ptx::st_shared_zero16(ptx::smem_address(&s.kv[kv_tile][row][part * 512 + lane * 16]));
     }
   }
   __syncwarp();  // the zeros and the mask before the arrival that publishes the tile
-  const uint32_t barrier = ptx::smem_address(&s.rows_landed[buffer]);
+  const uint32_t barrier = ptx::smem_address(&s.rows_landed[kv_tile]);
   if (lane == 0) ptx::mbarrier_arrive_expect_tx(barrier, __popc(copied) * Traits::kRowBytes);
   __syncwarp();  // the expected bytes before any copy completes
   PendingRow row;
   if (lane < kRows && load) {
     row.src = swa ? p.swa.data + row_offset(p.swa, index) : p.compressed.data + row_offset(p.compressed, index);
-    row.dst = ptx::smem_address(&s.kv[buffer][first_row + lane][0]);
+    row.dst = ptx::smem_address(&s.kv[kv_tile][first_row + lane][0]);
     row.barrier = barrier;
     row.bytes = Traits::kRowBytes;
     if (lane < issue_now) {
@@ -133,20 +133,20 @@ __device__ __forceinline__ PendingRow copy_rows(ChunkSmem<Traits>& s, const Dsv4
 template <class Traits>
 __device__ __forceinline__ PendingRow gather_chunk(ChunkSmem<Traits>& s, const Dsv4Params& p, int column0,
                                                    int32_t index, int len, int window, bool count_out_of_range,
-                                                   int buffer, int issue_now = Traits::kGatherRowsPerWarp) {
+                                                   int kv_tile, int issue_now = Traits::kGatherRowsPerWarp) {
   constexpr int kRows = Traits::kGatherRowsPerWarp;
   return copy_rows<Traits, kRows>(s, p, threadIdx.x / 32 * kRows, column0, index, len, window, count_out_of_range,
-                                  buffer, issue_now);
+                                  kv_tile, issue_now);
 }
 
 // With a producer warpgroup: producer warp w copies rows kProducerRows * w
 // .. + kProducerRows - 1 of the chunk, issuing every copy at once.
 template <class Traits>
 __device__ __forceinline__ void produce_chunk(ChunkSmem<Traits>& s, const Dsv4Params& p, int column0, int32_t index,
-                                              int len, int window, bool count_out_of_range, int buffer) {
+                                              int len, int window, bool count_out_of_range, int kv_tile) {
   constexpr int kRows = Traits::kProducerRows;
   copy_rows<Traits, kRows>(s, p, (threadIdx.x / 32 - Traits::kFirstProducerWarp) * kRows, column0, index, len, window,
-                           count_out_of_range, buffer);
+                           count_out_of_range, kv_tile);
 }
 
 }  // namespace sparse_decode::dsv4

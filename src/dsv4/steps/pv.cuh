@@ -7,15 +7,15 @@
 #include "common/ptx/convert.cuh"
 #include "common/ptx/copy.cuh"
 #include "common/ptx/mma.cuh"
+#include "dsv4/smem.cuh"
 #include "dsv4/steps/query.cuh"
-#include "dsv4/traits.cuh"
 
 namespace sparse_decode::dsv4 {
 
-// Shared-memory address of byte `byte` of row `row` of KV tile `buffer`.
+// Shared-memory address of byte `byte` of row `row` of KV tile `kv_tile`.
 template <class Traits>
-__device__ __forceinline__ uint32_t kv_address(const ChunkSmem<Traits>& s, int buffer, int row, int byte) {
-  return ptx::smem_address(&s.kv[buffer][row][byte]);
+__device__ __forceinline__ uint32_t kv_address(const ChunkSmem<Traits>& s, int kv_tile, int row, int byte) {
+  return ptx::smem_address(&s.kv[kv_tile][row][byte]);
 }
 
 // Shared-memory address of this lane's ldmatrix.x4 rows of P for head tile 0
@@ -34,21 +34,21 @@ __device__ __forceinline__ int pv_warp() {
 template <class Traits>
 inline constexpr uint32_t kProbTileBytes = 16 * Traits::kProbRowHalves * 2;
 
-// O += P V from the BF16 tile, dim groups [first_group, first_group + kGroups)
+// O += P V from the BF16 tile, dim blocks [first_block, first_block + kBlocks)
 // of the warp: ldmatrix.trans of a core matrix (8 rows x 8 dims) is a B
 // fragment as it is, so an ldmatrix.x4.trans gives the two n-tiles of 8 dims
 // of a 16-dim half (granule_dim() says which dims a thread holds), used by
 // every head tile. P is BF16 hi + lo: two MMAs a step, the small part first.
-template <class Traits, int kGroups>
-__device__ __forceinline__ void accumulate_dims_bf16(ChunkSmem<Traits>& s, int buffer,
-                                                     DimGroupFragment<Traits, kGroups>& acc, int first_group,
+template <class Traits, int kBlocks>
+__device__ __forceinline__ void accumulate_dims_bf16(ChunkSmem<Traits>& s, int kv_tile,
+                                                     DimBlockFragment<Traits, kBlocks>& acc, int first_block,
                                                      int slot) {
   constexpr int kTiles = Traits::kHeadTiles;
   const int warp = pv_warp<Traits>(), lane = threadIdx.x % 32;
   const uint32_t hi_base = prob_fragment_base<Traits>(s, 0, slot), lo_base = prob_fragment_base<Traits>(s, 1, slot);
-  // Matrices of an ldmatrix.x4.trans: rows k..k+7 / k+8..k+15 (row groups) x dims d..d+7 / d+8..d+15 (pieces).
-  const int piece0 = (warp * Traits::kDimsPerWarp + first_group * 32) / 8 + (lane >> 4);
-  const uint32_t v_base = kv_address<Traits>(s, buffer, ((lane >> 3) & 1) * 8 + (lane & 7), piece0 * 16);
+  // Matrices of an ldmatrix.x4.trans: rows k..k+7 / k+8..k+15 (8-row halves) x dims d..d+7 / d+8..d+15 (pieces).
+  const int piece0 = (warp * Traits::kDimsPerWarp + first_block * 32) / 8 + (lane >> 4);
+  const uint32_t v_base = kv_address<Traits>(s, kv_tile, ((lane >> 3) & 1) * 8 + (lane & 7), piece0 * 16);
 #pragma unroll
   for (int kk = 0; kk < Traits::kChunkColumns / 16; ++kk) {
     uint32_t hi[kTiles][4], lo[kTiles][4];
@@ -58,41 +58,42 @@ __device__ __forceinline__ void accumulate_dims_bf16(ChunkSmem<Traits>& s, int b
       ptx::ldmatrix_x4(lo[t], lo_base + t * kProbTileBytes<Traits> + kk * 16 * 2);
     }
 #pragma unroll
-    for (int g = 0; g < kGroups; ++g)
+    for (int block = 0; block < kBlocks; ++block)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         uint32_t r[4];
-        ptx::ldmatrix_x4_trans(r, v_base + kk * Traits::kTileRows16Bytes + (4 * g + 2 * half) * Traits::kTilePieceBytes);
+        ptx::ldmatrix_x4_trans(
+            r, v_base + kk * Traits::kTileRows16Bytes + (4 * block + 2 * half) * Traits::kTilePieceBytes);
 #pragma unroll
         for (int t = 0; t < kTiles; ++t) {
-          ptx::mma_bf16_16x8x16(acc[t][g][half][0], lo[t], r[0], r[1]);
-          ptx::mma_bf16_16x8x16(acc[t][g][half][1], lo[t], r[2], r[3]);
-          ptx::mma_bf16_16x8x16(acc[t][g][half][0], hi[t], r[0], r[1]);
-          ptx::mma_bf16_16x8x16(acc[t][g][half][1], hi[t], r[2], r[3]);
+          ptx::mma_bf16_16x8x16(acc[t][block][half][0], lo[t], r[0], r[1]);
+          ptx::mma_bf16_16x8x16(acc[t][block][half][1], lo[t], r[2], r[3]);
+          ptx::mma_bf16_16x8x16(acc[t][block][half][0], hi[t], r[0], r[1]);
+          ptx::mma_bf16_16x8x16(acc[t][block][half][1], hi[t], r[2], r[3]);
         }
       }
   }
 }
 
-// O += P V from the FP8 tile, dim groups [first_group, first_group + kGroups)
+// O += P V from the FP8 tile, dim blocks [first_block, first_block + kBlocks)
 // of the warp: ldmatrix.trans on byte pairs, then a byte permute splits each
 // pair into the even-dim and odd-dim B fragments, converted exactly to FP16
 // once and used by every head tile. So n-tile (half, parity) column n is dim
 // 16*half + 2n + parity, and a thread ends up holding 4 consecutive dims of
-// its heads. With one dim group (the 64-head stream kernel, short of
+// its heads. With one dim block (the 64-head stream kernel, short of
 // registers) each head tile's P fragment is loaded just before its MMAs;
 // with more, all tiles' fragments are loaded once a k-step.
-template <class Traits, int kGroups>
-__device__ __forceinline__ void accumulate_dims_fp8(ChunkSmem<Traits>& s, int buffer,
-                                                    DimGroupFragment<Traits, kGroups>& acc, int first_group,
+template <class Traits, int kBlocks>
+__device__ __forceinline__ void accumulate_dims_fp8(ChunkSmem<Traits>& s, int kv_tile,
+                                                    DimBlockFragment<Traits, kBlocks>& acc, int first_block,
                                                     int slot) {
   constexpr int kTiles = Traits::kHeadTiles;
-  constexpr bool kLoadPerTile = kGroups == 1 && kTiles > 1;
+  constexpr bool kLoadPerTile = kBlocks == 1 && kTiles > 1;
   const int warp = pv_warp<Traits>(), lane = threadIdx.x % 32;
-  const int d0 = warp * Traits::kDimsPerWarp + first_group * 32;
+  const int d0 = warp * Traits::kDimsPerWarp + first_block * 32;
   const uint32_t p_base = prob_fragment_base<Traits>(s, 0, slot);
-  // Matrices of an ldmatrix.x4: rows k..k+7 / k+8..k+15 (row groups) x dims d..d+15 / d+16..d+31 (pieces).
-  const uint32_t v_base = kv_address<Traits>(s, buffer, ((lane >> 3) & 1) * 8 + (lane & 7), (d0 / 16 + (lane >> 4)) * 16);
+  // Matrices of an ldmatrix.x4: rows k..k+7 / k+8..k+15 (8-row halves) x dims d..d+15 / d+16..d+31 (pieces).
+  const uint32_t v_base = kv_address<Traits>(s, kv_tile, ((lane >> 3) & 1) * 8 + (lane & 7), (d0 / 16 + (lane >> 4)) * 16);
 #pragma unroll
   for (int kk = 0; kk < Traits::kChunkColumns / 16; ++kk) {
     uint32_t a[kLoadPerTile ? 1 : kTiles][4];
@@ -103,9 +104,9 @@ __device__ __forceinline__ void accumulate_dims_fp8(ChunkSmem<Traits>& s, int bu
       }
     }
 #pragma unroll
-    for (int g = 0; g < kGroups; ++g) {
+    for (int block = 0; block < kBlocks; ++block) {
       uint32_t r[4];
-      ptx::ldmatrix_x4_trans(r, v_base + kk * Traits::kTileRows16Bytes + g * 2 * Traits::kTilePieceBytes);
+      ptx::ldmatrix_x4_trans(r, v_base + kk * Traits::kTileRows16Bytes + block * 2 * Traits::kTilePieceBytes);
       uint32_t b[2][2][2];  // [half][even / odd dims][rows k.. / k+8..]
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
@@ -121,31 +122,31 @@ __device__ __forceinline__ void accumulate_dims_fp8(ChunkSmem<Traits>& s, int bu
         const uint32_t(&tile_a)[4] = a[kLoadPerTile ? 0 : t];
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-          ptx::mma_f16_16x8x16(acc[t][g][half][0], tile_a, b[half][0][0], b[half][0][1]);
-          ptx::mma_f16_16x8x16(acc[t][g][half][1], tile_a, b[half][1][0], b[half][1][1]);
+          ptx::mma_f16_16x8x16(acc[t][block][half][0], tile_a, b[half][0][0], b[half][0][1]);
+          ptx::mma_f16_16x8x16(acc[t][block][half][1], tile_a, b[half][1][0], b[half][1][1]);
         }
       }
     }
   }
 }
 
-// O += P V for kGroups of the warp's 32-dim groups from first_group (the
+// O += P V for kBlocks of the warp's dim blocks from first_block (the
 // fragment's values as they stand: the caller zeroes or rescales them),
 // with the probabilities of chunk slot `slot`.
-template <class Traits, int kGroups>
-__device__ __forceinline__ void accumulate_dims(ChunkSmem<Traits>& s, int buffer,
-                                                DimGroupFragment<Traits, kGroups>& acc, int first_group,
+template <class Traits, int kBlocks>
+__device__ __forceinline__ void accumulate_dims(ChunkSmem<Traits>& s, int kv_tile,
+                                                DimBlockFragment<Traits, kBlocks>& acc, int first_block,
                                                 int slot) {
   if constexpr (Traits::kBf16) {
-    accumulate_dims_bf16<Traits, kGroups>(s, buffer, acc, first_group, slot);
+    accumulate_dims_bf16<Traits, kBlocks>(s, kv_tile, acc, first_block, slot);
   } else {
-    accumulate_dims_fp8<Traits, kGroups>(s, buffer, acc, first_group, slot);
+    accumulate_dims_fp8<Traits, kBlocks>(s, kv_tile, acc, first_block, slot);
   }
 }
 
 // O += P V for the warp's dims this CTA outputs (O restarts at the first chunk of a group).
 template <class Traits>
-__device__ __forceinline__ void accumulate_chunk(ChunkSmem<Traits>& s, int buffer, OutputFragment<Traits>& acc,
+__device__ __forceinline__ void accumulate_chunk(ChunkSmem<Traits>& s, int kv_tile, OutputFragment<Traits>& acc,
                                                  bool group_start, int slot) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
@@ -153,17 +154,17 @@ __device__ __forceinline__ void accumulate_chunk(ChunkSmem<Traits>& s, int buffe
     // A group starts from +0 (not from 0 * the previous group: -0 and NaN would survive).
     const float top = s.rescale[slot][16 * t + lane / 4], bottom = s.rescale[slot][16 * t + lane / 4 + 8];
 #pragma unroll
-    for (int g = 0; g < Traits::kOutputDimGroups; ++g)
+    for (int block = 0; block < Traits::kOutputDimBlocks; ++block)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
         for (int par = 0; par < 2; ++par) {
-          float(&a)[4] = acc[t][g][h][par];
+          float(&a)[4] = acc[t][block][h][par];
           a[0] = group_start ? 0.0f : __fmul_rn(a[0], top), a[1] = group_start ? 0.0f : __fmul_rn(a[1], top);
           a[2] = group_start ? 0.0f : __fmul_rn(a[2], bottom), a[3] = group_start ? 0.0f : __fmul_rn(a[3], bottom);
         }
   }
-  accumulate_dims<Traits, Traits::kOutputDimGroups>(s, buffer, acc, first_output_dim_group<Traits>(), slot);
+  accumulate_dims<Traits, Traits::kOutputDimBlocks>(s, kv_tile, acc, first_output_dim_block<Traits>(), slot);
 }
 
 }  // namespace sparse_decode::dsv4

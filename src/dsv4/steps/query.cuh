@@ -6,8 +6,8 @@
 
 #include "common/ptx/copy.cuh"
 #include "dsv4/params.h"
+#include "dsv4/smem.cuh"
 #include "dsv4/steps/barriers.cuh"
-#include "dsv4/traits.cuh"
 
 namespace sparse_decode::dsv4 {
 
@@ -20,16 +20,16 @@ struct HeadGroup {
 };
 
 template <int kHeads>
-__device__ __forceinline__ HeadGroup head_group(const Dsv4Params& p, int group) {
-  const int first = group * kHeads;
+__device__ __forceinline__ HeadGroup head_group(const Dsv4Params& p, int index) {
+  const int first = index * kHeads;
   return {first, p.num_heads - first < kHeads ? p.num_heads - first : kHeads};
 }
 
 // Which dims this CTA outputs: part k of a unit's kDimParts CTAs (adjacent
-// blocks) outputs dim groups k * kOutputDimGroups.. of every warp.
+// CTAs) outputs dim blocks k * kOutputDimBlocks.. of every warp.
 template <class Traits>
-__device__ __forceinline__ int first_output_dim_group() {
-  return Traits::kDimParts == 1 ? 0 : static_cast<int>(blockIdx.x % Traits::kDimParts) * Traits::kOutputDimGroups;
+__device__ __forceinline__ int first_output_dim_block() {
+  return Traits::kDimParts == 1 ? 0 : static_cast<int>(blockIdx.x % Traits::kDimParts) * Traits::kOutputDimBlocks;
 }
 
 // Copies the token's query heads into the Q tile: in each pass thread t

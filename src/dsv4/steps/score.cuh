@@ -6,7 +6,7 @@
 
 #include "common/ptx/copy.cuh"
 #include "common/ptx/mma.cuh"
-#include "dsv4/traits.cuh"
+#include "dsv4/smem.cuh"
 
 namespace sparse_decode::dsv4 {
 
@@ -70,7 +70,7 @@ __device__ __forceinline__ void score_batch(float (&partial)[kSlots][Traits::kHe
 // loaded kScoreBatch k-steps at a time; 64 heads: sets 0 and 1, then each
 // later set into slot 1. The result goes to scores[slot].
 template <class Traits>
-__device__ __forceinline__ void score_chunk(ChunkSmem<Traits>& s, int buffer, int slot) {
+__device__ __forceinline__ void score_chunk(ChunkSmem<Traits>& s, int kv_tile, int slot) {
   // The warpgroup broadcast from lane 0: the compiler then knows it is warp
   // uniform and builds the Q descriptors in uniform registers.
   const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
@@ -78,9 +78,9 @@ __device__ __forceinline__ void score_chunk(ChunkSmem<Traits>& s, int buffer, in
   const int piece0 = warpgroup * Traits::kPiecesPerWarpgroup;
   // ldmatrix.x4: matrices (rows 0-7, bytes 0-15), (rows 8-15, 0-15), (0-7, 16-31), (8-15, 16-31) of a k-step.
   const int row = 16 * warp + (lane & 7) + ((lane >> 3) & 1) * 8;
-  const uint32_t a_base = ptx::smem_address(&s.kv[buffer][row][piece0 * 16 + (lane >> 4) * 16]);
+  const uint32_t a_base = ptx::smem_address(&s.kv[kv_tile][row][piece0 * 16 + (lane >> 4) * 16]);
   const uint64_t q = ptx::wgmma_descriptor(ptx::smem_address(&s.q[0][piece0][0][0]), Traits::kCoreBytes,
-                                           Traits::kRowGroupBytes);
+                                           Traits::kSlabBytes);
   constexpr int kPerSet = Traits::kStepsPerAccumulator, kSets = Traits::kScoreSets, kLive = Traits::kLiveScoreSets;
   constexpr int kRegs = Traits::kHeads / 2;
   float partial[kLive][kRegs];

@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "common/math.cuh"
-#include "dsv4/traits.cuh"
+#include "dsv4/smem.cuh"
 
 namespace sparse_decode::dsv4 {
 
@@ -47,12 +47,12 @@ __device__ __forceinline__ float store_probabilities(ChunkSmem<Traits>& s, int h
 // chunk of a group) into chunk slot `slot`; the statistics so far are the
 // previous slot's.
 template <class Traits>
-__device__ __forceinline__ void softmax_chunk(ChunkSmem<Traits>& s, int buffer, float scale_log2, bool group_start,
+__device__ __forceinline__ void softmax_chunk(ChunkSmem<Traits>& s, int kv_tile, float scale_log2, bool group_start,
                                               int slot) {
   static_assert(Traits::kWarpgroups == 2, "the score is the sum of the two warpgroups' halves");
   constexpr int kThreadsPerHead = Traits::kSoftmaxThreads, kColumns = Traits::kSoftmaxColumns;
   const int head = threadIdx.x / kThreadsPerHead, part = threadIdx.x % kThreadsPerHead;
-  const uint64_t mask = *reinterpret_cast<const uint64_t*>(s.column_mask[buffer]) >> (part * kColumns);
+  const uint64_t mask = *reinterpret_cast<const uint64_t*>(s.column_mask[kv_tile]) >> (part * kColumns);
   float v[kColumns];
 #pragma unroll
   for (int quad = 0; quad < kColumns / 4; ++quad) {

@@ -6,9 +6,9 @@
 
 #include "common/math.cuh"
 #include "dsv4/params.h"
+#include "dsv4/smem.cuh"
 #include "dsv4/steps/gather.cuh"
 #include "dsv4/steps/query.cuh"
-#include "dsv4/traits.cuh"
 #include "sparse_decode/types.h"
 
 namespace sparse_decode::dsv4 {
@@ -75,7 +75,7 @@ __device__ __forceinline__ TokenScope token_scope(ChunkSmem<Traits>& s, const Ds
   scope.window = p.seq_lens && has_swa_columns ? swa_window<Traits>(s, p, token) : kSwaColumns;
   scope.scale_log2 = (p.bmm1_scale_ptr ? *p.bmm1_scale_ptr : p.bmm1_scale) * kLog2e;
   scope.sink = sink;
-  scope.count_out_of_range = p.out_of_range_count && heads.first == 0 && first_output_dim_group<Traits>() == 0;
+  scope.count_out_of_range = p.out_of_range_count && heads.first == 0 && first_output_dim_block<Traits>() == 0;
   return scope;
 }
 

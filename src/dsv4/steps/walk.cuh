@@ -10,13 +10,13 @@
 #include "common/ptx/copy.cuh"
 #include "common/ptx/sync.cuh"
 #include "dsv4/params.h"
+#include "dsv4/smem.cuh"
 #include "dsv4/steps/barriers.cuh"
 #include "dsv4/steps/gather.cuh"
 #include "dsv4/steps/pv.cuh"
 #include "dsv4/steps/score.cuh"
 #include "dsv4/steps/softmax.cuh"
 #include "dsv4/steps/token_scope.cuh"
-#include "dsv4/traits.cuh"
 
 namespace sparse_decode::dsv4 {
 
@@ -28,8 +28,8 @@ struct GroupAccumulator {
   ChunkSmem<Traits>& s;
   OutputFragment<Traits>& acc;
   GroupEnd group_end;
-  __device__ __forceinline__ void operator()(int buffer, bool group_start, bool group_last, int slot) {
-    accumulate_chunk<Traits>(s, buffer, acc, group_start, slot);
+  __device__ __forceinline__ void operator()(int kv_tile, bool group_start, bool group_last, int slot) {
+    accumulate_chunk<Traits>(s, kv_tile, acc, group_start, slot);
     if (group_last) group_end(acc, slot);
   }
 };
@@ -41,24 +41,24 @@ __device__ __forceinline__ GroupAccumulator<Traits, GroupEnd> accumulate_groups(
   return {s, acc, group_end};
 }
 
-// The math of chunk i of a walk (its rows in tile `buffer`): Q K^T, softmax,
-// then pv(buffer, group_start, group_last, slot 0), the P V step (GroupAccumulator,
-// or the 64-head stream kernel's fold by dim group). Groups are runs of
+// The math of chunk i of a walk (its rows in KV tile `kv_tile`): Q K^T, softmax,
+// then pv(kv_tile, group_start, group_last, slot 0), the P V step (GroupAccumulator,
+// or the 64-head stream kernel's fold by dim block). Groups are runs of
 // `per_group` chunks from the walk's first.
 template <class Traits, class ChunkPv>
 __device__ __forceinline__ void chunk_math(ChunkSmem<Traits>& s, const TokenScope& scope, int i, int count,
-                                           int per_group, int buffer, ChunkPv& pv, const PendingRow& pending = {}) {
-  score_chunk<Traits>(s, buffer, 0);  // one chunk slot
+                                           int per_group, int kv_tile, ChunkPv& pv, const PendingRow& pending = {}) {
+  score_chunk<Traits>(s, kv_tile, 0);  // one chunk slot
   instrument::phase_mark(i, 3);
   issue_pending_row(pending);  // the rest of the next chunk's rows (64 heads: kGatherIssueNow)
   math_sync<Traits>();
   instrument::phase_mark(i, 4);
   const bool group_start = i % per_group == 0;
-  softmax_chunk<Traits>(s, buffer, scope.scale_log2, group_start, 0);
+  softmax_chunk<Traits>(s, kv_tile, scope.scale_log2, group_start, 0);
   instrument::phase_mark(i, 5);
   math_sync<Traits>();
   instrument::phase_mark(i, 6);
-  pv(buffer, group_start, i % per_group == per_group - 1 || i == count - 1, 0);
+  pv(kv_tile, group_start, i % per_group == per_group - 1 || i == count - 1, 0);
   instrument::phase_mark(i, 7);
 }
 
@@ -80,9 +80,9 @@ __device__ __forceinline__ void walk_chunks_two_tiles(ChunkSmem<Traits>& s, cons
   ptx::launch_dependents();
   if (threadIdx.x < Traits::kHeads) s.sink_log2[threadIdx.x] = scope.sink * kLog2e;
   for (int i = 0; i < count; ++i) {
-    const int buffer = i % Traits::kBuffers;
+    const int kv_tile = i % Traits::kKvTiles;
     instrument::phase_mark(i, 0);
-    wait_tile<Traits>(s, buffer, i / Traits::kBuffers);
+    wait_tile<Traits>(s, kv_tile, i / Traits::kKvTiles);
     ptx::cp_async_wait_group<0>();
     // Q (cp.async) is read by wgmma, and chunk i - 1's reads of the other tile
     // must precede the bulk copies into it: both cross the async proxy.
@@ -93,10 +93,10 @@ __device__ __forceinline__ void walk_chunks_two_tiles(ChunkSmem<Traits>& s, cons
     PendingRow pending;
     if (i + 1 < count) {
       const int column0 = (first + i + 1) * kColumns;
-      pending = gather_chunk<Traits>(s, p, column0, staged_index<Traits>(s, p, column0, (i + 1) % Traits::kBuffers),
-                                     scope.len, scope.window, scope.count_out_of_range, buffer ^ 1,
+      pending = gather_chunk<Traits>(s, p, column0, staged_index<Traits>(s, p, column0, (i + 1) % Traits::kKvTiles),
+                                     scope.len, scope.window, scope.count_out_of_range, kv_tile ^ 1,
                                      Traits::kGatherIssueNow);
-      if (i + 2 < count) stage_chunk_indices<Traits>(s, p, scope.token, column0 + kColumns, i % Traits::kBuffers);
+      if (i + 2 < count) stage_chunk_indices<Traits>(s, p, scope.token, column0 + kColumns, i % Traits::kKvTiles);
       ptx::cp_async_commit();
     }
     instrument::phase_mark(i, 2);
@@ -104,7 +104,7 @@ __device__ __forceinline__ void walk_chunks_two_tiles(ChunkSmem<Traits>& s, cons
       issue_pending_row(pending);
       continue;
     }
-    chunk_math<Traits>(s, scope, i, count, per_group, buffer, pv, pending);
+    chunk_math<Traits>(s, scope, i, count, per_group, kv_tile, pv, pending);
   }
 }
 
@@ -144,7 +144,7 @@ __device__ __forceinline__ void walk_chunks_one_tile(ChunkSmem<Traits>& s, const
 }
 
 // The producer warpgroup's walk over chunks [first, first + count) of a
-// token: chunk i goes into tile i % kBuffers once the math warps have
+// token: chunk i goes into tile i % kKvTiles once the math warps have
 // released the tile's previous chunk (on the tile's hardware barrier, where
 // the producers sleep without retrying; docs/kernels/large_batch.md). Each
 // chunk's indices are loaded a chunk ahead, so that their latency hides
@@ -156,10 +156,10 @@ __device__ __forceinline__ void produce_chunks(ChunkSmem<Traits>& s, const Dsv4P
   constexpr int kColumns = Traits::kChunkColumns;
   int32_t index = first_index;
   for (int i = 0; i < count; ++i) {
-    const int buffer = i % Traits::kBuffers;
+    const int kv_tile = i % Traits::kKvTiles;
     const int32_t next = i + 1 < count ? producer_index<Traits>(p, scope.token, first + i + 1) : -1;
-    if (i >= Traits::kBuffers) {
-      ptx::named_barrier_sync(Traits::kTileFreeBarrier + buffer, Traits::kTileFreeThreads);
+    if (i >= Traits::kKvTiles) {
+      ptx::named_barrier_sync(Traits::kTileFreeBarrier + kv_tile, Traits::kTileFreeThreads);
       // Generic-proxy accesses of the tile's last use before the bulk copies
       // (async proxy) into it: this lane's zero fills, and the math warps'
       // reads that the barrier ordered before this point. Keep it after the
@@ -167,14 +167,14 @@ __device__ __forceinline__ void produce_chunks(ChunkSmem<Traits>& s, const Dsv4P
       ptx::fence_proxy_async_shared();
     }
     produce_chunk<Traits>(s, p, (first + i) * kColumns, index, scope.len, scope.window, scope.count_out_of_range,
-                          buffer);
+                          kv_tile);
     if (i == 0) ptx::launch_dependents();
     index = next;
   }
 }
 
 // The math warps' walk with a producer warpgroup (produce_chunks): chunk i's
-// rows are in tile i % kBuffers once rows_landed says so; after its P V the
+// rows are in tile i % kKvTiles once rows_landed says so; after its P V the
 // math warps release the tile for the producers' next copies (the tile's
 // hardware barrier; only where a later chunk refills it, so that every
 // arrival meets the producers' wait).
@@ -188,16 +188,16 @@ __device__ __forceinline__ void walk_chunks_fed(ChunkSmem<Traits>& s, const Dsv4
   math_sync<Traits>();
   instrument::phase_span(2);  // the query has landed
   for (int i = 0; i < count; ++i) {
-    const int buffer = i % Traits::kBuffers;
+    const int kv_tile = i % Traits::kKvTiles;
     instrument::phase_mark(i, 0);
-    wait_tile<Traits>(s, buffer, i / Traits::kBuffers);
+    wait_tile<Traits>(s, kv_tile, i / Traits::kKvTiles);
     instrument::phase_mark(i, 1);
     instrument::phase_mark(i, 2);
-    if (!instrument::skips(p, instrument::kSkipMath)) chunk_math<Traits>(s, scope, i, count, per_group, buffer, pv);
+    if (!instrument::skips(p, instrument::kSkipMath)) chunk_math<Traits>(s, scope, i, count, per_group, kv_tile, pv);
     // The warp's reads of the tile are done (their values fed the MMAs), as
     // when a consumer releases a stage in CUTLASS's TMA pipelines (no proxy fence).
-    if (i + Traits::kBuffers < count) {
-      ptx::named_barrier_arrive(Traits::kTileFreeBarrier + buffer, Traits::kTileFreeThreads);
+    if (i + Traits::kKvTiles < count) {
+      ptx::named_barrier_arrive(Traits::kTileFreeBarrier + kv_tile, Traits::kTileFreeThreads);
     }
   }
 }
@@ -222,11 +222,11 @@ __device__ __forceinline__ void score_chunks(ChunkSmem<Traits>& s, const Dsv4Par
     if (threadIdx.x == 0) instrument::phase_mark_in(0, i, k);
   };
   for (int i = 0; i < count; ++i) {
-    const int buffer = i % Traits::kBuffers, slot = i % kSlots;
+    const int kv_tile = i % Traits::kKvTiles, slot = i % kSlots;
     mark(i, 0);
-    wait_tile<Traits>(s, buffer, i / Traits::kBuffers);
+    wait_tile<Traits>(s, kv_tile, i / Traits::kKvTiles);
     mark(i, 1), mark(i, 2);
-    if (!instrument::skips(p, instrument::kSkipMath)) score_chunk<Traits>(s, buffer, slot);
+    if (!instrument::skips(p, instrument::kSkipMath)) score_chunk<Traits>(s, kv_tile, slot);
     mark(i, 3);
     // Both halves of the scores are in the slot, and chunk i - 1's softmax
     // has written the statistics this one continues from.
@@ -234,14 +234,14 @@ __device__ __forceinline__ void score_chunks(ChunkSmem<Traits>& s, const Dsv4Par
     mark(i, 4);
     if (i >= kSlots) ptx::named_barrier_sync(Traits::kProbsFreeBarrier + slot, kHandoff);
     mark(i, 5);
-    if (!instrument::skips(p, instrument::kSkipMath)) softmax_chunk<Traits>(s, buffer, scope.scale_log2, i % per_group == 0, slot);
+    if (!instrument::skips(p, instrument::kSkipMath)) softmax_chunk<Traits>(s, kv_tile, scope.scale_log2, i % per_group == 0, slot);
     mark(i, 6);
     ptx::named_barrier_arrive(Traits::kProbsReadyBarrier + slot, kHandoff);
     mark(i, 7);
   }
 }
 
-// With P V warps, their walk: chunk i's P V step pv(buffer, group_start,
+// With P V warps, their walk: chunk i's P V step pv(kv_tile, group_start,
 // group_last, slot) once the scoring warps have handed over its slot; then
 // the slot goes back to them (if a later chunk uses it) and the tile to the
 // producers (if a later chunk refills it). The P V warps are the tile's
@@ -254,17 +254,17 @@ __device__ __forceinline__ void walk_chunks_after_scores(ChunkSmem<Traits>& s, c
     if (threadIdx.x == Traits::kThreads) instrument::phase_mark_in(1, i, k);
   };
   for (int i = 0; i < count; ++i) {
-    const int buffer = i % Traits::kBuffers, slot = i % kSlots;
+    const int kv_tile = i % Traits::kKvTiles, slot = i % kSlots;
     mark(i, 0);
-    wait_tile<Traits>(s, buffer, i / Traits::kBuffers);  // V: the rows' bytes, as the scoring warps saw them land
+    wait_tile<Traits>(s, kv_tile, i / Traits::kKvTiles);  // V: the rows' bytes, as the scoring warps saw them land
     mark(i, 1);
     ptx::named_barrier_sync(Traits::kProbsReadyBarrier + slot, kHandoff);
     for (int k = 2; k < 7; ++k) mark(i, k);
-    if (!instrument::skips(p, instrument::kSkipMath)) pv(buffer, i % per_group == 0, i % per_group == per_group - 1 || i == count - 1, slot);
+    if (!instrument::skips(p, instrument::kSkipMath)) pv(kv_tile, i % per_group == 0, i % per_group == per_group - 1 || i == count - 1, slot);
     mark(i, 7);
     if (i + kSlots < count) ptx::named_barrier_arrive(Traits::kProbsFreeBarrier + slot, kHandoff);
-    if (i + Traits::kBuffers < count) {
-      ptx::named_barrier_arrive(Traits::kTileFreeBarrier + buffer, Traits::kTileFreeThreads);
+    if (i + Traits::kKvTiles < count) {
+      ptx::named_barrier_arrive(Traits::kTileFreeBarrier + kv_tile, Traits::kTileFreeThreads);
     }
   }
 }
@@ -280,7 +280,7 @@ __device__ __forceinline__ void walk_chunks(ChunkSmem<Traits>& s, const Dsv4Para
     walk_chunks_after_scores<Traits>(s, p, count, per_group, pv);
   } else if constexpr (Traits::kProducerWarps > 0) {
     walk_chunks_fed<Traits>(s, p, scope, count, per_group, pv);
-  } else if constexpr (Traits::kBuffers == 2) {
+  } else if constexpr (Traits::kKvTiles == 2) {
     walk_chunks_two_tiles<Traits>(s, p, scope, first, count, per_group, pv);
   } else {
     walk_chunks_one_tile<Traits>(s, p, scope, first, count, per_group, pv);
@@ -296,9 +296,9 @@ template <class Traits, class GroupEnd>
 __device__ __forceinline__ void walk_groups(ChunkSmem<Traits>& s, const Dsv4Params& p, const TokenScope& scope,
                                             int first, int count, int per_group, GroupEnd&& group_end) {
   if (per_group == 1) {
-    walk_chunks<Traits>(s, p, scope, first, count, 1, [&](int buffer, bool, bool, int slot) {
+    walk_chunks<Traits>(s, p, scope, first, count, 1, [&](int kv_tile, bool, bool, int slot) {
       OutputFragment<Traits> group = {};
-      accumulate_dims<Traits, Traits::kOutputDimGroups>(s, buffer, group, first_output_dim_group<Traits>(), slot);
+      accumulate_dims<Traits, Traits::kOutputDimBlocks>(s, kv_tile, group, first_output_dim_block<Traits>(), slot);
       group_end(group, slot);
     });
   } else {
