@@ -10,6 +10,7 @@
 #include "common/validation.h"
 #include "dsv4_hca/expand.h"
 #include "dsv4/dispatch.h"
+#include "dsv4/launch.h"
 #include "reference/dsv4_hca_reference.h"
 
 namespace sparse_decode {
