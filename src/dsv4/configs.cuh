@@ -5,8 +5,8 @@
 //                   path of 64-head calls; docs/kernels/heads64.md).
 //   kDType          the element type of q and of the KV rows.
 //   kKvTiles        KV tiles: with 2 the next chunk's gather lands during
-//                   this one's math; with 1 the gather waits for the tile
-//                   (a CTA of one chunk loses nothing, and a BF16 tile is
+//                   this one's math; with 1 the gather waits for the KV tile
+//                   (a CTA of one chunk loses nothing, and a BF16 KV tile is
 //                   65 KiB); 4 with producers, for a lone CTA an SM.
 //   kProducerWarps  0: the math warps issue their rows' copies themselves;
 //                   4: a producer warpgroup issues every copy and the math
@@ -29,7 +29,7 @@ namespace sparse_decode::dsv4 {
 
 // The cluster kernel holds one KV tile (a CTA has one chunk up to W = 1024)
 // so that its 35 KiB of FP32 receive slots fit: FP8 at 2 CTAs an SM, BF16
-// (a 65 KiB tile) at 1.
+// (a 65 KiB KV tile) at 1.
 struct ClusterFp8 {
   static constexpr int kHeads = 16;
   static constexpr DType kDType = DType::kFloat8E4M3;
@@ -56,7 +56,7 @@ struct StreamBf16 {
 
 // The split kernel: FP8 with two KV tiles (runs of several groups overlap
 // the next chunk's gather; the math warps issue the copies), BF16 as the
-// cluster kernel (one tile).
+// cluster kernel (one KV tile).
 struct SplitFp8 {
   static constexpr int kHeads = 16;
   static constexpr DType kDType = DType::kFloat8E4M3;

@@ -40,7 +40,7 @@ constexpr int resident_ctas(size_t smem_bytes) {
 // kProducerWarps, kDimParts and kPvWarps (configs.cuh says what each means).
 template <class Config>
 struct Dsv4Traits {
-  static constexpr int kHeads = Config::kHeads;  // query heads a CTA: 16 or 64 (one gathered tile serves them all)
+  static constexpr int kHeads = Config::kHeads;  // query heads a CTA: 16 or 64 (one gathered KV tile serves them all)
   static constexpr int kHeadTiles = kHeads / 16;  // P V: mma.sync tiles of 16 heads (M = 16)
   static constexpr DType kDType = Config::kDType;
   static constexpr bool kBf16 = kDType == DType::kBFloat16;

@@ -25,9 +25,8 @@
 namespace sparse_decode::dsv4 {
 
 // Sends this CTA's group statistics and P V sum (FP32) to the CTAs that own
-// them. Granule g of the 128 4-dim granules goes
-// to CTA g % n, slot [source rank][g / n][head]; the (max, sum) pairs go to
-// every CTA.
+// them. Granule g of the 128 4-dim granules goes to CTA g % n, slot
+// [source rank][g / n][head]; the (max, sum) pairs go to every CTA.
 template <class Traits>
 __device__ __forceinline__ void send_group(ClusterSmem<Traits>& s, const OutputFragment<Traits>& acc, int rank,
                                            int ctas, float2 own_stats) {

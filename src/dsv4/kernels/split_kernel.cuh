@@ -1,5 +1,5 @@
 // The split kernel of dsv4_decode (the split path, T around 128): each run
-// of column groups of a (token, head group) gets an ordinary CTA that walks
+// of column groups of a unit gets an ordinary CTA that walks
 // the run's chunks as the other kernels do and writes each group's
 // statistics and FP32 P V sum to the workspace; the combine kernel
 // (combine_kernel.cuh) folds them. docs/kernels/split.md explains the design
@@ -40,7 +40,7 @@ __device__ __forceinline__ void write_group(const ChunkSmem<Traits>& s, const Ds
 
 // One CTA a run of split_groups groups of a unit (the floats of the cluster
 // kernel's CTA when the run is one group); longer runs (more tokens than the
-// GPU holds CTAs) walk with the traits' tiles (FP8: the next chunk's gather
+// GPU holds CTAs) walk with the traits' KV tiles (FP8: the next chunk's gather
 // in flight, as in the stream kernel) and write each group as it ends.
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(SplitSmem<Traits>)))

@@ -1,10 +1,10 @@
-// The stream kernel of dsv4_decode (large batches): one CTA a (token, head
-// group) (or two, each outputting half of the dims) walks all of the token's
-// chunks, the next chunk's gather in flight during this one's math, and
-// folds each group's P V sum into registers in group order: the same groups
-// and the same fold as the cluster kernel and the split path, so the bits
-// agree. docs/kernels/large_batch.md explains
-// the design and its measurements; docs/kernels/heads64.md the 64-head form.
+// The stream kernel of dsv4_decode (large batches): one CTA a unit (or two,
+// each outputting half of the dims) walks all of the token's chunks, the
+// next chunk's gather in flight during this one's math, and folds each
+// group's P V sum into registers in group order: the same groups and the
+// same fold as the cluster kernel and the split path, so the bits agree.
+// docs/kernels/large_batch.md explains the design and its measurements;
+// docs/kernels/heads64.md the 64-head form.
 #pragma once
 
 #include <cmath>

@@ -1,5 +1,5 @@
 // The CTA's barriers around the KV tiles: the math warps' own barrier, and
-// the tiles' rows_landed barriers (one arrival a copying warp a phase).
+// the KV tiles' rows_landed barriers (one arrival a copying warp a phase).
 #pragma once
 
 #include "common/ptx/copy.cuh"
@@ -10,7 +10,7 @@ namespace sparse_decode::dsv4 {
 
 // A barrier among the math warps: __syncthreads without producers; with a
 // producer warpgroup, hardware barrier 1 among the kThreads math threads
-// (the producers take no part in it; they wait on the tiles' own barriers).
+// (the producers take no part in it; they wait on the KV tiles' own barriers).
 template <class Traits>
 __device__ __forceinline__ void math_sync() {
   if constexpr (Traits::kProducerWarps == 0) {
@@ -20,7 +20,7 @@ __device__ __forceinline__ void math_sync() {
   }
 }
 
-// The tiles' barriers (one arrival a copying warp a phase), initialized by
+// The KV tiles' barriers (one arrival a copying warp a phase), initialized by
 // load_query before any copy into shared memory and a CTA barrier.
 template <class Traits>
 __device__ __forceinline__ void init_tile_barriers(ChunkSmem<Traits>& s) {

@@ -175,8 +175,8 @@ __device__ __forceinline__ void with_group_bound(int groups, Fold&& fold) {
 // Calls fold(std::integral_constant<int, kGroups>) with kGroups == groups
 // (2 <= groups <= kMaxGroups; nothing otherwise): the combine kernel folds
 // with the exact count, so every load it issues is used and none sits
-// behind a `c < groups` branch (ptxas sank such loads into the fold, one
-// L2 round trip a group; docs/kernels/split.md, "Fifteenth session").
+// behind a `c < groups` branch (ptxas sinks such loads into the fold: one
+// L2 round trip a group; docs/kernels/split.md).
 template <int kMaxGroups, class Fold, int... kOffsets>
 __device__ __forceinline__ void with_group_count(int groups, Fold&& fold, std::integer_sequence<int, kOffsets...>) {
   (void)((groups == kOffsets + 2 ? (fold(std::integral_constant<int, kOffsets + 2>{}), true) : false) || ...);

@@ -14,6 +14,7 @@
 
 namespace sparse_decode::dsv4 {
 
+// Byte offset of row `row` in a pool (page_size 1: rows row_stride apart).
 __device__ __forceinline__ int64_t row_offset(const PoolParams& pool, int64_t row) {
   if (pool.page_size == 1) return row * pool.row_stride;
   return (row / pool.page_size) * pool.page_stride + (row % pool.page_size) * pool.row_stride;
@@ -38,7 +39,8 @@ __device__ __forceinline__ int32_t chunk_index(const Dsv4Params& p, int64_t toke
 template <class Traits>
 __device__ __forceinline__ int32_t producer_index(const Dsv4Params& p, int64_t token, int chunk) {
   const int lane = threadIdx.x % 32;
-  const int column = chunk * Traits::kChunkColumns + (threadIdx.x / 32 - Traits::kFirstProducerWarp) * Traits::kProducerRows + lane;
+  const int column =
+      chunk * Traits::kChunkColumns + (threadIdx.x / 32 - Traits::kFirstProducerWarp) * Traits::kProducerRows + lane;
   return lane < Traits::kProducerRows ? column_index(p, token, column) : -1;
 }
 

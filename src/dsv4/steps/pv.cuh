@@ -19,7 +19,7 @@ __device__ __forceinline__ uint32_t kv_address(const ChunkSmem<Traits>& s, int k
 }
 
 // Shared-memory address of this lane's ldmatrix.x4 rows of P for head tile 0
-// (rows = heads, 16 columns from column 0); tile t is 16 rows further.
+// (rows = heads, 16 columns from column 0); head tile t is 16 rows further.
 template <class Traits>
 __device__ __forceinline__ uint32_t prob_fragment_base(const ChunkSmem<Traits>& s, int part, int slot) {
   const int lane = threadIdx.x % 32;
@@ -34,7 +34,7 @@ __device__ __forceinline__ int pv_warp() {
 template <class Traits>
 inline constexpr uint32_t kProbTileBytes = 16 * Traits::kProbRowHalves * 2;
 
-// O += P V from the BF16 tile, dim blocks [first_block, first_block + kBlocks)
+// O += P V from the BF16 KV tile, dim blocks [first_block, first_block + kBlocks)
 // of the warp: ldmatrix.trans of a core matrix (8 rows x 8 dims) is a B
 // fragment as it is, so an ldmatrix.x4.trans gives the two n-tiles of 8 dims
 // of a 16-dim half (granule_dim() says which dims a thread holds), used by
@@ -75,14 +75,14 @@ __device__ __forceinline__ void accumulate_dims_bf16(ChunkSmem<Traits>& s, int k
   }
 }
 
-// O += P V from the FP8 tile, dim blocks [first_block, first_block + kBlocks)
+// O += P V from the FP8 KV tile, dim blocks [first_block, first_block + kBlocks)
 // of the warp: ldmatrix.trans on byte pairs, then a byte permute splits each
 // pair into the even-dim and odd-dim B fragments, converted exactly to FP16
 // once and used by every head tile. So n-tile (half, parity) column n is dim
 // 16*half + 2n + parity, and a thread ends up holding 4 consecutive dims of
 // its heads. With one dim block (the 64-head stream kernel, short of
 // registers) each head tile's P fragment is loaded just before its MMAs;
-// with more, all tiles' fragments are loaded once a k-step.
+// with more, all head tiles' fragments are loaded once a k-step.
 template <class Traits, int kBlocks>
 __device__ __forceinline__ void accumulate_dims_fp8(ChunkSmem<Traits>& s, int kv_tile,
                                                     DimBlockFragment<Traits, kBlocks>& acc, int first_block,

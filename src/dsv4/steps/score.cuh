@@ -63,7 +63,7 @@ __device__ __forceinline__ void score_batch(float (&partial)[kSlots][Traits::kHe
 
 // Partial S^T = K Q^T (64 columns x kHeads heads) of this warpgroup's half
 // of the dims, K from registers: wgmma cannot read an FP8 operand from the
-// row-major tile, so each warp loads the mma A fragment of its 16 rows with
+// row-major KV tile, so each warp loads the mma A fragment of its 16 rows with
 // one ldmatrix.x4 a k-step. FP8 wgmma accumulates with reduced precision:
 // each run of kStepsPerAccumulator k-steps has its own accumulator set,
 // summed in FP32 in set order ((s0 + s1) + s2) + s3. 16 heads: all sets live,

@@ -2,7 +2,7 @@
 // P V, in the same order and with the same float operations in every kernel,
 // so that a token's output has the same bits whichever kernel ran
 // (docs/kernels/large_batch.md). One walk per way of feeding the KV tiles:
-// one tile, two tiles, a producer warpgroup, and P V warps.
+// one KV tile, two KV tiles, a producer warpgroup, and P V warps.
 #pragma once
 
 #include "common/instrument.cuh"
@@ -41,10 +41,10 @@ __device__ __forceinline__ GroupAccumulator<Traits, GroupEnd> accumulate_groups(
   return {s, acc, group_end};
 }
 
-// The math of chunk i of a walk (its rows in KV tile `kv_tile`): Q K^T, softmax,
-// then pv(kv_tile, group_start, group_last, slot 0), the P V step (GroupAccumulator,
-// or the 64-head stream kernel's fold by dim block). Groups are runs of
-// `per_group` chunks from the walk's first.
+// The math of chunk i of a walk (its rows in KV tile `kv_tile`): Q K^T,
+// softmax, then pv(kv_tile, group_start, group_last, slot 0), the P V step
+// (GroupAccumulator, or the 64-head stream kernel's fold by dim block).
+// Groups are runs of `per_group` chunks from the walk's first.
 template <class Traits, class ChunkPv>
 __device__ __forceinline__ void chunk_math(ChunkSmem<Traits>& s, const TokenScope& scope, int i, int count,
                                            int per_group, int kv_tile, ChunkPv& pv, const PendingRow& pending = {}) {
@@ -65,9 +65,8 @@ __device__ __forceinline__ void chunk_math(ChunkSmem<Traits>& s, const TokenScop
 // Two KV tiles: the rows of chunk i + 1 (and the indices of chunk i + 2) are
 // in flight during chunk i's math. They are issued after the wait and fence
 // for chunk i's rows (the index cp.async: so that the wait never waits on
-// them). The first
-// gather releases dependent grids (PDL); the sinks reach shared memory after
-// it, so that their load never delays it.
+// them). The first gather releases dependent grids (PDL); the sinks reach
+// shared memory after it, so that their load never delays it.
 template <class Traits, class ChunkPv>
 __device__ __forceinline__ void walk_chunks_two_tiles(ChunkSmem<Traits>& s, const Dsv4Params& p,
                                                       const TokenScope& scope, int first, int count, int per_group,
@@ -144,7 +143,7 @@ __device__ __forceinline__ void walk_chunks_one_tile(ChunkSmem<Traits>& s, const
 }
 
 // The producer warpgroup's walk over chunks [first, first + count) of a
-// token: chunk i goes into tile i % kKvTiles once the math warps have
+// token: chunk i goes into KV tile i % kKvTiles once the math warps have
 // released the tile's previous chunk (on the tile's hardware barrier, where
 // the producers sleep without retrying; docs/kernels/large_batch.md). Each
 // chunk's indices are loaded a chunk ahead, so that their latency hides
@@ -174,7 +173,7 @@ __device__ __forceinline__ void produce_chunks(ChunkSmem<Traits>& s, const Dsv4P
 }
 
 // The math warps' walk with a producer warpgroup (produce_chunks): chunk i's
-// rows are in tile i % kKvTiles once rows_landed says so; after its P V the
+// rows are in KV tile i % kKvTiles once rows_landed says so; after its P V the
 // math warps release the tile for the producers' next copies (the tile's
 // hardware barrier; only where a later chunk refills it, so that every
 // arrival meets the producers' wait).
@@ -234,7 +233,9 @@ __device__ __forceinline__ void score_chunks(ChunkSmem<Traits>& s, const Dsv4Par
     mark(i, 4);
     if (i >= kSlots) ptx::named_barrier_sync(Traits::kProbsFreeBarrier + slot, kHandoff);
     mark(i, 5);
-    if (!instrument::skips(p, instrument::kSkipMath)) softmax_chunk<Traits>(s, kv_tile, scope.scale_log2, i % per_group == 0, slot);
+    if (!instrument::skips(p, instrument::kSkipMath)) {
+      softmax_chunk<Traits>(s, kv_tile, scope.scale_log2, i % per_group == 0, slot);
+    }
     mark(i, 6);
     ptx::named_barrier_arrive(Traits::kProbsReadyBarrier + slot, kHandoff);
     mark(i, 7);
@@ -260,7 +261,9 @@ __device__ __forceinline__ void walk_chunks_after_scores(ChunkSmem<Traits>& s, c
     mark(i, 1);
     ptx::named_barrier_sync(Traits::kProbsReadyBarrier + slot, kHandoff);
     for (int k = 2; k < 7; ++k) mark(i, k);
-    if (!instrument::skips(p, instrument::kSkipMath)) pv(kv_tile, i % per_group == 0, i % per_group == per_group - 1 || i == count - 1, slot);
+    if (!instrument::skips(p, instrument::kSkipMath)) {
+      pv(kv_tile, i % per_group == 0, i % per_group == per_group - 1 || i == count - 1, slot);
+    }
     mark(i, 7);
     if (i + kSlots < count) ptx::named_barrier_arrive(Traits::kProbsFreeBarrier + slot, kHandoff);
     if (i + Traits::kKvTiles < count) {
@@ -289,9 +292,10 @@ __device__ __forceinline__ void walk_chunks(ChunkSmem<Traits>& s, const Dsv4Para
 
 // Walks chunks [first, first + count) in groups of per_group chunks and
 // calls group_end(fragment, slot) with each group's P V sum (its statistics
-// are then in running_max[slot] / running_sum[slot]). Groups of one chunk (W <= 1024) start
-// each chunk from a fresh fragment: no rescale step, the zeros go into the
-// first MMAs; the float operations are those of accumulate_chunk.
+// are then in running_max[slot] / running_sum[slot]). Groups of one chunk
+// (W <= 1024) start each chunk from a fresh fragment: no rescale step, the
+// zeros go into the first MMAs; the float operations are those of
+// accumulate_chunk.
 template <class Traits, class GroupEnd>
 __device__ __forceinline__ void walk_groups(ChunkSmem<Traits>& s, const Dsv4Params& p, const TokenScope& scope,
                                             int first, int count, int per_group, GroupEnd&& group_end) {
