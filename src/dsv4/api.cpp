@@ -5,6 +5,7 @@
 
 #include "common/validation.h"
 #include "dsv4/dispatch.h"
+#include "dsv4/launch.h"
 #include "reference/dsv4_reference.h"
 
 namespace sparse_decode {

@@ -44,9 +44,9 @@ struct Dsv4Params {
   int32_t head_groups;      // ceil(H / 16), or ceil(H / 64) on 64-head tiles: work units a token
   int32_t chunks;           // 64-column chunks of a token: ceil(W / 64)
   int32_t chunks_per_group; // chunks of a group (the last group may hold fewer)
-  int32_t groups;           // groups of a token: ceil(chunks / chunks_per_group)
+  int32_t column_groups;    // column groups of a token: ceil(chunks / chunks_per_group)
   uint8_t* workspace;       // the split path's group results (SplitWorkspace), 16-byte aligned; else null
-  int32_t split_ctas;       // split kernel: CTAs a (token, head group), each walking split_groups groups
+  int32_t split_ctas;       // split kernel: CTAs a unit, each walking split_groups column groups
   int32_t split_groups;     // (the last CTA of a unit may walk fewer)
 #if defined(SPARSE_DECODE_DIAGNOSTICS)
   int32_t skip_stages;      // diagnostic builds: stages left out (instrument::kSkip* bits)

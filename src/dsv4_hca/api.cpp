@@ -1,6 +1,6 @@
 // dsv4_decode_hca: validation, then the CPU backend for host memory or, for
-// device memory, the expansion into a section-1 table (hca_expand.cu) and
-// section 1's kernels on it (docs/hca_layout.md, "The GPU path").
+// device memory, the expansion into a section-1 table (expand.cu) and
+// section 1's kernels on it (docs/formats/hca_layout.md, "The GPU path").
 #include "sparse_decode/dsv4_decode_hca.h"
 
 #include <climits>
@@ -8,17 +8,19 @@
 #include <string>
 
 #include "common/validation.h"
-#include "dsv4_hca/expand.h"
 #include "dsv4/dispatch.h"
+#include "dsv4/launch.h"
+#include "dsv4_hca/expand.h"
 #include "reference/dsv4_hca_reference.h"
 
-namespace sparse_decode {
+namespace sparse_decode::dsv4_hca {
 namespace {
 
 constexpr size_t kPieceAlignment = 16;
 
 size_t round_up16(size_t bytes) {
-  return bytes > SIZE_MAX - (kPieceAlignment - 1) ? SIZE_MAX : (bytes + kPieceAlignment - 1) / kPieceAlignment * kPieceAlignment;
+  if (bytes > SIZE_MAX - (kPieceAlignment - 1)) return SIZE_MAX;
+  return (bytes + kPieceAlignment - 1) / kPieceAlignment * kPieceAlignment;
 }
 
 size_t saturating_add(size_t a, size_t b) { return a > SIZE_MAX - b ? SIZE_MAX : a + b; }
@@ -68,7 +70,7 @@ Dsv4DecodeArgs expanded_args(const Dsv4HcaDecodeArgs& args, int32_t width, const
 
 // Section 1's width limit on the expanded table (validated arguments).
 Status expansion_width_support(const Dsv4HcaDecodeArgs& args) {
-  if (dsv4::hca_expanded_width(args.max_pages, args.compressed_kv.page_size) == 0) {
+  if (expanded_width(args.max_pages, args.compressed_kv.page_size) == 0) {
     return Status::NotSupported(
         "max_pages: the GPU path expands the compressed stream into section 1's table, at most 16384 columns; "
         "max_pages * compressed_kv.page_size = " +
@@ -94,14 +96,14 @@ Status expansion_support(const Dsv4HcaDecodeArgs& args) {
 // Ok when it can.
 Status gpu_path_support(const Dsv4HcaDecodeArgs& args) {
   if (Status status = expansion_support(args); !status.ok()) return status;
-  const int32_t width = dsv4::hca_expanded_width(args.max_pages, args.compressed_kv.page_size);
+  const int32_t width = expanded_width(args.max_pages, args.compressed_kv.page_size);
   return dsv4::kernels_support(expanded_args(args, width, nullptr, nullptr));
 }
 
 // The workspace layout of validated device arguments the GPU path serves.
-dsv4::HcaWorkspaceLayout layout_of(const Dsv4HcaDecodeArgs& args) {
-  dsv4::HcaWorkspaceLayout l;
-  l.width = dsv4::hca_expanded_width(args.max_pages, args.compressed_kv.page_size);
+WorkspaceLayout layout_of(const Dsv4HcaDecodeArgs& args) {
+  WorkspaceLayout l;
+  l.width = expanded_width(args.max_pages, args.compressed_kv.page_size);
   const Dsv4DecodeArgs s = expanded_args(args, l.width, nullptr, nullptr);
   l.scratch_bytes =
       round_up16(dsv4::choose_kernel(s) == Dsv4Kernel::kSplit ? dsv4::split_workspace_bytes(s) : 0);
@@ -115,22 +117,25 @@ dsv4::HcaWorkspaceLayout layout_of(const Dsv4HcaDecodeArgs& args) {
 }
 
 }  // namespace
+}  // namespace sparse_decode::dsv4_hca
+
+namespace sparse_decode {
 
 Status supports(const Dsv4HcaDecodeArgs& args) {
   if (Status status = validate(args); !status.ok()) return status;
   if (args.memory == MemorySpace::kHost) return Status::Ok();
   // The width is static: refused at any T, as section 1 refuses a wide table.
-  if (args.num_tokens == 0) return expansion_width_support(args);
-  return gpu_path_support(args);
+  if (args.num_tokens == 0) return dsv4_hca::expansion_width_support(args);
+  return dsv4_hca::gpu_path_support(args);
 }
 
 // Needs no device for the table and lens (the split scratch is 0 without one).
 size_t workspace_size(const Dsv4HcaDecodeArgs& args) {
   if (args.memory == MemorySpace::kHost || args.num_tokens == 0 || !validate(args).ok() ||
-      !expansion_support(args).ok()) {
+      !dsv4_hca::expansion_support(args).ok()) {
     return 0;
   }
-  return layout_of(args).total;
+  return dsv4_hca::layout_of(args).total;
 }
 
 Status dsv4_decode_hca(const Dsv4HcaDecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream_st* stream) {
@@ -139,12 +144,12 @@ Status dsv4_decode_hca(const Dsv4HcaDecodeArgs& args, void* workspace, size_t wo
     if (args.num_tokens > 0) reference::dsv4_decode_hca_host(args);
     return Status::Ok();
   }
-  if (args.num_tokens == 0) return expansion_width_support(args);
-  if (Status status = expansion_support(args); !status.ok()) return status;
+  if (args.num_tokens == 0) return dsv4_hca::expansion_width_support(args);
+  if (Status status = dsv4_hca::expansion_support(args); !status.ok()) return status;
   // The workspace before the device checks: its size needs no device (the
   // split scratch is 0 without one), so a caller learns it anywhere.
-  const dsv4::HcaWorkspaceLayout layout = layout_of(args);
-  const bool misaligned = reinterpret_cast<uintptr_t>(workspace) % kPieceAlignment != 0;
+  const dsv4_hca::WorkspaceLayout layout = dsv4_hca::layout_of(args);
+  const bool misaligned = reinterpret_cast<uintptr_t>(workspace) % dsv4_hca::kPieceAlignment != 0;
   if (workspace == nullptr || workspace_bytes < layout.total || misaligned) {
     return Status::InvalidArgument(
         "workspace_bytes: dsv4_decode_hca on device memory needs a 16-byte aligned workspace of " +
@@ -152,13 +157,12 @@ Status dsv4_decode_hca(const Dsv4HcaDecodeArgs& args, void* workspace, size_t wo
         std::to_string(layout.scratch_bytes) + " bytes of split scratch), got " + std::to_string(workspace_bytes) +
         (workspace == nullptr ? " at a null workspace" : misaligned ? " at a misaligned workspace" : ""));
   }
-  if (Status status = dsv4::kernels_support(expanded_args(args, layout.width, nullptr, nullptr)); !status.ok()) {
-    return status;
-  }
+  const Dsv4DecodeArgs geometry = dsv4_hca::expanded_args(args, layout.width, nullptr, nullptr);
+  if (Status status = dsv4::kernels_support(geometry); !status.ok()) return status;
   uint8_t* base = static_cast<uint8_t*>(workspace);
   auto* indices = reinterpret_cast<int32_t*>(base + layout.table_offset);
   auto* lens = reinterpret_cast<int32_t*>(base + layout.lens_offset);
-  const Dsv4DecodeArgs section1 = expanded_args(args, layout.width, indices, lens);
+  const Dsv4DecodeArgs section1 = dsv4_hca::expanded_args(args, layout.width, indices, lens);
   // Host checks of the section-1 call before anything is launched (they hold
   // when the HCA checks do; a failure here is a bug, reported, not launched).
   if (Status status = validate(section1); !status.ok()) {
@@ -166,14 +170,14 @@ Status dsv4_decode_hca(const Dsv4HcaDecodeArgs& args, void* workspace, size_t wo
                                    status.message());
   }
 
-  dsv4::HcaExpandParams p{};
+  dsv4_hca::ExpandParams p{};
   p.swa_rows = args.swa_rows;
   p.swa_rows_stride = args.swa_rows_stride;
   p.swa_lens = args.swa_lens;
   p.block_table = args.block_table;
   p.block_table_stride = args.block_table_stride;
   p.max_pages = args.max_pages;
-  p.page_size = static_cast<int32_t>(args.compressed_kv.page_size);  // <= 16384: hca_expanded_width
+  p.page_size = static_cast<int32_t>(args.compressed_kv.page_size);  // <= 16384: expanded_width
   p.lens = args.lens;
   p.hca_seq_lens = args.hca_seq_lens;
   p.num_requests = args.num_requests;
@@ -183,7 +187,7 @@ Status dsv4_decode_hca(const Dsv4HcaDecodeArgs& args, void* workspace, size_t wo
   p.width = layout.width;
   p.expanded_lens = lens;
   p.num_tokens = args.num_tokens;
-  if (Status status = dsv4::launch_hca_expand(p, args.enable_pdl, stream); !status.ok()) return status;
+  if (Status status = dsv4_hca::launch_expand(p, args.enable_pdl, stream); !status.ok()) return status;
   // Section 1's kernels on the same stream, the expand kernel's dependents (expanded_args).
   return dsv4::launch_dsv4(section1, base, layout.scratch_bytes, stream);
 }

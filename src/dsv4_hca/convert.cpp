@@ -8,14 +8,14 @@
 #include "reference/requests.h"
 #include "sparse_decode/dsv4_decode_hca.h"
 
-namespace sparse_decode {
+namespace sparse_decode::dsv4_hca {
 namespace {
 
 using validation::invalid;
 
 // What a token keeps: its window columns c < window (those with an index
 // >= 0), and its compressed slots j < slots. A token that no request holds
-// keeps nothing (docs/hca_layout.md: HCA gives it no backing slots).
+// keeps nothing (docs/formats/hca_layout.md: HCA gives it no backing slots).
 struct TokenPlan {
   int32_t request = -1;
   int64_t window = 0;
@@ -75,16 +75,8 @@ void write_token(const Dsv4HcaConvertArgs& args, int64_t t, const TokenPlan& pla
   }
 }
 
-}  // namespace
-
-Status convert_page_aligned_indices(const Dsv4HcaConvertArgs& args, CUstream_st*) {
-  if (Status status = validate(args); !status.ok()) return status;
-  if (args.memory == MemorySpace::kDevice) {
-    return Status::NotSupported(
-        "convert_page_aligned_indices: device memory is not served by this build (the device converter is not "
-        "written yet); host memory converts on the CPU");
-  }
-  if (args.num_tokens == 0) return Status::Ok();
+// Checks every token, then writes the metadata (validated host arguments).
+Status convert_on_host(const Dsv4HcaConvertArgs& args) {
   for (int64_t t = 0; t < args.num_tokens; ++t) {
     if (Status status = check_canonical(args, t, plan_token(args, t)); !status.ok()) return status;
   }
@@ -98,6 +90,22 @@ Status convert_page_aligned_indices(const Dsv4HcaConvertArgs& args, CUstream_st*
     }
   }
   return Status::Ok();
+}
+
+}  // namespace
+}  // namespace sparse_decode::dsv4_hca
+
+namespace sparse_decode {
+
+Status convert_page_aligned_indices(const Dsv4HcaConvertArgs& args, CUstream_st*) {
+  if (Status status = validate(args); !status.ok()) return status;
+  if (args.memory == MemorySpace::kDevice) {
+    return Status::NotSupported(
+        "convert_page_aligned_indices: device memory is not served by this build (the device converter is not "
+        "written yet); host memory converts on the CPU");
+  }
+  if (args.num_tokens == 0) return Status::Ok();
+  return dsv4_hca::convert_on_host(args);
 }
 
 }  // namespace sparse_decode

@@ -1,5 +1,5 @@
 // The expand kernel of dsv4_decode_hca's GPU path: HCA metadata -> the
-// section-1 table [T, W'] and lens [T] (docs/hca_layout.md, "The GPU path").
+// section-1 table [T, W'] and lens [T] (docs/formats/hca_layout.md, "The GPU path").
 // Column c < 128 of token t: swa_rows[t, c] when c < clamp(swa_lens[t], 0,
 // 128), else -1. Column 128 + j: for j < n_t (SPEC section 3's count), page =
 // block_table[t, j / ps]; -1 for a negative page, min(page * ps + j % ps,
@@ -7,7 +7,7 @@
 // pool has at most INT32_MAX rows on this path, so section 1 masks and counts
 // it); -1 past n_t. lens = 128 + n_t, so section 1's lens rule cuts nothing
 // in the window. This is testing::expand_to_section1, column for column;
-// the per-entry rules are in hca_expand_rules.h, tested on the CPU.
+// the per-entry rules are in expand_rules.h, tested on the CPU.
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -17,10 +17,10 @@
 #include "dsv4_hca/expand.h"
 #include "dsv4_hca/expand_rules.h"
 
-namespace sparse_decode::dsv4 {
+namespace sparse_decode::dsv4_hca {
 namespace {
 
-constexpr int kThreads = kHcaExpandThreads;
+constexpr int kThreads = kExpandThreads;
 
 // The request of token t, or -1 (varlen offsets that hold no such token).
 // Uniform q_len: t / q_len (validation made T == B * q_len). Varlen: the
@@ -31,11 +31,11 @@ constexpr int kThreads = kHcaExpandThreads;
 // reference::locate_token finds it; other offsets give some request whose
 // range holds t or -1, and never a read out of bounds. Called by every
 // thread of the CTA (it takes barriers); returns the same value to all.
-__device__ int32_t request_of(const HcaExpandParams& p, int64_t t, int32_t* shared) {
+__device__ int32_t request_of(const ExpandParams& p, int64_t t, int32_t* shared) {
   if (!p.cum_seq_lens_q) return static_cast<int32_t>(t / p.q_len);
   int32_t lo = 0, hi = p.num_requests;  // the answer, if any, lies in [lo, hi)
   while (hi - lo > 1) {
-    const int32_t stride = hca_search_stride(lo, hi);
+    const int32_t stride = search_stride(lo, hi);
     if (threadIdx.x == 0) *shared = lo;  // pivot 0 is lo: the fallback
     __syncthreads();
     const int64_t pivot = lo + int64_t{threadIdx.x} * stride;
@@ -45,10 +45,10 @@ __device__ int32_t request_of(const HcaExpandParams& p, int64_t t, int32_t* shar
     hi = min(hi, lo + stride);
     __syncthreads();  // every thread has read it before it is written again
   }
-  return hca_request_if_held(p.cum_seq_lens_q, lo, t);
+  return request_if_held(p.cum_seq_lens_q, lo, t);
 }
 
-__global__ void __launch_bounds__(kThreads) hca_expand_kernel(const __grid_constant__ HcaExpandParams p) {
+__global__ void __launch_bounds__(kThreads) expand_kernel(const __grid_constant__ ExpandParams p) {
   __shared__ int32_t shared;
   const int64_t t = blockIdx.x;
   // PDL: the previous grid may write this kernel's inputs, and the previous
@@ -58,8 +58,8 @@ __global__ void __launch_bounds__(kThreads) hca_expand_kernel(const __grid_const
 
   const int32_t b = request_of(p, t, &shared);
   const int64_t slots =
-      b >= 0 ? hca_slots(p.lens[t], p.hca_seq_lens[b], int64_t{p.max_pages} * p.page_size) : 0;
-  const int32_t window = hca_window(p.swa_lens[t]);
+      b >= 0 ? compressed_slots(p.lens[t], p.hca_seq_lens[b], int64_t{p.max_pages} * p.page_size) : 0;
+  const int32_t window = window_columns(p.swa_lens[t]);
   const int32_t* swa = p.swa_rows + t * p.swa_rows_stride;
   const int32_t* table = p.block_table + t * p.block_table_stride;
   int4* row = reinterpret_cast<int4*>(p.indices + t * p.width);
@@ -73,10 +73,10 @@ __global__ void __launch_bounds__(kThreads) hca_expand_kernel(const __grid_const
       if (c + 3 >= window) v.w = -1;
     } else {
       const int32_t j = c - kSwaColumns;
-      v = make_int4(hca_compressed_index(table, p.page_size, slots, j),
-                    hca_compressed_index(table, p.page_size, slots, j + 1),
-                    hca_compressed_index(table, p.page_size, slots, j + 2),
-                    hca_compressed_index(table, p.page_size, slots, j + 3));
+      v = make_int4(compressed_index(table, p.page_size, slots, j),
+                    compressed_index(table, p.page_size, slots, j + 1),
+                    compressed_index(table, p.page_size, slots, j + 2),
+                    compressed_index(table, p.page_size, slots, j + 3));
     }
     row[q] = v;
   }
@@ -90,19 +90,19 @@ __global__ void __launch_bounds__(kThreads) hca_expand_kernel(const __grid_const
 
 }  // namespace
 
-int32_t hca_expanded_width(int32_t max_pages, int64_t page_size) {
-  if (max_pages < 1 || page_size < 1 || page_size > kHcaMaxCompressedColumns ||
-      int64_t{max_pages} * page_size > kHcaMaxCompressedColumns) {
+int32_t expanded_width(int32_t max_pages, int64_t page_size) {
+  if (max_pages < 1 || page_size < 1 || page_size > kMaxCompressedColumns ||
+      int64_t{max_pages} * page_size > kMaxCompressedColumns) {
     return 0;
   }
   return static_cast<int32_t>((kSwaColumns + int64_t{max_pages} * page_size + 3) / 4 * 4);
 }
 
-Status launch_hca_expand(const HcaExpandParams& params, bool pdl, CUstream_st* stream) {
-  HcaExpandParams p = params;
-  return launch_kernel(reinterpret_cast<const void*>(&hca_expand_kernel),
+Status launch_expand(const ExpandParams& params, bool pdl, CUstream_st* stream) {
+  ExpandParams p = params;
+  return launch_kernel(reinterpret_cast<const void*>(&expand_kernel),
                        LaunchConfig(params.num_tokens, kThreads, 0, pdl, stream), &p,
                        "launching the dsv4_decode_hca expand kernel");
 }
 
-}  // namespace sparse_decode::dsv4
+}  // namespace sparse_decode::dsv4_hca

@@ -1,6 +1,6 @@
 // The GPU path of dsv4_decode_hca (SPEC section 3): a small kernel expands
 // the HCA metadata into a section-1 index table and lens in the caller's
-// workspace (docs/hca_layout.md, "The GPU path"), then section 1's kernels
+// workspace (docs/formats/hca_layout.md, "The GPU path"), then section 1's kernels
 // run on it. This header is the host side: the workspace layout, the
 // kernel's parameters and its launch.
 #pragma once
@@ -10,20 +10,20 @@
 
 #include "sparse_decode/dsv4_decode_hca.h"
 
-namespace sparse_decode::dsv4 {
+namespace sparse_decode::dsv4_hca {
 
 // Section 1's widest table: 128 window columns + 16384 compressed ones.
-inline constexpr int64_t kHcaMaxCompressedColumns = 16384;
+inline constexpr int64_t kMaxCompressedColumns = 16384;
 
 // Width W' of the expanded table: 128 + max_pages * page_size rounded up to a
 // multiple of 4 (testing::expand_to_section1's), or 0 when it exceeds
 // section 1's 128 + 16384 (or page_size < 1).
-int32_t hca_expanded_width(int32_t max_pages, int64_t page_size);
+int32_t expanded_width(int32_t max_pages, int64_t page_size);
 
 // Where the pieces of the HCA workspace lie, in bytes from its start (each
 // 16-byte aligned): section 1's split scratch first (so that its alignment is
 // the workspace's), then the table [T, W'] int32, then lens [T] int32.
-struct HcaWorkspaceLayout {
+struct WorkspaceLayout {
   int32_t width = 0;             // W'
   size_t scratch_bytes = 0;      // section 1's workspace_size of the expanded args (rounded up to 16)
   size_t table_offset = 0;
@@ -34,7 +34,7 @@ struct HcaWorkspaceLayout {
 };
 
 // The parameters of the expand kernel (by value).
-struct HcaExpandParams {
+struct ExpandParams {
   const int32_t* swa_rows;       // [T, swa_rows_stride]
   int64_t swa_rows_stride;       // elements, a multiple of 4
   const int32_t* swa_lens;       // [T]
@@ -56,6 +56,6 @@ struct HcaExpandParams {
 // Launches the expand kernel on `stream`: a CTA a token; with `pdl` it is
 // launched with programmatic stream serialization (it waits for the previous
 // grid before reading or writing anything).
-Status launch_hca_expand(const HcaExpandParams& params, bool pdl, CUstream_st* stream);
+Status launch_expand(const ExpandParams& params, bool pdl, CUstream_st* stream);
 
-}  // namespace sparse_decode::dsv4
+}  // namespace sparse_decode::dsv4_hca

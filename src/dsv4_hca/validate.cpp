@@ -1,7 +1,7 @@
 // Host-side validation of Dsv4HcaDecodeArgs and Dsv4HcaConvertArgs:
 // everything that can be checked without reading device memory. The rules
-// are section 1's (validate.cpp) wherever the calls share an argument;
-// docs/hca_layout.md explains the new ones.
+// are section 1's (src/dsv4/validate.cpp) wherever the calls share an argument;
+// docs/formats/hca_layout.md explains the new ones.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -9,7 +9,7 @@
 #include "dsv4/validate_rows.h"
 #include "sparse_decode/dsv4_decode_hca.h"
 
-namespace sparse_decode {
+namespace sparse_decode::dsv4_hca {
 namespace {
 
 using validation::aligned16;
@@ -83,9 +83,7 @@ Status check_requests(int64_t tokens, int32_t requests, const int32_t* cum_seq_l
   return Status::Ok();
 }
 
-}  // namespace
-
-Status validate(const Dsv4HcaDecodeArgs& args) {
+Status validate_decode(const Dsv4HcaDecodeArgs& args) {
   if (Status s = check_memory(args.memory); !s.ok()) return s;
   if (args.num_tokens < 0) return invalid("num_tokens: expected >= 0, got ", args.num_tokens);
   const int32_t H = args.num_heads;
@@ -127,7 +125,7 @@ Status validate(const Dsv4HcaDecodeArgs& args) {
   return Status::Ok();
 }
 
-Status validate(const Dsv4HcaConvertArgs& args) {
+Status validate_convert(const Dsv4HcaConvertArgs& args) {
   if (Status s = check_memory(args.memory); !s.ok()) return s;
   if (args.num_tokens < 0) return invalid("num_tokens: expected >= 0, got ", args.num_tokens);
   const int32_t W = args.width;
@@ -157,5 +155,14 @@ Status validate(const Dsv4HcaConvertArgs& args) {
   if (Status s = check_int_array("hca_seq_lens", args.hca_seq_lens, false); !s.ok()) return s;
   return Status::Ok();
 }
+
+}  // namespace
+}  // namespace sparse_decode::dsv4_hca
+
+namespace sparse_decode {
+
+Status validate(const Dsv4HcaDecodeArgs& args) { return dsv4_hca::validate_decode(args); }
+
+Status validate(const Dsv4HcaConvertArgs& args) { return dsv4_hca::validate_convert(args); }
 
 }  // namespace sparse_decode

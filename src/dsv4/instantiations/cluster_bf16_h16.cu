@@ -1,4 +1,5 @@
-// Explicit instantiation: the cluster kernel, BF16, 16 heads, one KV tile.
+// Explicit instantiation: the cluster kernel, BF16, 16 heads (ClusterBf16).
+#include "dsv4/configs.cuh"
 #include "dsv4/instantiations/kernels.h"
 #include "dsv4/kernels/cluster_kernel.cuh"
 

@@ -1,6 +1,10 @@
-// Explicit instantiation: the split and combine kernels, BF16, 16 heads.
+// Explicit instantiation: the split and combine kernels, BF16, 16 heads (SplitBf16, one
+// KV tile as the cluster kernel).
+#include "dsv4/configs.cuh"
 #include "dsv4/instantiations/kernels.h"
+#include "dsv4/kernels/combine_kernel.cuh"
 #include "dsv4/kernels/split_kernel.cuh"
+#include "dsv4/smem.cuh"
 
 namespace sparse_decode::dsv4 {
 const void* split_kernel_bf16_h16() { return reinterpret_cast<const void*>(&split_kernel<SplitTraitsBf16>); }

@@ -1,6 +1,10 @@
-// Explicit instantiation: the split and combine kernels, FP8 E4M3, 16 heads.
+// Explicit instantiation: the split and combine kernels, FP8 E4M3, 16 heads (SplitFp8).
+#include "common/instrument.cuh"
+#include "dsv4/configs.cuh"
 #include "dsv4/instantiations/kernels.h"
+#include "dsv4/kernels/combine_kernel.cuh"
 #include "dsv4/kernels/split_kernel.cuh"
+#include "dsv4/smem.cuh"
 
 namespace sparse_decode::dsv4 {
 const void* split_kernel_fp8_h16() { return reinterpret_cast<const void*>(&split_kernel<SplitTraitsFp8>); }

@@ -1,4 +1,5 @@
-// Explicit instantiation: the stream kernel, BF16, 16 heads, two KV tiles.
+// Explicit instantiation: the stream kernel, BF16, 16 heads (StreamBf16).
+#include "dsv4/configs.cuh"
 #include "dsv4/instantiations/kernels.h"
 #include "dsv4/kernels/stream_kernel.cuh"
 

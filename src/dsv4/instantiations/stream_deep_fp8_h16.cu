@@ -1,4 +1,7 @@
-// Explicit instantiation: the deep stream kernel (4 KV tiles, 1 CTA an SM), FP8 E4M3, 16 heads.
+// Explicit instantiation: the deep stream kernel (4 KV tiles, 1 CTA an SM), FP8 E4M3,
+// 16 heads (StreamDeepFp8).
+#include "common/instrument.cuh"
+#include "dsv4/configs.cuh"
 #include "dsv4/instantiations/kernels.h"
 #include "dsv4/kernels/stream_kernel.cuh"
 

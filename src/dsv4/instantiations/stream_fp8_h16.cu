@@ -1,4 +1,6 @@
-// Explicit instantiation: the stream kernel, FP8 E4M3, 16 heads.
+// Explicit instantiation: the stream kernel, FP8 E4M3, 16 heads (StreamFp8).
+#include "common/instrument.cuh"
+#include "dsv4/configs.cuh"
 #include "dsv4/instantiations/kernels.h"
 #include "dsv4/kernels/stream_kernel.cuh"
 

@@ -1,4 +1,6 @@
-// Explicit instantiation: the stream kernel, FP8 E4M3, 64 heads a CTA (docs/kernels/heads64.md).
+// Explicit instantiation: the stream kernel, FP8 E4M3, 64 heads a CTA (StreamFp8H64;
+// docs/kernels/heads64.md).
+#include "dsv4/configs.cuh"
 #include "dsv4/instantiations/kernels.h"
 #include "dsv4/kernels/stream_kernel.cuh"
 

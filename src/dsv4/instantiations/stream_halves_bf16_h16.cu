@@ -1,5 +1,6 @@
-// Explicit instantiation: the BF16 stream kernel (16 heads) in two dim parts,
-// two CTAs a (token, head group) (docs/kernels/bf16.md, "Eighth session").
+// Explicit instantiation: the BF16 stream kernel (16 heads) in two dim parts, two CTAs
+// a unit (StreamHalvesBf16; docs/kernels/bf16.md).
+#include "dsv4/configs.cuh"
 #include "dsv4/instantiations/kernels.h"
 #include "dsv4/kernels/stream_kernel.cuh"
 

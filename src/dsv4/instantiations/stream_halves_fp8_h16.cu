@@ -1,5 +1,6 @@
-// Explicit instantiation: the deep FP8 stream kernel (16 heads) in two dim
-// parts, two CTAs a (token, head group) (docs/kernels/large_batch.md, "Eighth session").
+// Explicit instantiation: the deep FP8 stream kernel (16 heads) in two dim parts, two
+// CTAs a unit (StreamHalvesFp8; docs/kernels/large_batch.md).
+#include "dsv4/configs.cuh"
 #include "dsv4/instantiations/kernels.h"
 #include "dsv4/kernels/stream_kernel.cuh"
 

@@ -1,5 +1,6 @@
-// Explicit instantiation: the 64-head FP8 stream kernel in two dim parts, two
-// CTAs a (token, head group) (docs/kernels/heads64.md, "Eighth session").
+// Explicit instantiation: the 64-head FP8 stream kernel in two dim parts, two CTAs a
+// unit (StreamHalvesFp8H64; docs/kernels/heads64.md).
+#include "dsv4/configs.cuh"
 #include "dsv4/instantiations/kernels.h"
 #include "dsv4/kernels/stream_kernel.cuh"
 

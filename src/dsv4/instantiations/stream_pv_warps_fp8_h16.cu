@@ -1,5 +1,7 @@
-// Explicit instantiation: the deep stream kernel with P V warps (4 KV
-// tiles, 1 CTA an SM; P V of a chunk beside the next chunk's scores), FP8 E4M3, 16 heads.
+// Explicit instantiation: the deep stream kernel with P V warps (P V of a chunk
+// beside the next chunk's scores), FP8 E4M3, 16 heads (StreamPvWarpsFp8).
+#include "common/instrument.cuh"
+#include "dsv4/configs.cuh"
 #include "dsv4/instantiations/kernels.h"
 #include "dsv4/kernels/stream_kernel.cuh"
 

@@ -5,18 +5,28 @@
 // docs/kernels/small_batch.md explains the design and its measurements.
 #pragma once
 
+#include <cmath>
+#include <cstdint>
+
 #include "common/granules.h"
+#include "common/instrument.cuh"
 #include "common/ptx/cluster.cuh"
 #include "common/ptx/copy.cuh"
 #include "common/ptx/sync.cuh"
-#include "dsv4/steps/chunk_steps.cuh"
+#include "dsv4/params.h"
+#include "dsv4/smem.cuh"
+#include "dsv4/steps/fold.cuh"
+#include "dsv4/steps/query.cuh"
+#include "dsv4/steps/token_scope.cuh"
+#include "dsv4/steps/walk.cuh"
+#include "dsv4/traits.cuh"
+#include "sparse_decode/types.h"
 
 namespace sparse_decode::dsv4 {
 
 // Sends this CTA's group statistics and P V sum (FP32) to the CTAs that own
-// them. Granule g of the 128 4-dim granules goes
-// to CTA g % n, slot [source rank][g / n][head]; the (max, sum) pairs go to
-// every CTA.
+// them. Granule g of the 128 4-dim granules goes to CTA g % n, slot
+// [source rank][g / n][head]; the (max, sum) pairs go to every CTA.
 template <class Traits>
 __device__ __forceinline__ void send_group(ClusterSmem<Traits>& s, const OutputFragment<Traits>& acc, int rank,
                                            int ctas, float2 own_stats) {

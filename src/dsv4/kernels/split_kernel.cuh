@@ -1,32 +1,27 @@
-// The split path of dsv4_decode (issue #4, T around 128): the split kernel
-// gives each run of groups of a (token, head group) an ordinary CTA that
-// walks the run's chunks as the other kernels do and writes each group's
-// statistics and FP32 P V sum to the workspace; the combine kernel, launched after it
-// with PDL, folds a unit's groups in group order with fold_groups, the
-// cluster kernel's fold, so the bits equal the other kernels'.
-// docs/kernels/split.md explains the design and its measurements.
+// The split kernel of dsv4_decode (the split path, T around 128): each run
+// of column groups of a unit gets an ordinary CTA that walks
+// the run's chunks as the other kernels do and writes each group's
+// statistics and FP32 P V sum to the workspace; the combine kernel
+// (combine_kernel.cuh) folds them. docs/kernels/split.md explains the design
+// and its measurements.
 #pragma once
 
-#include "common/math.cuh"
+#include <cmath>
+#include <cstdint>
+
+#include "common/instrument.cuh"
 #include "common/ptx/sync.cuh"
-#include "dsv4/steps/chunk_steps.cuh"
+#include "dsv4/kernels/split_workspace.cuh"
+#include "dsv4/params.h"
+#include "dsv4/smem.cuh"
+#include "dsv4/steps/fold.cuh"
+#include "dsv4/steps/query.cuh"
+#include "dsv4/steps/token_scope.cuh"
+#include "dsv4/steps/walk.cuh"
+#include "dsv4/traits.cuh"
+#include "sparse_decode/types.h"
 
 namespace sparse_decode::dsv4 {
-
-// Where unit u's group c keeps its P V sum and its statistics.
-template <class Traits>
-__device__ __forceinline__ float4* split_values(const Dsv4Params& p, int64_t unit, int group) {
-  using Workspace = SplitWorkspace<Traits>;
-  return reinterpret_cast<float4*>(p.workspace + (unit * p.groups + group) * Workspace::kValueBytes);
-}
-
-template <class Traits>
-__device__ __forceinline__ float2* split_stats(const Dsv4Params& p, int64_t unit, int group) {
-  using Workspace = SplitWorkspace<Traits>;
-  const int64_t units = p.num_tokens * p.head_groups;
-  return reinterpret_cast<float2*>(p.workspace + units * p.groups * Workspace::kValueBytes +
-                                   (unit * p.groups + group) * Workspace::kStatsBytes);
-}
 
 // Writes group `group` of the unit to the workspace: its (max, sum) per head
 // (written before the walk's last barrier) and its P V sum.
@@ -45,7 +40,7 @@ __device__ __forceinline__ void write_group(const ChunkSmem<Traits>& s, const Ds
 
 // One CTA a run of split_groups groups of a unit (the floats of the cluster
 // kernel's CTA when the run is one group); longer runs (more tokens than the
-// GPU holds CTAs) walk with the traits' tiles (FP8: the next chunk's gather
+// GPU holds CTAs) walk with the traits' KV tiles (FP8: the next chunk's gather
 // in flight, as in the stream kernel) and write each group as it ends.
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(SplitSmem<Traits>)))
@@ -75,47 +70,6 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(SplitSm
     write_group<Traits>(s, p, unit, group++, result, slot);
     instrument::phase_span(3);
   });
-}
-
-// One CTA a (unit, slice) of kHeads x kGranules / kSlices threads: thread t
-// folds head t % kHeads of granule (t / kHeads) * kSlices + slice over the
-// unit's groups (16 heads: 8 slices of 16 granules, or 32 of 4 for a few
-// units; 64 heads: 32 slices of 4).
-template <class Traits, int kSlices>
-__global__ void __launch_bounds__(Traits::kHeads * Traits::kGranules / kSlices)
-    combine_kernel(const __grid_constant__ Dsv4Params p) {
-  constexpr int kHeads = Traits::kHeads;
-  const int64_t unit = blockIdx.x / kSlices;
-  const int slice = static_cast<int>(blockIdx.x % kSlices);
-  const int64_t token = unit / p.head_groups;
-  const HeadGroup heads = head_group<kHeads>(p, static_cast<int>(unit % p.head_groups));
-  const int head = threadIdx.x % kHeads;
-  if (instrument::skips(p, instrument::kSkipAll | instrument::kSkipCombine)) return;
-  instrument::phase_stamp(instrument::phase_clocks::kCombineRow + blockIdx.x, 0);
-
-  // As in the other kernels the sinks are read before the dependency wait;
-  // __fmul_rn: the product is rounded as the others round it into shared memory.
-  const float sink_log2 =
-      __fmul_rn(p.sinks && head < heads.count ? p.sinks[heads.first + head] : -INFINITY, kLog2e);
-  uint16_t* out_head = p.out + token * p.out_token_stride + (heads.first + head) * p.out_head_stride;
-  float* lse_head = p.lse && slice == 0 && threadIdx.x < heads.count
-                        ? p.lse + token * p.lse_token_stride + heads.first + threadIdx.x
-                        : nullptr;
-  ptx::grid_dependency_wait();  // the split kernel's results are complete and visible
-  ptx::launch_dependents();
-  instrument::phase_stamp(instrument::phase_clocks::kCombineRow + blockIdx.x, 1);
-  const float bmm2 = p.bmm2_scale_ptr ? *p.bmm2_scale_ptr : p.bmm2_scale;
-  const float2* stats = split_stats<Traits>(p, unit, 0);
-  const float4* values = split_values<Traits>(p, unit, 0);
-  constexpr int kGroupGranules = static_cast<int>(SplitWorkspace<Traits>::kValueBytes / sizeof(float4));
-  with_group_count<Traits::kMaxGroups>(p.groups, [&](auto count) {
-    constexpr int kGroups = decltype(count)::value;
-    fold_groups<Traits, kGroups>(
-        kGroups, slice, kSlices, heads.count, sink_log2, bmm2, out_head, lse_head,
-        [&](int c) { return stats[c * kHeads + head]; },
-        [&](int c, int local) { return values[c * kGroupGranules + (local * kSlices + slice) * kHeads + head]; });
-  });
-  instrument::phase_stamp(instrument::phase_clocks::kCombineRow + blockIdx.x, 2);
 }
 
 }  // namespace sparse_decode::dsv4

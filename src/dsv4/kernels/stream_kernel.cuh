@@ -1,14 +1,27 @@
-// The stream kernel of dsv4_decode (large batches): one CTA a (token, head
-// group) (or two, each outputting half of the dims) walks all of the token's
-// chunks, the next chunk's gather in flight during this one's math, and
-// folds each group's P V sum into registers in group order: the same groups
-// and the same fold as the cluster kernel and the split path, so the bits
-// agree. docs/kernels/large_batch.md explains
-// the design and its measurements; docs/kernels/heads64.md the 64-head form.
+// The stream kernel of dsv4_decode (large batches): one CTA a unit (or two,
+// each outputting half of the dims) walks all of the token's chunks, the
+// next chunk's gather in flight during this one's math, and folds each
+// group's P V sum into registers in group order: the same groups and the
+// same fold as the cluster kernel and the split path, so the bits agree.
+// docs/kernels/large_batch.md explains the design and its measurements;
+// docs/kernels/heads64.md the 64-head form.
 #pragma once
 
+#include <cmath>
+#include <cstdint>
+
+#include "common/instrument.cuh"
 #include "common/ptx/sync.cuh"
-#include "dsv4/steps/chunk_steps.cuh"
+#include "dsv4/params.h"
+#include "dsv4/smem.cuh"
+#include "dsv4/steps/barriers.cuh"
+#include "dsv4/steps/fold.cuh"
+#include "dsv4/steps/gather.cuh"
+#include "dsv4/steps/pv.cuh"
+#include "dsv4/steps/query.cuh"
+#include "dsv4/steps/token_scope.cuh"
+#include "dsv4/steps/walk.cuh"
+#include "dsv4/traits.cuh"
 
 namespace sparse_decode::dsv4 {
 
@@ -19,25 +32,25 @@ __device__ __forceinline__ FoldWeights fold_head(const ChunkSmem<Traits>& s, Fol
   return fold_group(state, s.running_max[slot][head], s.running_sum[slot][head]);
 }
 
-// out (dim groups from first_group) <- fold of the group's P V sum: the
+// out (dim blocks from first_block) <- fold of the group's P V sum: the
 // values the split path and the cluster kernel send, folded as they fold
 // them. fold(t, b): the FoldWeights of head 16t + lane / 4 + 8b.
-template <class Traits, int kGroups, class Fold>
-__device__ __forceinline__ void fold_dim_groups(OutputFragment<Traits>& out, int first_group,
-                                                const DimGroupFragment<Traits, kGroups>& group, Fold&& fold) {
+template <class Traits, int kBlocks, class Fold>
+__device__ __forceinline__ void fold_dim_blocks(OutputFragment<Traits>& out, int first_block,
+                                                const DimBlockFragment<Traits, kBlocks>& group, Fold&& fold) {
 #pragma unroll
   for (int t = 0; t < Traits::kHeadTiles; ++t)
 #pragma unroll
     for (int b = 0; b < 2; ++b) {  // fragment values [0], [1]: top head; [2], [3]: bottom head
       const FoldWeights w = fold(t, b);
 #pragma unroll
-      for (int g = 0; g < kGroups; ++g)
+      for (int block = 0; block < kBlocks; ++block)
 #pragma unroll
         for (int half = 0; half < 2; ++half)
 #pragma unroll
           for (int par = 0; par < 2; ++par) {
-            const float(&x)[4] = group[t][g][half][par];
-            float(&o)[4] = out[t][first_group + g][half][par];
+            const float(&x)[4] = group[t][block][half][par];
+            float(&o)[4] = out[t][first_block + block][half][par];
             o[2 * b] = fold_value(o[2 * b], w, x[2 * b]);
             o[2 * b + 1] = fold_value(o[2 * b + 1], w, x[2 * b + 1]);
           }
@@ -49,7 +62,7 @@ __device__ __forceinline__ void fold_dim_groups(OutputFragment<Traits>& out, int
 // At 16 heads the group's P V fragment accumulates over its chunks and is
 // folded at its end, the fold state in registers. At 64 heads (groups of one
 // chunk: the launcher's rule) the group's statistics are final before its
-// P V, so each 32-dim group of its P V is folded as soon as it is computed
+// P V, so each dim block of its P V is folded as soon as it is computed
 // (64 of its 128 floats live next to out), the fold state and weights in
 // shared memory (thread h folds head h).
 template <class Traits>
@@ -58,12 +71,12 @@ __device__ __forceinline__ void walk_and_fold(StreamSmem<Traits>& smem, const Ds
                                               OutputFragment<Traits>& out) {
   ChunkSmem<Traits>& s = smem.chunk;
   const int lane = threadIdx.x % 32;
-  if constexpr (Traits::kStreamFoldsByDimGroup) {
+  if constexpr (Traits::kStreamFoldsByDimBlock) {
     auto& folds = smem.folds;
     const int tid = threadIdx.x;
-    const int first_dim_group = first_output_dim_group<Traits>();
+    const int first_dim_block = first_output_dim_block<Traits>();
     if (tid < Traits::kHeads) folds.max[tid] = -INFINITY, folds.sum[tid] = 0.0f;  // seen after the walk's barriers
-    walk_chunks<Traits>(s, p, scope, 0, p.chunks, 1, [&](int buffer, bool, bool, int slot) {
+    walk_chunks<Traits>(s, p, scope, 0, p.chunks, 1, [&](int kv_tile, bool, bool, int slot) {
       if (tid < Traits::kHeads) {
         FoldState head_state{folds.max[tid], folds.sum[tid]};
         const FoldWeights w = fold_head<Traits>(s, head_state, tid, slot);
@@ -71,14 +84,14 @@ __device__ __forceinline__ void walk_and_fold(StreamSmem<Traits>& smem, const Ds
         folds.keep[tid] = w.keep, folds.take[tid] = w.take;
       }
       math_sync<Traits>();
-      // The __syncwarp ends a dim group: without it ptxas overlaps the two
-      // dim groups' MMAs and folds and spills ~100 values (with it, none). The
-      // rolled loop it replaces rotated all of out (128 moves) each dim group.
+      // The __syncwarp ends a dim block: without it ptxas overlaps the two
+      // dim blocks' MMAs and folds and spills ~100 values (with it, none). A
+      // rolled loop would rotate all of out (128 moves) each dim block.
 #pragma unroll
-      for (int g = 0; g < Traits::kOutputDimGroups; ++g) {
-        DimGroupFragment<Traits, 1> group = {};  // a group starts from +0
-        accumulate_dims<Traits, 1>(s, buffer, group, first_dim_group + g, slot);
-        fold_dim_groups<Traits, 1>(out, g, group, [&](int t, int b) {
+      for (int block = 0; block < Traits::kOutputDimBlocks; ++block) {
+        DimBlockFragment<Traits, 1> group = {};  // a group starts from +0
+        accumulate_dims<Traits, 1>(s, kv_tile, group, first_dim_block + block, slot);
+        fold_dim_blocks<Traits, 1>(out, block, group, [&](int t, int b) {
           const int head = 16 * t + lane / 4 + 8 * b;
           return FoldWeights{folds.keep[head], folds.take[head]};
         });
@@ -102,7 +115,7 @@ __device__ __forceinline__ void walk_and_fold(StreamSmem<Traits>& smem, const Ds
         for (int b = 0; b < 2; ++b) {
           folds[t][b] = fold_head<Traits>(s, state[t][b], 16 * t + lane / 4 + 8 * b, slot);
         }
-      fold_dim_groups<Traits, Traits::kOutputDimGroups>(out, 0, group, [&](int t, int b) { return folds[t][b]; });
+      fold_dim_blocks<Traits, Traits::kOutputDimBlocks>(out, 0, group, [&](int t, int b) { return folds[t][b]; });
     });
   }
 }
@@ -120,7 +133,7 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, resident_ctas(sizeof(S
   const unsigned unit = blockIdx.x / Traits::kDimParts;  // token * head_groups + head group
   const int64_t token = unit / p.head_groups;
   const HeadGroup heads = head_group<Traits::kHeads>(p, static_cast<int>(unit % p.head_groups));
-  const int first_dim_group = first_output_dim_group<Traits>();
+  const int first_dim_block = first_output_dim_block<Traits>();
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   if (instrument::skips(p, instrument::kSkipAll)) return;
   instrument::phase_span(0);
@@ -155,7 +168,7 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, resident_ctas(sizeof(S
   const int store_warp = warp - (Traits::kPvWarps > 0 ? Traits::kWarps : 0);  // among the warps that run P V
   const float bmm2 = p.bmm2_scale_ptr ? *p.bmm2_scale_ptr : p.bmm2_scale;
 
-  // This thread's heads in tile t: 16t + lane / 4 (fragment elements 0, 1) and 16t + lane / 4 + 8 (2, 3).
+  // This thread's heads in head tile t: 16t + lane / 4 (fragment elements 0, 1) and 16t + lane / 4 + 8 (2, 3).
   FoldState state[Traits::kHeadTiles][2];
   OutputFragment<Traits> out = {};
   instrument::phase_span(1, kPvFirstThread<Traits>);
@@ -170,26 +183,26 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, resident_ctas(sizeof(S
     const float top_scale = output_scale(state[t][0], s.sink_log2[top_head], bmm2);
     const float bottom_scale = output_scale(state[t][1], s.sink_log2[bottom_head], bmm2);
     const bool bottom_exists = bottom_head < heads.count;  // not with H = 8
-    if (p.lse && first_dim_group == 0 && store_warp == 0 && lane % 4 == 0) {
+    if (p.lse && first_dim_block == 0 && store_warp == 0 && lane % 4 == 0) {
       float* lse = p.lse + token * p.lse_token_stride + heads.first;
       lse[top_head] = output_lse(state[t][0]);
       if (bottom_exists) lse[bottom_head] = output_lse(state[t][1]);
     }
 #pragma unroll
-    for (int g = 0; g < Traits::kOutputDimGroups; ++g)
+    for (int block = 0; block < Traits::kOutputDimBlocks; ++block)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         // Granule lane % 4 of this 16-dim half: its values are (n-tile 0, n-tile 1) x
         // [0], [1] of the top head, [2], [3] of the bottom one.
-        const int first_dim =
-            store_warp * Traits::kDimsPerWarp + (first_dim_group + g) * 32 + half * 16 + granule_dim<Traits>(lane % 4, 0);
-        const float(&tile0)[4] = out[t][g][half][0];
-        const float(&tile1)[4] = out[t][g][half][1];
-        store_granule<Traits>(out_token + top_head * p.out_head_stride, first_dim, tile0[0] * top_scale,
-                              tile1[0] * top_scale, tile0[1] * top_scale, tile1[1] * top_scale);
+        const int first_dim = store_warp * Traits::kDimsPerWarp + (first_dim_block + block) * 32 + half * 16 +
+                              granule_dim<Traits>(lane % 4, 0);
+        const float(&ntile0)[4] = out[t][block][half][0];
+        const float(&ntile1)[4] = out[t][block][half][1];
+        store_granule<Traits>(out_token + top_head * p.out_head_stride, first_dim, ntile0[0] * top_scale,
+                              ntile1[0] * top_scale, ntile0[1] * top_scale, ntile1[1] * top_scale);
         if (!bottom_exists) continue;
-        store_granule<Traits>(out_token + bottom_head * p.out_head_stride, first_dim, tile0[2] * bottom_scale,
-                              tile1[2] * bottom_scale, tile0[3] * bottom_scale, tile1[3] * bottom_scale);
+        store_granule<Traits>(out_token + bottom_head * p.out_head_stride, first_dim, ntile0[2] * bottom_scale,
+                              ntile1[2] * bottom_scale, ntile0[3] * bottom_scale, ntile1[3] * bottom_scale);
       }
   }
   instrument::phase_span(4, kPvFirstThread<Traits>);

@@ -1,8 +1,8 @@
-// The expand kernel's rules (src/dsv4/hca_expand_rules.h) on the CPU: the
+// The expand kernel's rules (src/dsv4_hca/expand_rules.h) on the CPU: the
 // table they give is testing::expand_to_section1's entry for entry, and the
 // varlen request search finds reference::locate_token's request. The kernel
 // runs the same functions per entry (and the search's pivots in parallel);
-// its threading is tested on the GPU (tests/gpu/test_dsv4_hca_gpu.cpp).
+// its threading is tested on the GPU (tests/gpu/dsv4_hca/test_decode.cpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,19 +25,19 @@ using testing::Dsv4HcaProblemConfig;
 testing::Dsv4HcaExpansion expand_by_rules(const Dsv4HcaProblem& p) {
   const auto& c = p.config;
   testing::Dsv4HcaExpansion e;
-  e.width = dsv4::hca_expanded_width(c.max_pages, c.page_size);
+  e.width = dsv4_hca::expanded_width(c.max_pages, c.page_size);
   e.indices.assign(static_cast<size_t>(c.tokens) * e.width, 0x55555555);
   e.lens.assign(c.tokens, 0x55555555);
   const int32_t ps = static_cast<int32_t>(c.page_size);
   for (int64_t t = 0; t < c.tokens; ++t) {
     const int32_t b = p.cum_seq_lens_q.empty() ? static_cast<int32_t>(t / c.q_len)
-                                               : dsv4::hca_request_sequential(p.cum_seq_lens_q.data(), p.num_requests, t);
-    const int64_t slots = b >= 0 ? dsv4::hca_slots(p.lens[t], p.hca_seq_lens[b], int64_t{c.max_pages} * ps) : 0;
-    const int32_t window = dsv4::hca_window(p.swa_lens[t]);
+                                               : dsv4_hca::request_sequential(p.cum_seq_lens_q.data(), p.num_requests, t);
+    const int64_t slots = b >= 0 ? dsv4_hca::compressed_slots(p.lens[t], p.hca_seq_lens[b], int64_t{c.max_pages} * ps) : 0;
+    const int32_t window = dsv4_hca::window_columns(p.swa_lens[t]);
     int32_t* row = &e.indices[t * e.width];
     for (int32_t col = 0; col < kSwaColumns; ++col) row[col] = col < window ? p.swa_rows[t * kSwaColumns + col] : -1;
     for (int32_t j = 0; kSwaColumns + j < e.width; ++j) {
-      row[kSwaColumns + j] = dsv4::hca_compressed_index(&p.block_table[t * c.max_pages], ps, slots, j);
+      row[kSwaColumns + j] = dsv4_hca::compressed_index(&p.block_table[t * c.max_pages], ps, slots, j);
     }
     e.lens[t] = static_cast<int32_t>(kSwaColumns + slots);
   }
@@ -114,21 +114,21 @@ TEST(Dsv4HcaExpandRequests, SearchFindsTheRequestThatHoldsTheToken) {
     const int64_t step = std::max<int64_t>(1, end / 3000);
     for (int64_t t = 0; t < end; t += 1 + static_cast<int64_t>(rng() % step)) {
       const int32_t want = reference::locate_token(t, requests, cum.data(), 0).request;
-      ASSERT_EQ(dsv4::hca_request_sequential(cum.data(), requests, t), want) << "token " << t;
+      ASSERT_EQ(dsv4_hca::request_sequential(cum.data(), requests, t), want) << "token " << t;
     }
   }
 }
 
 // The width: 128 + max_pages * page_size rounded up to 4, 0 past 128 + 16384.
 TEST(Dsv4HcaExpandRequests, ExpandedWidth) {
-  EXPECT_EQ(dsv4::hca_expanded_width(1, 1), 132);
-  EXPECT_EQ(dsv4::hca_expanded_width(3, 61), 312);
-  EXPECT_EQ(dsv4::hca_expanded_width(256, 64), 128 + 16384);
-  EXPECT_EQ(dsv4::hca_expanded_width(1, 16384), 128 + 16384);
-  EXPECT_EQ(dsv4::hca_expanded_width(257, 64), 0);
-  EXPECT_EQ(dsv4::hca_expanded_width(1, 16385), 0);
-  EXPECT_EQ(dsv4::hca_expanded_width(INT32_MAX, 1), 0);
-  EXPECT_EQ(dsv4::hca_expanded_width(1, int64_t{1} << 40), 0);
+  EXPECT_EQ(dsv4_hca::expanded_width(1, 1), 132);
+  EXPECT_EQ(dsv4_hca::expanded_width(3, 61), 312);
+  EXPECT_EQ(dsv4_hca::expanded_width(256, 64), 128 + 16384);
+  EXPECT_EQ(dsv4_hca::expanded_width(1, 16384), 128 + 16384);
+  EXPECT_EQ(dsv4_hca::expanded_width(257, 64), 0);
+  EXPECT_EQ(dsv4_hca::expanded_width(1, 16385), 0);
+  EXPECT_EQ(dsv4_hca::expanded_width(INT32_MAX, 1), 0);
+  EXPECT_EQ(dsv4_hca::expanded_width(1, int64_t{1} << 40), 0);
 }
 
 }  // namespace

@@ -1,0 +1,67 @@
+// The dsv4 kernels as the host launches them: the instances of one dtype and
+// head group size with their launch shapes (from the registry,
+// instantiations/kernels.h), their one-time configuration per device, and
+// the launch of a call.
+#pragma once
+
+#include <cstddef>
+
+#include "sparse_decode/dsv4_decode.h"
+
+namespace sparse_decode::dsv4 {
+
+// The dtypes and the heads a unit of the registry's kernels serve (BF16
+// has 16-head kernels only).
+inline constexpr DType kServedDtypes[] = {DType::kFloat8E4M3, DType::kBFloat16};
+inline constexpr int kUnitHeads[] = {16, 64};
+
+// A stream kernel: its block (with a producer warpgroup, more than
+// kThreads), its dynamic shared memory, with producers the registers a
+// thread it must be compiled with (its setmaxnreg moves, ProducerRegisters,
+// assume exactly these; 0 without producers), and its CTAs a unit.
+struct StreamKernel {
+  const void* kernel = nullptr;
+  size_t smem = 0;
+  int threads = 0;
+  int registers = 0;
+  int dim_parts = 1;
+};
+
+// A combine kernel instance: its CTAs a unit and threads a CTA.
+struct CombineKernel {
+  const void* kernel;
+  int slices;   // CTAs a unit
+  int threads;  // a CTA
+};
+
+// The kernels of one dtype and head group size and the dynamic shared
+// memory each requests (its plan's size; the combine kernels have none).
+// The cluster kernel is always the 16-head one; the deep stream kernel (4
+// KV tiles, 1 CTA an SM) serves at most one unit an SM, and the stream
+// kernel in dim halves at most one unit per two SMs, where there is one
+// (kernel null where not).
+struct KernelSet {
+  const void* cluster;
+  StreamKernel stream;
+  const void* split;
+  CombineKernel combine;
+  CombineKernel combine_few_units;  // calls of at most SplitWorkspace::kFewUnits units
+  size_t cluster_smem;
+  size_t split_smem;
+  StreamKernel stream_deep = {};
+  StreamKernel stream_halves = {};
+  StreamKernel stream_pv_warps = {};  // the deep kernel with P V warps
+};
+
+KernelSet kernels_for(DType dtype, int unit_heads);
+
+// Raises the kernels' shared-memory limits and allows 16-CTA clusters, once
+// a device.
+Status configure_kernels();
+
+// Launches the chosen kernel on `stream` (where kAuto's kSplit has no
+// workspace that fits, the choice without the split path); arguments must
+// have passed kernels_support(), and a forced kSplit split_workspace_fits().
+Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream_st* stream);
+
+}  // namespace sparse_decode::dsv4

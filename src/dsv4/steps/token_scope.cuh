@@ -1,0 +1,82 @@
+// What the chunk walk of one token needs besides its chunks: lens, the SWA
+// window under seq_lens (with the varlen request search), the scale and the sink.
+#pragma once
+
+#include <cstdint>
+
+#include "common/math.cuh"
+#include "dsv4/params.h"
+#include "dsv4/smem.cuh"
+#include "dsv4/steps/gather.cuh"
+#include "dsv4/steps/query.cuh"
+#include "sparse_decode/types.h"
+
+namespace sparse_decode::dsv4 {
+
+// SWA columns valid for the token under seq_lens: min(128, position + 1),
+// position = seq_lens[b] - q_len_b + (index of the token in request b).
+// Called by every thread of a CTA that holds SWA columns (varlen: a barrier).
+template <class Traits>
+__device__ __forceinline__ int swa_window(ChunkSmem<Traits>& s, const Dsv4Params& p, int64_t token) {
+  int64_t position;
+  if (!p.cum_seq_lens_q) {
+    const int64_t request = token / p.q_len;
+    position = int64_t{p.seq_lens[request]} - p.q_len + (token - request * p.q_len);
+  } else {
+    // Find the request whose query range holds the token (cum_seq_lens_q is
+    // non-decreasing): the last of 256 evenly spaced pivots at or below the
+    // token, then the requests between it and the next pivot, all threads at once.
+    if (threadIdx.x == 0) s.request = 0;
+    __syncthreads();
+    const int stride = (p.num_requests + Traits::kThreads - 1) / Traits::kThreads;
+    const int pivot = threadIdx.x * stride;
+    if (pivot < p.num_requests && p.cum_seq_lens_q[pivot] <= token) atomicMax(&s.request, pivot);
+    __syncthreads();
+    const int first = s.request, last = min(first + stride, p.num_requests);
+    __syncthreads();
+    if (threadIdx.x == 0) s.request = -1;
+    __syncthreads();
+    for (int b = first + threadIdx.x; b < last; b += Traits::kThreads) {
+      if (p.cum_seq_lens_q[b] <= token && token < p.cum_seq_lens_q[b + 1]) s.request = b;
+    }
+    __syncthreads();
+    const int b = s.request;
+    if (b < 0) return 0;
+    const int64_t begin = p.cum_seq_lens_q[b], end = p.cum_seq_lens_q[b + 1];
+    position = int64_t{p.seq_lens[b]} - (end - begin) + (token - begin);
+  }
+  return static_cast<int>(position < 0 ? 0 : position + 1 < kSwaColumns ? position + 1 : kSwaColumns);
+}
+
+// What the chunk walk of one token needs besides the chunks.
+struct TokenScope {
+  int64_t token;
+  int len;          // active columns by lens (width without lens)
+  int window;       // active SWA columns by seq_lens (128 without)
+  float scale_log2; // bmm1_scale * log2(e)
+  float sink;       // this thread's head's sink (threads < kHeads), -inf without sinks
+  bool count_out_of_range;  // the counter is given, and this CTA is the token's first head group's (dim part 0)
+  int32_t first_index;      // this thread's gather-lane index in the walk's first chunk (-1: none, or producers)
+};
+
+// A CTA's TokenScope (the window only where it holds SWA columns: with
+// varlen seq_lens its search takes barriers). `sink`: -inf where the kernel
+// leaves the sink to a later fold. first_column: the walk's first column
+// where the math warps gather (-1 with producers): its indices are loaded
+// first, so that their DRAM trip overlaps the lens and seq_lens loads.
+template <class Traits>
+__device__ __forceinline__ TokenScope token_scope(ChunkSmem<Traits>& s, const Dsv4Params& p, int64_t token,
+                                                  HeadGroup heads, bool has_swa_columns, float sink,
+                                                  int first_column) {
+  TokenScope scope;
+  scope.first_index = first_column >= 0 ? chunk_index<Traits>(p, token, first_column) : -1;
+  scope.token = token;
+  scope.len = p.lens ? p.lens[token] : p.width;
+  scope.window = p.seq_lens && has_swa_columns ? swa_window<Traits>(s, p, token) : kSwaColumns;
+  scope.scale_log2 = (p.bmm1_scale_ptr ? *p.bmm1_scale_ptr : p.bmm1_scale) * kLog2e;
+  scope.sink = sink;
+  scope.count_out_of_range = p.out_of_range_count && heads.first == 0 && first_output_dim_block<Traits>() == 0;
+  return scope;
+}
+
+}  // namespace sparse_decode::dsv4
