@@ -2,7 +2,7 @@
 // cmake -DSPARSE_DECODE_DIAGNOSTICS=ON). Runs the FP8 16-head stream or
 // split kernel on a synthetic problem with the L2 flushed before each run
 // and prints, for CTA 0 and the first thread of each warpgroup, the cycles
-// between the marks of src/dsv4/chunk_steps.cuh:
+// between the marks of src/dsv4/steps/walk.cuh:
 //   0 loop top, 1 rows visible (wait + barrier), 2 next gather issued,
 //   3 scores stored (wgmma), 4 barrier, 5 softmax, 6 barrier, 7 P V + fold.
 // Then every CTA's span marks by %globaltimer (ns from the earliest entry):

@@ -1,6 +1,6 @@
 // The measured bounds of kAuto's choice for dsv4_decode (choose_kernel) and
 // of the stream kernel's P V warps: one table, one line of rationale an
-// entry. The measurements behind each: docs/kernels/dispatch.md.
+// entry. The measurements behind each: docs/dispatch.md.
 #pragma once
 
 #include <cstdint>

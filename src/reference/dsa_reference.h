@@ -37,7 +37,7 @@ double dsa_gate(const DsaDecodeArgs& args, int64_t row, int head);
 // looked at).
 DsaResult dsa_decode(const DsaDecodeArgs& args);
 
-// The split + combine of the GPU design (docs/dsa_layout.md), emulated:
+// The split + combine of the GPU design (docs/formats/dsa_layout.md), emulated:
 // split s of a row takes the region columns c with c % splits == s, stores
 // its normalized output and log-sum-exp as float32 (as the workspace will),
 // and the combine merges the splits in double. Differs from dsa_decode()

@@ -2,7 +2,7 @@
 NumPy / torch CPU against the float64 reference, errors, the FlashInfer
 cute-dsl drop-in, the converter round trip; GPU: the device path against the
 float64 reference and, bit for bit, against dsv4_decode on the expansion
-(docs/hca_layout.md); the device converter is still refused."""
+(docs/formats/hca_layout.md); the device converter is still refused."""
 
 import numpy as np
 import pytest
@@ -113,7 +113,7 @@ def test_converter_round_trip(rng, seed, page_size, width):
     t = make_canonical_table(rng, page_size=page_size, width=width, tokens=6, q_len=2)
     swa_rows, swa_lens, block_table, hca_seq_lens = sparse_decode.convert_page_aligned_indices(
         t.indices, t.lens, t.seq_lens, q_len=t.q_len, page_size=page_size)
-    # The metadata, from the rules of docs/hca_layout.md.
+    # The metadata, from the rules of docs/formats/hca_layout.md.
     positions = np.repeat(t.seq_lens, t.q_len) - t.q_len + np.tile(np.arange(t.q_len), len(t.seq_lens))
     for k in range(len(t.lens)):
         limit = min(128, int(t.lens[k]), int(positions[k]) + 1)
@@ -237,7 +237,7 @@ def test_flashinfer_cute_dsl_argument_errors(rng):
 
 
 def expand_to_section1(p):
-    """The section-1 table of an HCA problem (docs/hca_layout.md): indices int32 [T, W'] with
+    """The section-1 table of an HCA problem (docs/formats/hca_layout.md): indices int32 [T, W'] with
     W' = 128 + max_pages * page_size rounded up to 4, and lens int32 [T] = 128 + slots."""
     tokens, max_pages = p.block_table.shape
     ps = p.page_size
