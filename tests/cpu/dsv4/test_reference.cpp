@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ostream>
 #include <random>
 #include <vector>
 
@@ -31,6 +32,13 @@ struct RandomCase {
   bool sinks, lens;
   double holes;
 };
+
+// GoogleTest prints a parameter in ctest's test names and on failure: its
+// fields, not its bytes (the padding bytes differ from run to run).
+void PrintTo(const RandomCase& rc, std::ostream* os) {
+  *os << test::dtype_name(rc.dtype) << ", H " << rc.heads << ", W " << rc.width << ", T " << rc.tokens
+      << (rc.sinks ? ", sinks" : "") << (rc.lens ? ", lens" : "") << ", holes " << rc.holes;
+}
 
 class Dsv4RandomReference : public ::testing::TestWithParam<RandomCase> {};
 
