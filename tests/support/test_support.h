@@ -1,4 +1,4 @@
-// Small helpers shared by the CPU suites: seeds and output poisoning.
+// Small helpers shared by the CPU and GPU suites: seeds and output poisoning.
 #pragma once
 
 #include <gtest/gtest.h>

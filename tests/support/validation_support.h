@@ -1,5 +1,5 @@
-// Shared by the dsv4 validation suites (test_validation.cpp,
-// test_dsv4_packed_validation.cpp, test_dsv4_hca_validation.cpp): the
+// Shared by the validation suites (cpu/dsv4/test_validation.cpp,
+// cpu/dsv4_packed/test_validation.cpp, cpu/dsv4_hca/test_validation.cpp): the
 // poisoned outputs of a valid host call, and the check that one refusal is
 // the same through validate(), supports() and the call, for host and device
 // memory, and writes nothing.

@@ -1,4 +1,4 @@
-// convert_page_aligned_indices (src/dsv4/hca_convert.cpp): a hand-checked
+// convert_page_aligned_indices (src/dsv4_hca/convert.cpp): a hand-checked
 // table, then random canonical section-1 tables (window cut by seq_lens, -1
 // holes, lens below 128 and past the width, garbage in inactive columns,
 // pages past the pool) whose conversion makes dsv4_decode_hca compute the

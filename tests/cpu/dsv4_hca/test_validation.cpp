@@ -1,5 +1,5 @@
 // Argument validation of dsv4_decode_hca and convert_page_aligned_indices
-// (src/dsv4/validate_hca.cpp): every refusal, through validate(), supports()
+// (src/dsv4_hca/validate.cpp): every refusal, through validate(), supports()
 // and the call, names its argument and the expected value and writes
 // nothing; valid calls pass; device memory: the GPU path's workspace and limits.
 #include <gtest/gtest.h>
@@ -197,8 +197,9 @@ TEST(Dsv4HcaValidation, ZeroTokens) {
   EXPECT_EQ(validate(a).code(), StatusCode::kInvalidArgument);
 }
 
-// Device memory runs the GPU path (docs/hca_layout.md). These checks hold
-// with or without a device, and launch nothing: the pointers are host ones.
+// Device memory runs the GPU path (docs/formats/hca_layout.md). These checks
+// hold with or without a device, and launch nothing: the pointers are host
+// ones.
 
 // A valid call on "device memory" (host pointers: nothing here may launch).
 class Dsv4HcaWorkspace : public ::testing::Test {

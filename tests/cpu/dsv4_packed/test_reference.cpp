@@ -1,7 +1,8 @@
 // The packed-row reference (reference::dsv4_decode_packed) and the public
 // host-memory backend (dsv4_decode_packed with MemorySpace::kHost) against
-// the test's literal row decoding and softmax (dsv4_packed_checks.h) and
-// against closed forms. Every case draws fresh random data from a printed seed.
+// the test's literal row decoding and softmax (support/dsv4_packed_checks.h)
+// and against closed forms. Every case draws fresh random data from a
+// printed seed.
 #include <gtest/gtest.h>
 
 #include <algorithm>

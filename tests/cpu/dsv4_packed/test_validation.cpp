@@ -1,7 +1,7 @@
-// Argument validation of dsv4_decode_packed (src/dsv4/validate_packed.cpp):
+// Argument validation of dsv4_decode_packed (src/dsv4_packed/validate.cpp):
 // every refusal, through validate(), supports() and dsv4_decode_packed(),
 // names its argument and writes nothing; valid calls pass; device memory is
-// refused as not supported while the GPU kernels for the layout are not built.
+// served on an sm_90a GPU and refused with a reason elsewhere.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -282,8 +282,6 @@ TEST(Dsv4PackedValidation, ZeroTokens) {
   EXPECT_EQ(validate(bad).code(), StatusCode::kInvalidArgument);
 }
 
-// Device memory: valid, but no GPU kernel serves the packed layout yet, with
-// or without a GPU on the machine, for any T. Nothing is written.
 // Device memory is valid; it is served on an sm_90a GPU and refused with a
 // reason elsewhere. The call's arrays are host memory here, so nothing may
 // launch on them: only supports() and calls that it refuses (or T = 0).
