@@ -75,7 +75,7 @@ TEST_F(Dsv4Gpu, AutoChoosesClusterSplitOrStreamByTokens) {
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kSplit);
   args.num_tokens = 32;
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kSplit);
-  args.num_tokens = 48;  // the stream kernel's dim halves from 38 tokens (docs/kernels/dispatch.md)
+  args.num_tokens = 48;  // the stream kernel's dim halves from 38 tokens (docs/dispatch.md)
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
   args.num_tokens = 64;
   EXPECT_EQ(dsv4_chosen_kernel(args), Dsv4Kernel::kStream);
