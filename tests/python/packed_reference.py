@@ -290,7 +290,7 @@ def reference(p: PackedProblem, softmax_scale: Optional[float] = None):
 
 
 def assert_groups_close(out_bits: np.ndarray, ref: np.ndarray, seed, limit=3e-3) -> None:
-    """GPU accuracy: relative L2 error <= limit in each 64-dim group (tiles differ by up to 2^30
+    """GPU accuracy: relative L2 error <= limit in each 64-dim scale tile (tiles differ by up to 2^30
     in magnitude, so a whole-row norm would hide a wrong small tile), exact zeros where ref is 0."""
     got = decode(np.ascontiguousarray(out_bits).view(np.uint16)).reshape(ref.shape)
     assert not np.isnan(got).any(), f"seed={seed}: NaN in the output"

@@ -128,11 +128,11 @@ inline Expected packed_brute_force(const Dsv4PackedDecodeArgs& a) {
   return e;
 }
 
-// Per (token, head, 64-dim group): relative L2 error <= tolerance, exact
+// Per (token, head, 64-dim scale tile): relative L2 error <= tolerance, exact
 // zeros where `want` is all zero. The groups of a packed row differ in
 // magnitude by up to 2^30 (their scale bytes), so a row-wide norm would hide
 // every error in the small ones.
-inline void expect_groups_close(const std::vector<double>& got, const std::vector<double>& want, int H,
+inline void expect_scale_tiles_close(const std::vector<double>& got, const std::vector<double>& want, int H,
                                 double tolerance, const char* what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   int failures = 0;
@@ -167,7 +167,7 @@ inline Expected check_packed_problem(const Dsv4PackedDecodeArgs& args) {
   const reference::Dsv4Result ref = reference::dsv4_decode_packed(args);
   Expected brute = packed_brute_force(args);
   expect_rows_close(ref.out, brute.out, T, H, 1e-12, "reference vs brute force");
-  expect_groups_close(ref.out, brute.out, H, 1e-12, "reference vs brute force, by 64-dim group");
+  expect_scale_tiles_close(ref.out, brute.out, H, 1e-12, "reference vs brute force, by scale tile");
   expect_lse_close(ref.lse, brute.lse, 1e-12, "reference lse vs brute force");
   EXPECT_EQ(ref.out_of_range, brute.out_of_range);
 
@@ -176,7 +176,7 @@ inline Expected check_packed_problem(const Dsv4PackedDecodeArgs& args) {
   EXPECT_TRUE(std::all_of(values.begin(), values.end(), [](double v) { return std::isfinite(v); }))
       << "NaN/inf in out: a masked NaN row leaked or an element was not written";
   expect_rows_close(values, ref.out, T, H, 3e-3, "host BF16 out vs reference");
-  expect_groups_close(values, ref.out, H, 3e-3, "host BF16 out vs reference, by 64-dim group");
+  expect_scale_tiles_close(values, ref.out, H, 3e-3, "host BF16 out vs reference, by scale tile");
   expect_lse_close(host.lse, ref.lse, 1e-6, "host lse vs reference");
   EXPECT_EQ(host.count, kCountStart + brute.out_of_range);
 

@@ -59,9 +59,9 @@ inline DeviceResult run_device(PackedDeviceProblem& d) {
   return gpu_test::download_outputs(d.out, d.lse, d.out_of_range_count);
 }
 
-// Per 64-dim group over all tokens and heads (as the Python tests): a wrong
+// Per scale tile (64 dims) over all tokens and heads (as the Python tests): a wrong
 // scale of a small tile shows there even where a row's norm hides it.
-inline void expect_dim_groups_close(const std::vector<double>& got, const std::vector<double>& want, double tolerance) {
+inline void expect_scale_tiles_close_dims(const std::vector<double>& got, const std::vector<double>& want, double tolerance) {
   for (int g = 0; g < kHeadDim / kPackedTileDims; ++g) {
     double error = 0.0, norm = 0.0;
     for (size_t row = 0; row < want.size() / kHeadDim; ++row) {
@@ -78,7 +78,7 @@ enum class GroupCheck { kEachRow, kOverRows };
 
 // The device against the reference of the same problem on the host: every
 // element written and finite, relative L2 error per (token, head) and per
-// 64-dim group, exact zeros for tokens with no active column, lse, counter.
+// scale tile (64 dims), exact zeros for tokens with no active column, lse, counter.
 inline DeviceResult check_against_reference(const Dsv4PackedProblem& problem, PackedDeviceProblem& device,
                                      GroupCheck groups = GroupCheck::kEachRow) {
   const DeviceResult got = run_device(device);
@@ -93,9 +93,9 @@ inline DeviceResult check_against_reference(const Dsv4PackedProblem& problem, Pa
       << "NaN/inf in out: a masked NaN row leaked or an element was not written";
   test::expect_rows_close(values, ref.out, T, H, kMaxRelativeError, "device out vs reference");
   if (groups == GroupCheck::kEachRow) {
-    test::expect_groups_close(values, ref.out, H, kMaxRelativeError, "device out vs reference, by 64-dim group");
+    test::expect_scale_tiles_close(values, ref.out, H, kMaxRelativeError, "device out vs reference, by scale tile");
   } else {
-    expect_dim_groups_close(values, ref.out, kMaxRelativeError);
+    expect_scale_tiles_close_dims(values, ref.out, kMaxRelativeError);
   }
   test::expect_lse_close(got.lse, ref.lse, 1e-3, "device lse vs reference");
   EXPECT_EQ(got.count, kCountStart + ref.out_of_range);
