@@ -61,7 +61,7 @@ inline DeviceResult run_device(PackedDeviceProblem& d) {
 
 // Per scale tile (64 dims) over all tokens and heads (as the Python tests): a wrong
 // scale of a small tile shows there even where a row's norm hides it.
-inline void expect_scale_tiles_close_dims(const std::vector<double>& got, const std::vector<double>& want, double tolerance) {
+inline void expect_close_by_scale_tile(const std::vector<double>& got, const std::vector<double>& want, double tolerance) {
   for (int g = 0; g < kHeadDim / kPackedTileDims; ++g) {
     double error = 0.0, norm = 0.0;
     for (size_t row = 0; row < want.size() / kHeadDim; ++row) {
@@ -95,7 +95,7 @@ inline DeviceResult check_against_reference(const Dsv4PackedProblem& problem, Pa
   if (groups == GroupCheck::kEachRow) {
     test::expect_scale_tiles_close(values, ref.out, H, kMaxRelativeError, "device out vs reference, by scale tile");
   } else {
-    expect_scale_tiles_close_dims(values, ref.out, kMaxRelativeError);
+    expect_close_by_scale_tile(values, ref.out, kMaxRelativeError);
   }
   test::expect_lse_close(got.lse, ref.lse, 1e-3, "device lse vs reference");
   EXPECT_EQ(got.count, kCountStart + ref.out_of_range);
