@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace sparse_decode::dsv4 {
+namespace sparse_decode {
 
 // Granules that owner `rank` of `owners` holds.
 __host__ __device__ constexpr int owned_granules(int granules, int rank, int owners) {
@@ -21,4 +21,4 @@ __host__ __device__ constexpr uint32_t received_bytes(int granules, int heads, i
                                        heads * 2 * sizeof(float)));
 }
 
-}  // namespace sparse_decode::dsv4
+}  // namespace sparse_decode

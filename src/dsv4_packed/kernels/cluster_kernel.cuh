@@ -43,7 +43,7 @@ __global__ void __launch_bounds__(ClusterTraits::kThreads, 2) cluster_kernel(con
   if (tid == 0) {  // peers' partials land here after the cluster barrier that follows the walk
     const uint32_t landed = ptx::smem_address(&s.partials_landed);
     ptx::mbarrier_init(landed, 1);
-    ptx::mbarrier_arrive_expect_tx(landed, dsv4::received_bytes(Traits::kGranules, kHeads, rank, ctas));
+    ptx::mbarrier_arrive_expect_tx(landed, received_bytes(Traits::kGranules, kHeads, rank, ctas));
   }
   ptx::grid_dependency_wait();
 

@@ -38,7 +38,7 @@ __device__ __forceinline__ void reduce_owned(const ClusterSmem& s, const Params&
   }
   uint16_t* out = p.out + token * p.out_token_stride + head * p.out_head_stride;
   const int per_owner = Traits::granules_per_owner(ctas);
-  const int owned = dsv4::owned_granules(Traits::kGranules, rank, ctas);
+  const int owned = owned_granules(Traits::kGranules, rank, ctas);
   for (int local = threadIdx.x / kHeads; local < owned; local += Traits::kThreads / kHeads) {
     float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
