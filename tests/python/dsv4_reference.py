@@ -1,4 +1,4 @@
-"""SPEC section 1 in float64 NumPy, and random problems to check it on.
+"""docs/spec.md section 1 in float64 NumPy, and random problems to check it on.
 
 Written from SPEC.md, independently of the library's own C++ reference: the
 number formats are decoded here from their bit layouts, and the softmax is
@@ -262,7 +262,7 @@ def token_positions(p: Problem) -> Optional[np.ndarray]:
 
 
 def reference(p: Problem, bmm1_scale=None, bmm2_scale=None):
-    """(out [T, H, 512] float64, lse [T, H] float64, out-of-range count) per SPEC section 1."""
+    """(out [T, H, 512] float64, lse [T, H] float64, out-of-range count) per docs/spec.md section 1."""
     bmm1 = p.bmm1_scale if bmm1_scale is None else bmm1_scale
     bmm2 = p.bmm2_scale if bmm2_scale is None else bmm2_scale
     T, H = p.tokens, p.heads

@@ -1,4 +1,4 @@
-"""SPEC sections 3 (HCA) and 4 (DSA) in float64 NumPy, and random problems to check them on.
+"""docs/spec.md sections 3 (HCA) and 4 (DSA) in float64 NumPy, and random problems to check them on.
 
 Written from SPEC.md and docs/{hca,dsa}_layout.md, independently of the
 library's C++ references: number formats come from dsv4_reference's bit
@@ -99,7 +99,7 @@ def hca_compressed_slots(p, pages):
 
 
 def hca_reference(p):
-    """(out [T, H, 512], lse [T, H], out-of-range count) per SPEC section 3."""
+    """(out [T, H, 512], lse [T, H], out-of-range count) per docs/spec.md section 3."""
     T, H = p.q.shape[0], p.q.shape[1]
     swa = pool_rows(p.swa_kv, p.layout)
     comp = pool_rows(p.compressed_kv, p.layout)
@@ -220,7 +220,7 @@ def dsa_keys(p):
 
 
 def dsa_reference(p):
-    """out [rows, heads, 192] float64 per SPEC section 4 (None for inactive rows)."""
+    """out [rows, heads, 192] float64 per docs/spec.md section 4 (None for inactive rows)."""
     rows = p.q.shape[0]
     k_scale = float(p.k_scale[0]) if p.k_scale is not None else 1.0
     v_scale = float(p.v_scale[0]) if p.v_scale is not None else 1.0

@@ -1,10 +1,10 @@
-"""SPEC section 2 in float64 NumPy, and random packed problems to check it on.
+"""docs/spec.md section 2 in float64 NumPy, and random packed problems to check it on.
 
 Written from SPEC.md independently of the library's C++ reference: a row is
 decoded here byte by byte from the pool storage (7 tiles of 64 E4M3 bytes,
 tile k scaled by 2^(scale byte k - 127), then 64 little-endian BF16 values;
 the scale bytes of slot j at page + page_size * 576 + j * 8), and the softmax
-is SPEC section 1's with bmm1 = softmax_scale, bmm2 = 1, token by token.
+is docs/spec.md section 1's with bmm1 = softmax_scale, bmm2 = 1, token by token.
 
 Poisoning: every byte that no active column should read is 0xFF, NaN as E4M3,
 as BF16 (0xFFFF) and as UE8M0, so a stray read shows in the output. That is
@@ -63,7 +63,7 @@ class Pool:
         return self.storage[page, begin : begin + 8]
 
     def decode_row(self, row: int) -> np.ndarray:
-        """float64 [512] per SPEC section 2 (scale byte 7 is padding, never read)."""
+        """float64 [512] per docs/spec.md section 2 (scale byte 7 is padding, never read)."""
         data, scales = self.data_bytes(row), self.scale_bytes(row)
         fp8 = FP8_VALUES[data[:FP8_DIMS]] * np.repeat(np.exp2(scales[:7].astype(np.float64) - 127), TILE)
         bf16 = decode(data[FP8_DIMS:].copy().view("<u2").astype(np.uint16))
@@ -261,7 +261,7 @@ def make_packed_problem(
 
 
 def reference(p: PackedProblem, softmax_scale: Optional[float] = None):
-    """(out [T, H, 512] float64, lse [T, H] float64, out-of-range count) per SPEC section 2."""
+    """(out [T, H, 512] float64, lse [T, H] float64, out-of-range count) per docs/spec.md section 2."""
     scale = p.softmax_scale if softmax_scale is None else softmax_scale
     T, H = p.tokens, p.heads
     q = decode(p.q)

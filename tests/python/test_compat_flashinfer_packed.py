@@ -73,7 +73,7 @@ def test_varlen_query_arguments_are_accepted(rng, seed):
 @pytest.mark.parametrize(
     "change, message",
     [
-        (dict(bmm2_scale=2.0), r"^bmm2_scale: must be 1\.0 with packed caches \(SPEC section 2\), got 2\.0$"),
+        (dict(bmm2_scale=2.0), r"^bmm2_scale: must be 1\.0 with packed caches \(docs/spec\.md, section 2\), got 2\.0$"),
         (dict(bmm1_scale=torch.tensor([0.1])), r"^bmm1_scale/bmm2_scale: tensor scales are not served"),
         (dict(bmm2_scale=torch.tensor([1.0])), r"^bmm1_scale/bmm2_scale: tensor scales are not served"),
         (

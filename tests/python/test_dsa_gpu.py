@@ -1,4 +1,4 @@
-"""dsa_decode (SPEC section 4) on torch CUDA tensors; every test is skipped without a CUDA device.
+"""dsa_decode (docs/spec.md section 4) on torch CUDA tensors; every test is skipped without a CUDA device.
 
 Each CUDA result is compared with the NumPy (CPU backend) result of the same
 inputs and with the float64 reference, both within relative L2 3e-3 (no NaN,

@@ -1,4 +1,4 @@
-"""dsa_decode (SPEC section 4) from Python: NumPy / torch CPU against the float64
+"""dsa_decode (docs/spec.md section 4) from Python: NumPy / torch CPU against the float64
 reference, splits, errors, the Step5 drop-in; GPU: served or refused with the
 library's reason."""
 

@@ -1,4 +1,4 @@
-"""dsv4_decode_hca (SPEC section 3) and convert_page_aligned_indices from Python:
+"""dsv4_decode_hca (docs/spec.md section 3) and convert_page_aligned_indices from Python:
 NumPy / torch CPU against the float64 reference, errors, the FlashInfer
 cute-dsl drop-in, the converter round trip; GPU: the device path against the
 float64 reference and, bit for bit, against dsv4_decode on the expansion

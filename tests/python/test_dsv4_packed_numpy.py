@@ -1,4 +1,4 @@
-"""dsv4_decode_packed on NumPy arrays: the CPU backend against the float64 reference of SPEC section 2."""
+"""dsv4_decode_packed on NumPy arrays: the CPU backend against the float64 reference of docs/spec.md section 2."""
 
 import numpy as np
 import pytest
