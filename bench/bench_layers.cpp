@@ -1,8 +1,6 @@
 #include "bench/bench_layers.h"
 
-#include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -22,19 +20,8 @@ void fill_random(DType dtype, void* data, size_t bytes, uint64_t seed, CUstream_
   }
 }
 
-constexpr int64_t kSwaWindowRows = kSwaColumns + kMaxQueryLen;  // a request's window: 128 rows + its query tokens
-
 int64_t region_rows_for(size_t pool_bytes, int64_t row_bytes, int layers) {
   return static_cast<int64_t>(pool_bytes / row_bytes / layers) / kBenchPageSize * kBenchPageSize;
-}
-
-// The order in which requests take the disjoint SWA windows of a region.
-std::vector<int64_t> shuffled_windows(int64_t swa_rows, std::mt19937_64& rng) {
-  std::vector<int64_t> windows(static_cast<size_t>(swa_rows / kSwaWindowRows));
-  if (windows.empty()) throw std::runtime_error("SWA region too small for one window of 144 rows");
-  std::iota(windows.begin(), windows.end(), int64_t{0});
-  std::shuffle(windows.begin(), windows.end(), rng);
-  return windows;
 }
 
 }  // namespace
@@ -69,53 +56,6 @@ KvPool KvPools::region(const testing::DeviceBuffer& pool, int64_t region_rows, i
   region.row_stride = kHeadDim;
   region.page_stride = kBenchPageSize * kHeadDim;  // contiguous pages: row r at r * 512 elements
   return region;
-}
-
-std::vector<int32_t> make_layer_indices(const BenchShape& shape, int64_t swa_rows, int64_t compressed_rows,
-                                        uint64_t seed) {
-  const int32_t topk = shape.width - kSwaColumns;
-  if (topk < 0) throw std::runtime_error("width " + std::to_string(shape.width) + " is under the 128 SWA columns");
-  if (topk > compressed_rows) {
-    throw std::runtime_error("compressed region has " + std::to_string(compressed_rows) + " rows, fewer than top-k " +
-                             std::to_string(topk));
-  }
-  std::mt19937_64 rng(seed);
-  const std::vector<int64_t> windows = shuffled_windows(swa_rows, rng);
-  std::uniform_int_distribution<int64_t> any_row(0, std::max<int64_t>(compressed_rows - 1, 0));
-  std::vector<int64_t> last_token_of_row(static_cast<size_t>(compressed_rows), -1);  // keeps a token's rows distinct
-
-  if (shape.page_aligned_topk && topk % kBenchPageSize != 0) {
-    throw std::runtime_error("page-aligned top-k needs W - 128 a multiple of " + std::to_string(kBenchPageSize));
-  }
-  const int64_t pages = compressed_rows / kBenchPageSize;
-  std::uniform_int_distribution<int64_t> any_page(0, std::max<int64_t>(pages - 1, 0));
-  std::vector<int64_t> last_token_of_page(static_cast<size_t>(pages), -1);
-
-  std::vector<int32_t> indices(static_cast<size_t>(shape.tokens * shape.width));
-  for (int64_t t = 0; t < shape.tokens; ++t) {
-    int32_t* row = &indices[static_cast<size_t>(t * shape.width)];
-    const int64_t request = t / kBenchQueryLen, in_request = t % kBenchQueryLen;
-    const int64_t window_start = windows[static_cast<size_t>(request) % windows.size()] * kSwaWindowRows;
-    for (int32_t c = 0; c < kSwaColumns; ++c) row[c] = static_cast<int32_t>(window_start + in_request + c);
-    if (shape.page_aligned_topk) {
-      for (int32_t k = 0; k < topk; k += kBenchPageSize) {
-        int64_t page;
-        do page = any_page(rng);
-        while (last_token_of_page[static_cast<size_t>(page)] == t);
-        last_token_of_page[static_cast<size_t>(page)] = t;
-        for (int64_t j = 0; j < kBenchPageSize; ++j) row[kSwaColumns + k + j] = static_cast<int32_t>(page * kBenchPageSize + j);
-      }
-      continue;
-    }
-    for (int32_t k = 0; k < topk; ++k) {
-      int64_t r;
-      do r = any_row(rng);
-      while (last_token_of_row[static_cast<size_t>(r)] == t);
-      last_token_of_row[static_cast<size_t>(r)] = t;
-      row[kSwaColumns + k] = static_cast<int32_t>(r);
-    }
-  }
-  return indices;
 }
 
 BenchLayers::BenchLayers(const KvPools& pools, const BenchShape& shape, uint64_t seed, CUstream_st* stream)

@@ -7,15 +7,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "bench/bench_indices.h"
 #include "bench/bench_kernels.h"
 #include "sparse_decode/dsv4_decode.h"
 #include "testing/device_buffer.h"
 
 namespace sparse_decode::bench {
-
-inline constexpr int32_t kBenchHeads = 16;
-inline constexpr int32_t kBenchQueryLen = 6;   // query tokens per request (DeepSeek-V4 MTP decode)
-inline constexpr int64_t kBenchPageSize = 64;  // rows per page of both pools
 
 // The SWA and compressed pools, filled on the device with random non-zero
 // E4M3 values (as E4M3 or BF16 elements) and split into `layers` equal
@@ -42,27 +39,6 @@ class KvPools {
   int64_t swa_region_rows_, compressed_region_rows_;
   testing::DeviceBuffer swa_, compressed_;
 };
-
-// What every layer of a shape shares.
-struct BenchShape {
-  int64_t tokens = 6;   // T
-  int32_t width = 640;  // W = 128 SWA + top-k
-  int32_t heads = kBenchHeads;
-  DType dtype = DType::kFloat8E4M3;  // of q and the pools (BenchLayers sets the pools' own)
-  bool enable_pdl = false;
-  // The top-k columns as whole pages of kBenchPageSize rows (W - 128 a
-  // multiple of it): the canonical page expansion that HCA's block table
-  // names (--layout hca).
-  bool page_aligned_topk = false;
-};
-
-// Indices [T, W] of one layer: per request of kBenchQueryLen tokens a window
-// of consecutive SWA rows (token i of a request starts i rows later; requests
-// use disjoint windows while the region has room), and per token W - 128
-// distinct scattered top-k rows (with page_aligned_topk: (W - 128) / 64
-// distinct scattered pages, each page's rows in order). Every column is active.
-std::vector<int32_t> make_layer_indices(const BenchShape& shape, int64_t swa_rows, int64_t compressed_rows,
-                                        uint64_t seed);
 
 // Sink logits [heads] drawn from N(0, 1).
 std::vector<float> random_sinks(int32_t heads, uint64_t seed);

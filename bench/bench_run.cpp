@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "bench/accuracy.h"
@@ -24,6 +25,7 @@ std::string check_common_options(const BenchOptions& o) {
     return "--gather-rows: expected 0, 1, 2, 4 or 8, got " + std::to_string(o.gather_rows_per_warp);
   }
   if (o.tokens.empty() || o.widths.empty() || o.heads.empty()) return "--tokens, --widths and --heads need at least one value";
+  if (o.modes.empty()) return "--mode needs a value";
   if (o.layout != BenchLayout::kDsa) {
     for (int32_t h : o.heads) {
       if (h != 8 && h != 16 && h != 32 && h != 64 && h != 128) {
@@ -43,7 +45,7 @@ std::string check_common_options(const BenchOptions& o) {
   return {};
 }
 
-void for_each_shape(const BenchOptions& options, const std::function<void(const BenchShape&)>& run) {
+void for_each_shape(const BenchOptions& options, BenchMode mode, const std::function<void(const BenchShape&)>& run) {
   for (int32_t heads : options.heads) {
     for (int32_t width : options.widths) {
       for (int64_t tokens : options.tokens) {
@@ -53,9 +55,42 @@ void for_each_shape(const BenchOptions& options, const std::function<void(const 
         shape.heads = heads;
         shape.enable_pdl = options.enable_pdl;
         shape.dtype = options.dtype;
+        shape.mode = mode;
         run(shape);
       }
     }
+  }
+}
+
+PoolBytes default_pool_bytes(const BenchOptions& options) {
+  return PoolBytes{options.swa_pool_bytes, options.compressed_pool_bytes};
+}
+
+int check_distinct_memory(const BenchOptions& o, int64_t row_bytes, int64_t q_bytes_per_value) {
+  if (std::find(o.modes.begin(), o.modes.end(), BenchMode::kDistinct) == o.modes.end()) return 0;
+  size_t free_bytes = 0, total_bytes = 0;
+  SPARSE_DECODE_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const size_t reserved = o.flush_bytes + (size_t{1} << 30);
+  const size_t available = free_bytes > reserved ? free_bytes - reserved : 0;
+  const std::string problem = distinct_fit_problem(o.tokens, o.widths, o.heads, o.layers, row_bytes, q_bytes_per_value,
+                                                   default_pool_bytes(o), available);
+  if (problem.empty()) return 0;
+  std::fprintf(stderr, "bench: %s\n", problem.c_str());
+  return 2;
+}
+
+void print_mode_note(BenchMode mode, bool one_request_a_token) {
+  if (mode == BenchMode::kDistinct) {
+    std::printf("\nmode distinct: one request a token, its own window of 128 SWA rows, every top-k row drawn without "
+                "replacement across the layer (no row read twice in a layer)\n");
+  } else if (one_request_a_token) {
+    std::printf("\nmode shared: windows of requests of %d tokens (token i starts i rows later), each token one "
+                "request to the decode; top-k distinct within a token, free to repeat across tokens\n",
+                kBenchQueryLen);
+  } else {
+    std::printf("\nmode shared: requests of %d tokens whose windows overlap (token i starts i rows later); top-k "
+                "distinct within a token, free to repeat across tokens\n",
+                kBenchQueryLen);
   }
 }
 

@@ -16,9 +16,9 @@
 
 namespace sparse_decode::bench {
 
-// The CSV columns of both layouts (bench/results/README.md).
+// The CSV columns of the plain, packed and HCA layouts (bench/results/README.md).
 inline constexpr const char* kCsvHeader =
-    "kernel,path,tokens,width,heads,layers,us_per_layer,gathered_bytes,gbps,gather_us,gather_fraction\n";
+    "kernel,path,tokens,width,heads,layers,us_per_layer,gathered_bytes,gbps,gather_us,gather_fraction,mode\n";
 
 struct StreamDeleter {
   void operator()(CUstream_st* stream) const;
@@ -28,17 +28,30 @@ using Stream = std::unique_ptr<CUstream_st, StreamDeleter>;
 Stream make_stream();  // a non-blocking stream (a graph is captured on it)
 
 // What every layout asks of the options: L, replays, --gather-rows, at least
-// one T (each >= 1), width and head count (8, 16, 32, 64 or 128 outside
-// --layout dsa), and the DSA options only with --layout dsa. Empty when they
-// are fine; else one line naming the option, what it accepts and what it got.
+// one T (each >= 1), width, head count (8, 16, 32, 64 or 128 outside
+// --layout dsa) and mode, and the DSA options only with --layout dsa. Empty
+// when they are fine; else one line naming the option, what it accepts and
+// what it got.
 std::string check_common_options(const BenchOptions& options);
 
 // The --kernel value of the options: "auto", "cluster", "stream", "split" or "all".
 std::string kernels_name(const BenchOptions& options);
 
-// Calls `run(shape)` for every shape of the options: head counts outermost,
-// then widths, then T (the order of the table).
-void for_each_shape(const BenchOptions& options, const std::function<void(const BenchShape&)>& run);
+// Calls `run(shape)` for every shape of the options in `mode`: head counts
+// outermost, then widths, then T (the order of the table).
+void for_each_shape(const BenchOptions& options, BenchMode mode, const std::function<void(const BenchShape&)>& run);
+
+// The pools of the options' --mode shared (512 MiB SWA, 1536 MiB compressed by default).
+PoolBytes default_pool_bytes(const BenchOptions& options);
+
+// Before any timing: when the options ask for the distinct mode, whether its
+// pools (rows of `row_bytes`) and the layers' q (`q_bytes_per_value` a
+// value), out and indices fit the free device memory beside the L2 flush
+// buffer and 1 GiB. Returns 0, or 2 after saying what fits.
+int check_distinct_memory(const BenchOptions& options, int64_t row_bytes, int64_t q_bytes_per_value);
+
+// The header line that says how a mode draws the rows.
+void print_mode_note(BenchMode mode, bool one_request_a_token);
 
 // The closing lines of a run (the CSV written, shapes that failed); returns
 // the exit code: 1 when a shape failed its check, else 0.

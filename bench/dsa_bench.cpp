@@ -25,38 +25,7 @@ constexpr size_t kMinCacheBytes = 2 * kGiB;  // as the other layouts' pools
 // The other layouts' CSV columns, then the DSA shape's own.
 constexpr const char* kDsaCsvHeader =
     "kernel,path,tokens,width,heads,layers,us_per_layer,gathered_bytes,gbps,gather_us,gather_fraction,"
-    "groups,block,regions,splits,rows,gather_loads,check_error\n";
-
-}  // namespace
-
-std::string check_dsa_options(const BenchOptions& o) {
-  if (o.kernels.size() != 1 || o.kernels[0] != Dsv4Kernel::kAuto) {
-    return "--kernel: expected auto with --layout dsa, got " + kernels_name(o);
-  }
-  if (o.widths != BenchOptions{}.widths) {
-    return "--widths: not with --layout dsa (a DSA row reads --regions x --block keys)";
-  }
-  if (o.gather_rows_per_warp != 0) {
-    return "--gather-rows: not with --layout dsa (the DSA gather times 2, 4 and 8 loads a thread and keeps the "
-           "fastest)";
-  }
-  for (int32_t h : o.heads) {
-    if (h < 1 || h > kDsaMaxHeads) {
-      return "--heads: expected 1..16 query heads a group with --layout dsa, got " + std::to_string(h);
-    }
-  }
-  if (o.dsa_groups.empty() || o.dsa_block_sizes.empty() || o.dsa_regions.empty() || o.dsa_splits.empty()) {
-    return "--groups, --block, --regions and --splits need at least one value";
-  }
-  for (int32_t s : o.dsa_splits) {
-    if (s < 0 || s > kDsaMaxSplits) {
-      return "--splits: expected 1..32, or 0 for dsa_splits_for(rows), got " + std::to_string(s);
-    }
-  }
-  return check_common_options(o);
-}
-
-namespace {
+    "groups,block,regions,splits,rows,gather_loads,check_error,mode\n";
 
 // Every shape of the options: heads outermost, then G, block, R, then T.
 void for_each_dsa_shape(const BenchOptions& o, const std::function<void(const DsaBenchShape&)>& run) {
@@ -81,25 +50,81 @@ void for_each_dsa_shape(const BenchOptions& o, const std::function<void(const Ds
   }
 }
 
-// --cache-mib, or enough for every shape's layers to read distinct pages
-// across requests (at least 2 GiB), but at most half the free device memory.
+// Bytes of a layer region that holds the pages of the largest shape's
+// requests once each (every request's pages its own).
+size_t distinct_region_bytes(const BenchOptions& o) {
+  size_t wanted = 0;
+  for_each_dsa_shape(o, [&](const DsaBenchShape& s) {
+    wanted = std::max(wanted, static_cast<size_t>(s.pages_wanted_per_layer() * s.page_bytes()));
+  });
+  return wanted;
+}
+
+// The default cache: regions of distinct_region_bytes and a MiB more, at least 2 GiB in all.
+size_t distinct_cache_bytes(const BenchOptions& o) {
+  return std::max(kMinCacheBytes, (distinct_region_bytes(o) / kMiB + 1) * kMiB * static_cast<size_t>(o.layers));
+}
+
+// --cache-mib, or distinct_cache_bytes; 0 after saying why it does not fit
+// the free memory beside the L2 flush buffer and 1 GiB.
 size_t cache_bytes_for(const BenchOptions& o) {
   if (o.dsa_cache_bytes) return o.dsa_cache_bytes;
-  size_t wanted_per_layer = 0;
-  for_each_dsa_shape(o, [&](const DsaBenchShape& s) {
-    wanted_per_layer = std::max(wanted_per_layer, static_cast<size_t>(s.pages_wanted_per_layer() * s.page_bytes()));
-  });
-  const size_t wanted = std::max(kMinCacheBytes, (wanted_per_layer / kMiB + 1) * kMiB * static_cast<size_t>(o.layers));
+  const size_t wanted = distinct_cache_bytes(o);
   size_t free_bytes = 0, total_bytes = 0;
   SPARSE_DECODE_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-  const size_t limit = std::max(kMinCacheBytes, free_bytes / 2 / kMiB * kMiB);
+  const size_t reserved = o.flush_bytes + kGiB;
+  const size_t limit = free_bytes > reserved ? free_bytes - reserved : 0;
   if (wanted > limit) {
-    std::printf("note: the shapes want a %.2f GiB cache for distinct pages across requests; using %.2f GiB "
-                "(half the free memory), so pages repeat at the largest T\n",
-                wanted / double(kGiB), limit / double(kGiB));
+    std::fprintf(stderr,
+                 "bench: --mode distinct: the shapes need a %.1f GiB cache for every request's pages to be its own "
+                 "(%d layers), more than the %.1f GiB available; lower --tokens, --groups or --layers\n",
+                 wanted / double(kGiB), o.layers, limit / double(kGiB));
+    return 0;
   }
-  return std::min(wanted, limit);
+  return wanted;
 }
+
+}  // namespace
+
+std::string check_dsa_options(const BenchOptions& o) {
+  if (o.kernels.size() != 1 || o.kernels[0] != Dsv4Kernel::kAuto) {
+    return "--kernel: expected auto with --layout dsa, got " + kernels_name(o);
+  }
+  if (o.widths != BenchOptions{}.widths) {
+    return "--widths: not with --layout dsa (a DSA row reads --regions x --block keys)";
+  }
+  if (std::find(o.modes.begin(), o.modes.end(), BenchMode::kShared) != o.modes.end()) {
+    return "--mode: expected distinct or all with --layout dsa (one request a token, its own pages), got shared";
+  }
+  if (o.gather_rows_per_warp != 0) {
+    return "--gather-rows: not with --layout dsa (the DSA gather times 2, 4 and 8 loads a thread and keeps the "
+           "fastest)";
+  }
+  for (int32_t h : o.heads) {
+    if (h < 1 || h > kDsaMaxHeads) {
+      return "--heads: expected 1..16 query heads a group with --layout dsa, got " + std::to_string(h);
+    }
+  }
+  if (o.dsa_groups.empty() || o.dsa_block_sizes.empty() || o.dsa_regions.empty() || o.dsa_splits.empty()) {
+    return "--groups, --block, --regions and --splits need at least one value";
+  }
+  for (int32_t s : o.dsa_splits) {
+    if (s < 0 || s > kDsaMaxSplits) {
+      return "--splits: expected 1..32, or 0 for dsa_splits_for(rows), got " + std::to_string(s);
+    }
+  }
+  if (std::string problem = check_common_options(o); !problem.empty()) return problem;
+  // Layer regions are whole MiB: each must hold the largest shape's pages.
+  const size_t needed_mib = (distinct_region_bytes(o) + kMiB - 1) / kMiB * static_cast<size_t>(o.layers);
+  if (o.dsa_cache_bytes != 0 && o.dsa_cache_bytes / kMiB < needed_mib) {
+    return "--cache-mib: every request's pages its own needs >= " + std::to_string(needed_mib) +
+           " MiB for these shapes and " + std::to_string(o.layers) + " layers, got " +
+           std::to_string(o.dsa_cache_bytes / kMiB);
+  }
+  return {};
+}
+
+namespace {
 
 struct DsaRow {
   DsaBenchShape shape;
@@ -123,8 +148,9 @@ void print_header(const BenchOptions& o, const DsaCache& cache, const GraphTimer
   const bool fp8 = o.dtype == DType::kFloat8E4M3;
   std::printf("dsa_decode (SPEC section 4): %s cache (slots of 384 %s: K then V)%s; BF16 q, out and gate (sigmoid)\n",
               fp8 ? "FP8 E4M3" : "BF16", fp8 ? "bytes" : "BF16", fp8 ? ", k_scale 0.5, v_scale 0.25" : "");
-  std::printf("a request a token (query_len 1), context %lld keys, positions at its end (every region fully visible); "
-              "R distinct random regions a row; a request's blocks on distinct random pages; active everywhere\n",
+  std::printf("mode distinct: a request a token (query_len 1), context %lld keys, positions at its end (every region "
+              "fully visible); R distinct random regions a row; a request's blocks on random pages of its own (no page "
+              "named by two requests in a layer); active everywhere\n",
               static_cast<long long>(kDsaBenchContextKeys));
   std::printf("%d layers a graph, each its own q, gate, tables and cache region; cache %.2f GiB (%zu MiB a layer); "
               "L2 flushed with %zu MiB\n",
@@ -151,7 +177,7 @@ void write_csv_row(std::ofstream& csv, const DsaRow& r, bool pdl) {
       << ',' << int64_t{s.regions} * s.block_size << ',' << s.heads << ',' << r.layers << ',' << r.decode_us << ','
       << r.gathered_bytes << ',' << r.gbps() << ',' << r.gather_us << ',' << r.gather_fraction() << ',' << s.groups
       << ',' << s.block_size << ',' << s.regions << ',' << r.splits << ',' << s.rows() << ',' << r.gather_loads << ','
-      << r.check_error << '\n';
+      << r.check_error << ',' << mode_name(BenchMode::kDistinct) << '\n';
   csv.flush();
 }
 
@@ -178,14 +204,6 @@ ShapeOutcome run_shape(DsaContext& ctx, const DsaBenchShape& shape, std::vector<
                   shape.groups, shape.heads, shape.block_size, shape.regions);
     return std::string(text);
   };
-  const int64_t named = shape.tokens * std::min<int64_t>(int64_t{shape.groups} * shape.regions, shape.max_blocks());
-  if (named > layers.pages_per_layer()) {
-    std::printf("note %s: a layer's %lld region reads hit %lld distinct pages of its %lld (pages repeat across "
-                "requests; some reads may hit the L2)\n",
-                label().c_str(), static_cast<long long>(layers.region_reads_per_layer()),
-                static_cast<long long>(layers.distinct_pages_read_layer0()),
-                static_cast<long long>(layers.pages_per_layer()));
-  }
 
   // Splits of each timing, and the workspace that the largest asks for.
   std::vector<DsaRow> planned;
@@ -255,8 +273,10 @@ int run_dsa_bench(const BenchOptions& options) {
     csv.open(options.csv_path, std::ios::trunc);
     csv << kDsaCsvHeader;
   }
+  const size_t cache_bytes = cache_bytes_for(options);
+  if (cache_bytes == 0) return 2;
   const Stream stream = make_stream();
-  const DsaCache cache(cache_bytes_for(options), options.layers, options.dtype, options.seed, stream.get());
+  const DsaCache cache(cache_bytes, options.layers, options.dtype, options.seed, stream.get());
   GraphTimer timer(stream.get(), options.flush_bytes);
   DsaContext ctx{options, stream.get(), cache, timer};
   print_header(options, cache, timer);

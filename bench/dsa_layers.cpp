@@ -149,6 +149,12 @@ DsaBenchLayers::DsaBenchLayers(const DsaCache& cache, const DsaBenchShape& shape
                              " pages of " + std::to_string(shape.page_bytes()) + " bytes, fewer than the " +
                              std::to_string(shape.max_blocks()) + " distinct pages a request needs (raise --cache-mib)");
   }
+  const int64_t named = shape.tokens * std::min<int64_t>(int64_t{shape.groups} * shape.regions, shape.max_blocks());
+  if (pages_per_layer_ < named) {
+    throw std::runtime_error("dsa bench: a layer's cache region holds " + std::to_string(pages_per_layer_) +
+                             " pages, fewer than the " + std::to_string(named) +
+                             " that the requests name, each its own (raise --cache-mib)");
+  }
   layers_.reserve(static_cast<size_t>(cache.layers()));
   for (int i = 0; i < cache.layers(); ++i) layers_.push_back(make_layer(cache, i, seed + 1000003ull * i, stream));
   // The uploads ran synchronously, the fills and output memsets on `stream`.

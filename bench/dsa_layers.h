@@ -53,10 +53,11 @@ struct DsaBenchShape {
 // One layer's int32 tables, drawn on the host: block_table [tokens,
 // max_blocks] (request t = token t), regions [rows, R], positions and active
 // [rows]. Requests take their named pages from a shuffled order of the
-// layer's `pages` one after another (distinct across requests until it
-// wraps) and the rest of their table from the pages that follow (a request's
-// pages are distinct); a row's R blocks are distinct; every position is the
-// context's last key.
+// layer's `pages` one after another (distinct across requests while
+// `pages` >= pages_wanted_per_layer: the distinct mode, which the bench
+// sizes its cache for) and the rest of their table, never read, from the
+// pages that follow (a request's pages are distinct); a row's R blocks are
+// distinct; every position is the context's last key.
 struct DsaTables {
   std::vector<int32_t> block_table, regions, positions, active;
   int64_t visible_keys = 0;    // keys the rows attend: rows * R * block
@@ -116,9 +117,6 @@ class DsaBenchLayers {
   // BF16); q, gate and out are not counted.
   int64_t gathered_bytes_per_layer() const { return tables0_.visible_keys * shape_.slot_bytes(); }
   int64_t pages_per_layer() const { return pages_per_layer_; }
-  // Region reads a layer makes (rows * R) against the distinct pages they hit.
-  int64_t region_reads_per_layer() const { return shape_.rows() * shape_.regions; }
-  int64_t distinct_pages_read_layer0() const { return tables0_.distinct_pages; }
 
   // Runs layer 0 once with `splits` on `stream`, checks its whole output
   // (finite, not all zero) and compares the first min(tokens, max_tokens)

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_indices.h"
 #include "sparse_decode/dsv4_decode.h"
 
 namespace sparse_decode::bench {
@@ -25,7 +26,8 @@ struct BenchOptions {
   BenchLayout layout = BenchLayout::kPlain;  // --layout plain | packed | hca | dsa
   std::vector<int64_t> tokens = {1, 6, 12, 48, 128, 512, 2048};  // T of each shape
   std::vector<int32_t> widths = {640, 128};                       // W of each shape (packed: SWA 128 + extra W - 128)
-  std::vector<int32_t> heads = {16};                              // query heads of each shape (--heads)
+  std::vector<int32_t> heads;  // query heads of each shape (--heads); empty: the layout's (default_heads)
+  std::vector<BenchMode> modes;  // --mode; empty: every mode of the layout (layout_modes), in that order
   int layers = 8;         // L: decode calls in the graph, each with its own rows
   int replays = 30;       // timed replays; the median is reported
   int warmup = 3;         // untimed replays first
@@ -52,6 +54,7 @@ struct BenchRow {
   int64_t tokens = 0;
   int32_t width = 0;
   int32_t heads = 0;
+  BenchMode mode = BenchMode::kShared;
   int layers = 0;
   Dsv4Kernel kernel = Dsv4Kernel::kAuto;  // asked for
   Dsv4Kernel ran = Dsv4Kernel::kAuto;     // what dsv4_decode ran
@@ -67,6 +70,15 @@ struct BenchRow {
 };
 
 const char* kernel_name(Dsv4Kernel kernel);
+
+// The head counts a run times when --heads is not given: 16, 64 and 128 for
+// plain and packed rows; 16 for HCA; 16 a group for DSA.
+std::vector<int32_t> default_heads(BenchLayout layout);
+// The input modes of a layout: shared and distinct; DSA only distinct (one
+// request a token, its own pages).
+std::vector<BenchMode> layout_modes(BenchLayout layout);
+// `options` with the layout's head counts and modes where they are empty.
+BenchOptions with_layout_defaults(BenchOptions options);
 
 // Runs every shape and prints the table (and writes the CSV). Returns the
 // exit code: 0 when every shape was timed or skipped as unsupported, 1 when a

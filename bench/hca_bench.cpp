@@ -96,17 +96,19 @@ HcaLayer make_hca_layer(const BenchLayer& plain, const KvPools& pools, int index
   return layer;
 }
 
-void print_header(const BenchOptions& o, const KvPools& pools, const GraphTimer& timer) {
+void print_header(const BenchOptions& o, const KvPools& pools, const GraphTimer& timer, BenchMode mode) {
+  print_mode_note(mode, true);
   std::printf("dsv4_decode_hca (SPEC section 3): FP8 rows; the compressed stream by pages of %lld rows (top-k = whole\n"
-              "pages), one request a token; beside dsv4_decode on the same rows (the table HCA's expansion writes)\n",
-              static_cast<long long>(kBenchPageSize));
+              "pages%s), one request a token; beside dsv4_decode on the same rows (the table HCA's expansion writes)\n",
+              static_cast<long long>(kBenchPageSize),
+              mode == BenchMode::kDistinct ? ", no page read twice in a layer" : "");
   std::printf("%d layers a graph, each its own indices and pool region; pools %.2f GiB; L2 flushed with %zu MiB\n",
               o.layers, pools.total_bytes() / double(1 << 30), timer.flush_bytes() / kMiB);
   std::printf("sinks on, every column active; median of %d replays (per layer = replay / L)%s\n", o.replays,
               o.enable_pdl ? ", PDL on" : "");
   print_gather_note(o);
-  std::printf("%6s %6s %5s %9s %-15s %9s %11s %7s %10s %10s %6s\n", "T", "width", "heads", "hca_us", "plain kernel",
-              "plain_us", "gather_us", "rows/w", "fraction", "check_err", "bits");
+  std::printf("%6s %6s %5s %-8s %9s %-15s %9s %11s %7s %10s %10s %6s\n", "T", "width", "heads", "mode", "hca_us",
+              "plain kernel", "plain_us", "gather_us", "rows/w", "fraction", "check_err", "bits");
 }
 
 struct HcaRow {
@@ -119,10 +121,10 @@ void write_csv_rows(std::ofstream& csv, const HcaRow& r) {
   const double hca_gbps = r.hca_us > 0 ? p.gathered_bytes / r.hca_us / 1e3 : 0.0;
   csv << "dsv4_decode_hca,hca," << p.tokens << ',' << p.width << ',' << p.heads << ',' << p.layers << ',' << r.hca_us
       << ',' << p.gathered_bytes << ',' << hca_gbps << ',' << p.gather_us << ','
-      << (r.hca_us > 0 ? p.gather_us / r.hca_us : 0.0) << '\n';
+      << (r.hca_us > 0 ? p.gather_us / r.hca_us : 0.0) << ',' << mode_name(p.mode) << '\n';
   csv << "dsv4_decode,auto:" << kernel_name(p.ran) << ',' << p.tokens << ',' << p.width << ',' << p.heads << ','
       << p.layers << ',' << p.decode_us << ',' << p.gathered_bytes << ',' << p.gbps() << ',' << p.gather_us << ','
-      << p.gather_fraction() << '\n';
+      << p.gather_fraction() << ',' << mode_name(p.mode) << '\n';
   csv.flush();
 }
 
@@ -137,8 +139,8 @@ ShapeOutcome run_shape(const BenchOptions& o, CUstream_st* stream, const KvPools
   SPARSE_DECODE_CUDA_CHECK(cudaStreamSynchronize(stream));
   for (Status status : {supports(layers.layer(0).args), supports(hca[0].args)}) {
     if (!status.ok()) {
-      std::printf("skip T=%lld width=%d: %s\n", static_cast<long long>(shape.tokens), shape.width,
-                  status.message().c_str());
+      std::printf("skip T=%lld width=%d heads=%d: %s\n", static_cast<long long>(shape.tokens), shape.width,
+                  shape.heads, status.message().c_str());
       return ShapeOutcome::kSkipped;
     }
   }
@@ -157,8 +159,9 @@ ShapeOutcome run_shape(const BenchOptions& o, CUstream_st* stream, const KvPools
   const size_t out_bytes = layers.layer(0).out.bytes();
   const bool same_bits = download<uint8_t>(layers.layer(0).out.get(), out_bytes) == download<uint8_t>(hca[0].out.get(), out_bytes);
   if (!check.passes() || !same_bits) {
-    std::printf("FAIL T=%lld width=%d, not timed: %s%s\n", static_cast<long long>(shape.tokens), shape.width,
-                check.summary().c_str(), same_bits ? "" : "; dsv4_decode_hca's output differs from dsv4_decode's");
+    std::printf("FAIL T=%lld width=%d heads=%d mode %s, not timed: %s%s\n", static_cast<long long>(shape.tokens),
+                shape.width, shape.heads, mode_name(shape.mode), check.summary().c_str(),
+                same_bits ? "" : "; dsv4_decode_hca's output differs from dsv4_decode's");
     return ShapeOutcome::kCheckFailed;
   }
 
@@ -168,6 +171,7 @@ ShapeOutcome run_shape(const BenchOptions& o, CUstream_st* stream, const KvPools
   p.tokens = shape.tokens;
   p.width = shape.width;
   p.heads = shape.heads;
+  p.mode = shape.mode;
   p.layers = layers.count();
   p.ran = dsv4_chosen_kernel(layers.layer(0).args);
   p.gathered_bytes = layers.gathered_bytes_per_layer();
@@ -192,26 +196,31 @@ ShapeOutcome run_shape(const BenchOptions& o, CUstream_st* stream, const KvPools
 int run_hca_bench(const BenchOptions& options) {
   std::ofstream csv;
   if (const int status = start_run(options, check_hca_options(options), csv); status != 0) return status;
+  if (const int status = check_distinct_memory(options, kHeadDim, 1); status != 0) return status;
   const Stream stream = make_stream();
-  const KvPools pools(options.swa_pool_bytes, options.compressed_pool_bytes, options.layers, DType::kFloat8E4M3,
-                      options.seed, stream.get());
-  GraphTimer timer(stream.get(), options.flush_bytes);
-  print_header(options, pools, timer);
 
   int failed = 0;
-  for_each_shape(options, [&](const BenchShape& shape) {
-    HcaRow row;
-    const ShapeOutcome outcome = run_shape(options, stream.get(), pools, timer, shape, row);
-    failed += outcome == ShapeOutcome::kCheckFailed;
-    if (outcome != ShapeOutcome::kTimed) return;
-    const BenchRow& p = row.plain;
-    std::printf("%6lld %6d %5d %9.2f %-15s %9.2f %11.2f %7d %10.3f %10.2e %6s\n", static_cast<long long>(p.tokens),
-                p.width, p.heads, row.hca_us, (std::string("auto:") + kernel_name(p.ran)).c_str(), p.decode_us,
-                p.gather_us, p.gather_rows_per_warp, row.hca_us > 0 ? p.gather_us / row.hca_us : 0.0, p.check_error,
-                "same");
-    std::fflush(stdout);
-    if (csv.is_open()) write_csv_rows(csv, row);
-  });
+  for (BenchMode mode : options.modes) {
+    // Each mode its own pools (the shared mode's are the defaults).
+    const PoolBytes bytes = pool_bytes_for(mode, options.tokens, options.widths, options.layers, kHeadDim,
+                                           default_pool_bytes(options));
+    const KvPools pools(bytes.swa, bytes.compressed, options.layers, DType::kFloat8E4M3, options.seed, stream.get());
+    GraphTimer timer(stream.get(), options.flush_bytes);
+    print_header(options, pools, timer, mode);
+    for_each_shape(options, mode, [&](const BenchShape& shape) {
+      HcaRow row;
+      const ShapeOutcome outcome = run_shape(options, stream.get(), pools, timer, shape, row);
+      failed += outcome == ShapeOutcome::kCheckFailed;
+      if (outcome != ShapeOutcome::kTimed) return;
+      const BenchRow& p = row.plain;
+      std::printf("%6lld %6d %5d %-8s %9.2f %-15s %9.2f %11.2f %7d %10.3f %10.2e %6s\n",
+                  static_cast<long long>(p.tokens), p.width, p.heads, mode_name(p.mode), row.hca_us,
+                  (std::string("auto:") + kernel_name(p.ran)).c_str(), p.decode_us, p.gather_us,
+                  p.gather_rows_per_warp, row.hca_us > 0 ? p.gather_us / row.hca_us : 0.0, p.check_error, "same");
+      std::fflush(stdout);
+      if (csv.is_open()) write_csv_rows(csv, row);
+    });
+  }
   std::printf("\nfraction = gather_us / hca_us; bits: dsv4_decode_hca's output against dsv4_decode's (layer 0)\n");
   return finish_run(options, csv.is_open(), failed);
 }

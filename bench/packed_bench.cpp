@@ -39,29 +39,30 @@ struct PackedContext {
   GraphTimer& timer;
 };
 
-void print_header(const BenchOptions& o, const PackedPools& pools, const GraphTimer& timer) {
+void print_header(const BenchOptions& o, const PackedPools& pools, const GraphTimer& timer, BenchMode mode) {
+  print_mode_note(mode, false);
   std::printf("packed 584-byte rows (SPEC section 2), pages of %lld rows; scale bytes %d..%d; BF16 q and out\n",
               static_cast<long long>(kBenchPageSize), kPackedBenchScaleMin, kPackedBenchScaleMax);
   std::printf("%d layers a graph, each its own indices and pool region; pools %.2f GiB; L2 flushed with %zu MiB\n",
               o.layers, pools.total_bytes() / double(1 << 30), timer.flush_bytes() / kMiB);
-  std::printf("q_len %d, sinks on, every column active (lens = widths); median of %d replays (per layer = replay / L)%s\n",
-              kBenchQueryLen, o.replays, o.enable_pdl ? ", PDL on" : "");
+  std::printf("sinks on, every column active (lens = widths); median of %d replays (per layer = replay / L)%s\n",
+              o.replays, o.enable_pdl ? ", PDL on" : "");
   print_gather_note(o);
-  std::printf("%6s %6s %6s %5s %11s %12s %9s %11s %7s %10s %10s\n", "T", "width", "extra", "heads", "decode_us",
-              "gathered_MB", "GB/s", "gather_us", "rows/w", "fraction", "check_err");
+  std::printf("%6s %6s %6s %5s %-8s %11s %12s %9s %11s %7s %10s %10s\n", "T", "width", "extra", "heads", "mode",
+              "decode_us", "gathered_MB", "GB/s", "gather_us", "rows/w", "fraction", "check_err");
 }
 
 void print_row(const BenchRow& r) {
-  std::printf("%6lld %6d %6d %5d %11.2f %12.3f %9.1f %11.2f %7d %10.3f %10.2e\n", static_cast<long long>(r.tokens),
-              r.width, r.width - kSwaColumns, r.heads, r.decode_us, r.gathered_bytes / 1e6, r.gbps(), r.gather_us,
-              r.gather_rows_per_warp, r.gather_fraction(), r.check_error);
+  std::printf("%6lld %6d %6d %5d %-8s %11.2f %12.3f %9.1f %11.2f %7d %10.3f %10.2e\n",
+              static_cast<long long>(r.tokens), r.width, r.width - kSwaColumns, r.heads, mode_name(r.mode), r.decode_us,
+              r.gathered_bytes / 1e6, r.gbps(), r.gather_us, r.gather_rows_per_warp, r.gather_fraction(), r.check_error);
   std::fflush(stdout);
 }
 
 void write_csv_row(std::ofstream& csv, const BenchRow& r, bool pdl) {
   csv << "dsv4_decode_packed," << (pdl ? "packed+pdl," : "packed,") << r.tokens << ',' << r.width << ',' << r.heads
       << ',' << r.layers << ',' << r.decode_us << ',' << r.gathered_bytes << ',' << r.gbps() << ',' << r.gather_us
-      << ',' << r.gather_fraction() << '\n';
+      << ',' << r.gather_fraction() << ',' << mode_name(r.mode) << '\n';
   csv.flush();
 }
 
@@ -80,8 +81,8 @@ ShapeOutcome run_shape(PackedContext& ctx, const BenchShape& shape, BenchRow& ro
   const LayerCheck check = check_packed_layer(layers.layer(0).args, ctx.pools.host_swa_region0(),
                                               ctx.pools.host_extra_region0(), o.check_tokens, ctx.stream);
   if (!check.passes()) {
-    std::printf("FAIL T=%lld width=%d heads=%d, not timed: %s\n", static_cast<long long>(shape.tokens), shape.width,
-                shape.heads, check.summary().c_str());
+    std::printf("FAIL T=%lld width=%d heads=%d mode %s, not timed: %s\n", static_cast<long long>(shape.tokens),
+                shape.width, shape.heads, mode_name(shape.mode), check.summary().c_str());
     return ShapeOutcome::kCheckFailed;
   }
   size_t workspace_bytes = 0;
@@ -93,6 +94,7 @@ ShapeOutcome run_shape(PackedContext& ctx, const BenchShape& shape, BenchRow& ro
   row.tokens = shape.tokens;
   row.width = shape.width;
   row.heads = shape.heads;
+  row.mode = shape.mode;
   row.layers = layers.count();
   row.gathered_bytes = layers.gathered_bytes_per_layer();
   row.gather_us = gather.us;
@@ -111,22 +113,27 @@ ShapeOutcome run_shape(PackedContext& ctx, const BenchShape& shape, BenchRow& ro
 int run_packed_bench(const BenchOptions& options) {
   std::ofstream csv;
   if (const int status = start_run(options, check_packed_options(options), csv); status != 0) return status;
+  if (const int status = check_distinct_memory(options, kPackedRowBytes, 2); status != 0) return status;
   const Stream stream = make_stream();
-  const PackedPools pools(options.swa_pool_bytes, options.compressed_pool_bytes, options.layers, options.seed,
-                          stream.get());
-  GraphTimer timer(stream.get(), options.flush_bytes);
-  PackedContext ctx{options, stream.get(), pools, timer};
-  print_header(options, pools, timer);
 
   int failed = 0;
-  for_each_shape(options, [&](const BenchShape& shape) {
-    BenchRow row;
-    const ShapeOutcome outcome = run_shape(ctx, shape, row);
-    failed += outcome == ShapeOutcome::kCheckFailed;
-    if (outcome != ShapeOutcome::kTimed) return;
-    print_row(row);
-    if (csv.is_open()) write_csv_row(csv, row, options.enable_pdl);
-  });
+  for (BenchMode mode : options.modes) {
+    // Each mode its own pools (the shared mode's are the defaults).
+    const PoolBytes bytes = pool_bytes_for(mode, options.tokens, options.widths, options.layers, kPackedRowBytes,
+                                           default_pool_bytes(options));
+    const PackedPools pools(bytes.swa, bytes.compressed, options.layers, options.seed, stream.get());
+    GraphTimer timer(stream.get(), options.flush_bytes);
+    PackedContext ctx{options, stream.get(), pools, timer};
+    print_header(options, pools, timer, mode);
+    for_each_shape(options, mode, [&](const BenchShape& shape) {
+      BenchRow row;
+      const ShapeOutcome outcome = run_shape(ctx, shape, row);
+      failed += outcome == ShapeOutcome::kCheckFailed;
+      if (outcome != ShapeOutcome::kTimed) return;
+      print_row(row);
+      if (csv.is_open()) write_csv_row(csv, row, options.enable_pdl);
+    });
+  }
   std::printf("\nGB/s = gathered bytes (T x W x 584 + BF16 q and out) / decode time; "
               "fraction = gather_us / decode_us (1.0: as fast as the pure gather)\n");
   return finish_run(options, csv.is_open(), failed);

@@ -2,18 +2,21 @@
 """Rewrite README.md's performance tables from bench/results/latest/*.csv.
 
 Reads every CSV that `sparse-decode bench --csv FILE` writes (any layout:
-plain, packed, hca, dsa; with or without --pdl, FP8 or BF16) from
-bench/results/latest/, joins bench/results/peers.csv by (T, width), and
-replaces the lines between `<!-- tables:begin -->` and `<!-- tables:end -->`
-of README.md with one table per layout.
+plain, packed, hca, dsa; with or without --pdl, FP8 or BF16; both input
+modes) from bench/results/latest/, joins bench/results/peers.csv by (heads,
+T, width), and replaces the lines between `<!-- tables:begin -->` and
+`<!-- tables:end -->` of README.md with, per layout, a 16-head table of both
+modes and a table of the other head counts (64 and 128: FlashMLA at its
+native head count). A column without a value in any row is left out.
 
     python3 scripts/readme_tables.py          # rewrite README.md in place
     python3 scripts/readme_tables.py --check  # exit 1 when README.md is out of date
     python3 scripts/readme_tables.py --print  # print the block only
-    python3 scripts/readme_tables.py --print --table plain_bf16  # one table (plain, plain_bf16, packed, hca, dsa)
+    python3 scripts/readme_tables.py --print --table plain_bf16  # one table (see --help for the names)
 
-Only the standard library is used. scripts/plot_results.py draws the same
-series.
+A CSV without the `mode` column predates it: its rows are of the shared
+mode, except DSA's, whose only mode is the distinct one. Only the standard
+library is used. scripts/plot_results.py draws the same series.
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ import csv
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
 LATEST = ROOT / "bench" / "results" / "latest"
@@ -30,9 +33,12 @@ PEERS = ROOT / "bench" / "results" / "peers.csv"
 README = ROOT / "README.md"
 BEGIN = "<!-- tables:begin -->"
 END = "<!-- tables:end -->"
-HEADS = 16  # the tables show 16-head rows; other head counts stay in the CSVs
+HEADS = 16  # the main table's head count
+OTHER_HEADS = (64, 128)  # the second table's, where FlashMLA runs natively
+MODES = ("shared", "distinct")
 
 Shape = Tuple[int, int]  # (T, width)
+Key = Tuple[str, bool, str, int]  # (series name, pdl, mode, heads)
 
 
 @dataclass
@@ -47,12 +53,13 @@ class Row:
     heads: int
     us: float
     gather_us: float
+    mode: str = "shared"
     splits: Optional[int] = None
 
 
 @dataclass
 class Series:
-    """The rows of one layout, dtype and launch mode, one a shape, in CSV order."""
+    """The rows of one layout, dtype, launch mode, input mode and head count, one a shape, in CSV order."""
 
     rows: Dict[Shape, Row] = field(default_factory=dict)
     files: List[str] = field(default_factory=list)
@@ -61,12 +68,11 @@ class Series:
         return list(self.rows)
 
 
-def series_key(row: Row, hca_file: bool, pdl_file: bool) -> Tuple[str, bool]:
-    """(series name, pdl) of a row: plain, plain_bf16, packed, hca, hca_plain, dsa_fp8, dsa_bf16."""
-    pdl = row.path.endswith("+pdl") or pdl_file
+def series_name(row: Row, hca_file: bool) -> str:
+    """plain, plain_bf16, packed, hca, hca_plain, dsa_fp8 or dsa_bf16."""
     kernel = row.kernel
     if kernel == "dsv4_decode":
-        return ("hca_plain" if hca_file else "plain"), pdl
+        return "hca_plain" if hca_file else "plain"
     names = {
         "dsv4_decode_bf16": "plain_bf16",
         "dsv4_decode_packed": "packed",
@@ -76,16 +82,21 @@ def series_key(row: Row, hca_file: bool, pdl_file: bool) -> Tuple[str, bool]:
     }
     if kernel not in names:
         raise SystemExit(f"readme_tables: unknown kernel '{kernel}' in {row.file}")
-    return names[kernel], pdl
+    return names[kernel]
 
 
-def load_results(folder: Path = LATEST) -> Dict[Tuple[str, bool], Series]:
-    """Every CSV of `folder`, grouped by (series name, pdl); 16-head rows only.
+def default_mode(kernel: str) -> str:
+    """The mode of a row written before the `mode` column: DSA has only the distinct one."""
+    return "distinct" if kernel.startswith("dsa_decode") else "shared"
+
+
+def load_results(folder: Path = LATEST) -> Dict[Key, Series]:
+    """Every CSV of `folder`, grouped by (series name, pdl, mode, heads).
 
     Where a file holds several rows of one shape (`bench --kernel all`), the
     row of kAuto (path `auto:...`) is kept, else the first one.
     """
-    found: Dict[Tuple[str, bool], Series] = {}
+    found: Dict[Key, Series] = {}
     for path in sorted(folder.glob("*.csv")):
         with open(path, newline="") as f:
             records = list(csv.DictReader(f))
@@ -101,11 +112,13 @@ def load_results(folder: Path = LATEST) -> Dict[Tuple[str, bool], Series]:
                 heads=int(r["heads"]),
                 us=float(r["us_per_layer"]),
                 gather_us=float(r["gather_us"]),
+                mode=r.get("mode") or default_mode(r["kernel"]),
                 splits=int(r["splits"]) if r.get("splits") else None,
             )
-            if row.heads != HEADS:
-                continue
-            series = found.setdefault(series_key(row, hca_file, pdl_file), Series())
+            if row.mode not in MODES:
+                raise SystemExit(f"readme_tables: unknown mode '{row.mode}' in {row.file}")
+            pdl = row.path.endswith("+pdl") or pdl_file
+            series = found.setdefault((series_name(row, hca_file), pdl, row.mode, row.heads), Series())
             if path.name not in series.files:
                 series.files.append(path.name)
             shape = (row.tokens, row.width)
@@ -115,16 +128,18 @@ def load_results(folder: Path = LATEST) -> Dict[Tuple[str, bool], Series]:
     return found
 
 
-def load_peers(path: Path = PEERS) -> Dict[Tuple[str, str], Dict[Shape, float]]:
-    """peers.csv as {(peer, rows): {(T, width): µs}} for 16 heads."""
-    peers: Dict[Tuple[str, str], Dict[Shape, float]] = {}
+Peers = Dict[Tuple[str, str, int], Dict[Shape, float]]
+
+
+def load_peers(path: Path = PEERS) -> Peers:
+    """peers.csv as {(peer, rows, heads): {(T, width): µs}}."""
+    peers: Peers = {}
     if not path.exists():
         return peers
     with open(path, newline="") as f:
         for r in csv.DictReader(f):
-            if int(r["heads"]) != HEADS:
-                continue
-            peers.setdefault((r["peer"], r["rows"]), {})[(int(r["tokens"]), int(r["width"]))] = float(r["us_per_layer"])
+            key = (r["peer"], r["rows"], int(r["heads"]))
+            peers.setdefault(key, {})[(int(r["tokens"]), int(r["width"]))] = float(r["us_per_layer"])
     return peers
 
 
@@ -145,110 +160,239 @@ def kernel_label(path: str) -> str:
     return f"{path} (forced)"
 
 
-def table(header: List[str], lines: List[List[str]]) -> List[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(cells) + " |" for cells in lines]
+def table(header: List[str], lines: List[List[str]], keep: int = 2) -> List[str]:
+    """A Markdown table; a column past the first `keep` with no value in any line is left out."""
+    used = [i for i in range(len(header)) if i < keep or any(cells[i] for cells in lines)]
+    out = ["| " + " | ".join(header[i] for i in used) + " |", "|" + "---|" * len(used)]
+    out += ["| " + " | ".join(cells[i] for i in used) + " |" for cells in lines]
     return out
 
 
 def files_of(*series: Optional[Series]) -> str:
-    names = [n for s in series if s for n in s.files]
+    names: List[str] = []
+    for s in series:
+        for n in s.files if s else []:
+            if n not in names:
+                names.append(n)
     return ", ".join(f"`{n}`" for n in names)
 
 
-def plain_table(found, peers) -> List[str]:
-    fp8 = found.get(("plain", False))
-    if not fp8:
-        return []
-    pdl = found.get(("plain", True))
-    torch = peers.get(("pytorch", "plain"), {})
-    flashmla = peers.get(("flashmla_pad64", "packed"), {})
-    ours_peers_run = peers.get(("sparse_decode", "plain"), {})
+def shapes_of(*series: Optional[Series]) -> List[Shape]:
+    """The shapes of the series, in the order they first appear."""
+    shapes: List[Shape] = []
+    for s in series:
+        for shape in s.rows if s else {}:
+            if shape not in shapes:
+                shapes.append(shape)
+    return shapes
+
+
+def by_mode(found: Dict[Key, Series], name: str, heads: int, pdl: bool = False) -> Dict[str, Optional[Series]]:
+    return {mode: found.get((name, pdl, mode, heads)) for mode in MODES}
+
+
+def get(series: Optional[Series], shape: Shape) -> Optional[Row]:
+    return series.rows.get(shape) if series else None
+
+
+def mode_cells(series: Optional[Series], pdl: Optional[Series], shape: Shape, gather: bool = True) -> List[str]:
+    """µs, µs with PDL, gather µs and ÷ gather of one mode at one shape (gather columns only if `gather`)."""
+    r, p = get(series, shape), get(pdl, shape)
+    cells = [us(r.us) if r else "", us(p.us) if p else ""]
+    if gather:
+        cells.append(us(r.gather_us) if r else "")
+    cells.append(ratio(r.us, r.gather_us) if r else "")
+    return cells
+
+
+def mode_header(gather: bool = True) -> List[str]:
+    head: List[str] = []
+    for mode in MODES:
+        head += [f"{mode} µs", f"{mode} µs, PDL"] + ([f"{mode} gather µs"] if gather else []) + [f"{mode} ÷ gather"]
+    return head
+
+
+def ordered_other_shapes(ours: List[Tuple[int, Shape]], peers: List[Tuple[int, Shape]]) -> List[Tuple[int, Shape]]:
+    """(heads, shape) of our rows, then the peers' ones we lack; by heads, width as first seen, then T."""
+    keys = list(dict.fromkeys(ours + peers))
+    widths = list(dict.fromkeys(shape[1] for _, shape in keys))
+    return sorted(keys, key=lambda k: (k[0], widths.index(k[1][1]), k[1][0]))
+
+
+def dsv4_tables(found, peers, name: str, rows_kind: str, title: str,
+                extra_peers: List[Tuple[str, str, str]]) -> Tuple[List[str], List[str]]:
+    """The 16-head table and the 64/128-head table of the plain or packed layout.
+
+    extra_peers: (peer, rows, header) columns of the 16-head table before FlashMLA's.
+    """
+    modes = by_mode(found, name, HEADS)
+    pdl = by_mode(found, name, HEADS, pdl=True)
+    flashmla16 = peers.get(("flashmla_pad64", "packed", HEADS), {})
+    peers_run16 = peers.get(("sparse_decode", rows_kind, HEADS), {})
     lines = []
-    for shape, r in fp8.rows.items():
-        with_pdl = pdl.rows.get(shape) if pdl else None
-        lines.append([str(r.tokens), str(r.width), us(r.us), us(with_pdl.us) if with_pdl else "",
-                      kernel_label(r.path), us(r.gather_us), ratio(r.us, r.gather_us),
-                      us(torch.get(shape)), us(flashmla.get(shape)),
-                      ratio(flashmla.get(shape), ours_peers_run.get(shape))])
-    head = ["T", "width", "µs", "µs, PDL", "kernel", "gather µs", "÷ gather", "PyTorch",
-            "FlashMLA (64-head pad)", "FlashMLA ÷ this, peers' run"]
-    return ([f"**`dsv4_decode`, FP8 plain rows** ({files_of(fp8, pdl)})", ""] + table(head, lines))
+    for shape in shapes_of(*modes.values()):
+        any_row = get(modes["shared"], shape) or get(modes["distinct"], shape)
+        cells = [str(shape[0]), str(shape[1])]
+        if name.startswith("plain"):
+            cells.append(kernel_label(any_row.path))
+        for mode in MODES:
+            cells += mode_cells(modes[mode], pdl[mode], shape)
+        distinct = get(modes["distinct"], shape)
+        cells += [us(peers.get((peer, kind, HEADS), {}).get(shape)) for peer, kind, _ in extra_peers]
+        cells += [us(flashmla16.get(shape)), ratio(flashmla16.get(shape), distinct.us if distinct else None),
+                  ratio(flashmla16.get(shape), peers_run16.get(shape))]
+        lines.append(cells)
+    head = ["T", "width"] + (["kernel"] if name.startswith("plain") else []) + mode_header()
+    head += [h for _, _, h in extra_peers]
+    head += ["FlashMLA (64-head pad)", "FlashMLA ÷ distinct", "FlashMLA ÷ this, peers' run"]
+    main = [f"**{title}, {HEADS} heads** ({files_of(*modes.values(), *pdl.values())})", ""] + table(head, lines)
+    if not lines:
+        main = []
+
+    ours = [(h, shape) for h in OTHER_HEADS for s in by_mode(found, name, h).values() if s for shape in s.rows]
+    theirs = [(h, shape) for h in OTHER_HEADS for peer in (("flashmla", "packed"), ("sparse_decode", rows_kind))
+              for shape in peers.get((peer[0], peer[1], h), {})]
+    lines = []
+    other_series: List[Optional[Series]] = []
+    for heads, shape in ordered_other_shapes(ours, theirs):
+        at = by_mode(found, name, heads)
+        other_series += [s for s in at.values() if s and s not in other_series]
+        any_row = get(at["shared"], shape) or get(at["distinct"], shape)
+        flashmla = peers.get(("flashmla", "packed", heads), {}).get(shape)
+        distinct = get(at["distinct"], shape)
+        cells = [str(heads), str(shape[0]), str(shape[1])]
+        if name.startswith("plain"):
+            cells.append(kernel_label(any_row.path) if any_row else "")
+        for mode in MODES:
+            r = get(at[mode], shape)
+            cells += [us(r.us) if r else "", ratio(r.us, r.gather_us) if r else ""]
+        cells += [us(flashmla), ratio(flashmla, distinct.us if distinct else None),
+                  us(peers.get(("sparse_decode", rows_kind, heads), {}).get(shape)),
+                  ratio(flashmla, peers.get(("sparse_decode", rows_kind, heads), {}).get(shape))]
+        lines.append(cells)
+    head = ["heads", "T", "width"] + (["kernel"] if name.startswith("plain") else [])
+    for mode in MODES:
+        head += [f"{mode} µs", f"{mode} ÷ gather"]
+    head += ["FlashMLA", "FlashMLA ÷ distinct", "this, peers' run", "FlashMLA ÷ this, peers' run"]
+    files = files_of(*other_series)
+    source = (files + ", " if files else "") + "`peers.csv`"
+    other = ([f"**{title}, {' and '.join(map(str, OTHER_HEADS))} heads** ({source}; FlashMLA at its native head count)",
+              ""] + table(head, lines, keep=3)) if lines else []
+    return main, other
 
 
-def plain_bf16_table(found, peers) -> List[str]:
-    bf16 = found.get(("plain_bf16", False))
-    if not bf16:
-        return []
-    lines = [[str(r.tokens), str(r.width), us(r.us), kernel_label(r.path), us(r.gather_us),
-              ratio(r.us, r.gather_us)] for r in bf16.rows.values()]
-    head = ["T", "width", "µs", "kernel", "gather µs", "÷ gather"]
-    return [f"**`dsv4_decode`, BF16 plain rows** ({files_of(bf16)})", ""] + table(head, lines)
+def plain_table(found, peers) -> List[str]:
+    return dsv4_tables(found, peers, "plain", "plain", "`dsv4_decode`, FP8 plain rows",
+                       [("pytorch", "plain", "PyTorch")])[0]
+
+
+def plain_heads_table(found, peers) -> List[str]:
+    return dsv4_tables(found, peers, "plain", "plain", "`dsv4_decode`, FP8 plain rows", [])[1]
 
 
 def packed_table(found, peers) -> List[str]:
-    packed = found.get(("packed", False))
-    if not packed:
+    return dsv4_tables(found, peers, "packed", "packed", "`dsv4_decode_packed`, 584-byte rows",
+                       [("vllm_triton", "packed", "vLLM Triton")])[0]
+
+
+def packed_heads_table(found, peers) -> List[str]:
+    return dsv4_tables(found, peers, "packed", "packed", "`dsv4_decode_packed`, 584-byte rows", [])[1]
+
+
+def plain_bf16_table(found, peers) -> List[str]:
+    """Every head count of the BF16 rows, both modes (printed with --table, not in the README)."""
+    keys = sorted({k[3] for k in found if k[0] == "plain_bf16" and not k[1]})
+    lines, all_series = [], []
+    for heads in keys:
+        modes = by_mode(found, "plain_bf16", heads)
+        all_series += [s for s in modes.values() if s]
+        for shape in shapes_of(*modes.values()):
+            any_row = get(modes["shared"], shape) or get(modes["distinct"], shape)
+            cells = [str(heads), str(shape[0]), str(shape[1]), kernel_label(any_row.path)]
+            for mode in MODES:
+                cells += mode_cells(modes[mode], None, shape)
+            lines.append(cells)
+    if not lines:
         return []
-    pdl = found.get(("packed", True))
-    flashmla = peers.get(("flashmla_pad64", "packed"), {})
-    triton = peers.get(("vllm_triton", "packed"), {})
-    ours_peers_run = peers.get(("sparse_decode", "packed"), {})
+    head = ["heads", "T", "width", "kernel"] + mode_header()
+    return [f"**`dsv4_decode`, BF16 plain rows** ({files_of(*all_series)})", ""] + table(head, lines, keep=3)
+
+
+def hca_lines(found, heads: int, with_heads: bool) -> Tuple[List[List[str]], List[Optional[Series]]]:
+    hca = by_mode(found, "hca", heads)
+    plain = by_mode(found, "hca_plain", heads)
     lines = []
-    for shape, r in packed.rows.items():
-        with_pdl = pdl.rows.get(shape) if pdl else None
-        lines.append([str(r.tokens), str(r.width), us(r.us), us(with_pdl.us) if with_pdl else "",
-                      us(r.gather_us), ratio(r.us, r.gather_us), us(flashmla.get(shape)), us(triton.get(shape)),
-                      ratio(flashmla.get(shape), ours_peers_run.get(shape))])
-    head = ["T", "width", "µs", "µs, PDL", "gather µs", "÷ gather", "FlashMLA (64-head pad)", "vLLM Triton",
-            "FlashMLA ÷ this, peers' run"]
-    return [f"**`dsv4_decode_packed`, 584-byte rows** ({files_of(packed, pdl)})", ""] + table(head, lines)
+    for shape in shapes_of(*hca.values()):
+        cells = ([str(heads)] if with_heads else []) + [str(shape[0]), str(shape[1])]
+        for mode in MODES:
+            r, same = get(hca[mode], shape), get(plain[mode], shape)
+            cells += [us(r.us) if r else "", us(same.us) if same else "",
+                      f"{r.us - same.us:+.1f}" if r and same else "", us(r.gather_us) if r else "",
+                      ratio(r.us, r.gather_us) if r else ""]
+        lines.append(cells)
+    return lines, list(hca.values())
+
+
+def hca_header() -> List[str]:
+    head: List[str] = []
+    for mode in MODES:
+        head += [f"{mode} µs", f"{mode} `dsv4_decode`, same rows", f"{mode} difference", f"{mode} gather µs",
+                 f"{mode} ÷ gather"]
+    return head
 
 
 def hca_table(found, peers) -> List[str]:
-    hca = found.get(("hca", False))
-    if not hca:
+    lines, series = hca_lines(found, HEADS, False)
+    if not lines:
         return []
-    plain = found.get(("hca_plain", False))
-    lines = []
-    for shape, r in hca.rows.items():
-        same = plain.rows.get(shape) if plain else None
-        lines.append([str(r.tokens), str(r.width), us(r.us), us(same.us) if same else "",
-                      f"+{r.us - same.us:.1f}" if same else "", us(r.gather_us), ratio(r.us, r.gather_us)])
-    head = ["T", "width", "µs", "`dsv4_decode`, same rows", "difference", "gather µs", "÷ gather"]
-    return [f"**`dsv4_decode_hca`, FP8, top-k as whole pages of 64 rows** ({files_of(hca)})", ""] + table(head, lines)
+    return ([f"**`dsv4_decode_hca`, FP8, top-k as whole pages of 64 rows, {HEADS} heads** ({files_of(*series)})", ""]
+            + table(["T", "width"] + hca_header(), lines))
+
+
+def hca_heads_table(found, peers) -> List[str]:
+    lines, series = [], []
+    for heads in OTHER_HEADS:
+        more, s = hca_lines(found, heads, True)
+        lines += more
+        series += s
+    if not lines:
+        return []
+    return ([f"**`dsv4_decode_hca`, FP8, top-k as whole pages, {' and '.join(map(str, OTHER_HEADS))} heads** "
+             f"({files_of(*series)})", ""] + table(["heads", "T", "width"] + hca_header(), lines, keep=3))
 
 
 def dsa_table(found, peers) -> List[str]:
-    fp8 = found.get(("dsa_fp8", False))
-    bf16 = found.get(("dsa_bf16", False))
-    first = fp8 or bf16
-    if not first:
+    """DSA's only mode is the distinct one: one request a token, its pages its own."""
+    fp8 = found.get(("dsa_fp8", False, "distinct", HEADS))
+    bf16 = found.get(("dsa_bf16", False, "distinct", HEADS))
+    if not (fp8 or bf16):
         return []
-    shapes = list(first.rows) + [s for s in (bf16.rows if bf16 and fp8 else {}) if s not in first.rows]
     lines = []
-    for shape in shapes:
-        a = fp8.rows.get(shape) if fp8 else None
-        b = bf16.rows.get(shape) if bf16 else None
+    for shape in shapes_of(fp8, bf16):
+        a, b = get(fp8, shape), get(bf16, shape)
         any_row = a or b
         lines.append([str(shape[0]), str(shape[1]), str(any_row.splits or ""),
                       us(a.us) if a else "", us(a.gather_us) if a else "", ratio(a.us, a.gather_us) if a else "",
                       us(b.us) if b else "", us(b.gather_us) if b else "", ratio(b.us, b.gather_us) if b else ""])
     head = ["T", "keys a row", "splits", "FP8 µs", "FP8 gather µs", "FP8 ÷ gather", "BF16 µs", "BF16 gather µs",
             "BF16 ÷ gather"]
-    return [f"**`dsa_decode`, G = 1, 16 heads, block 64, 16 regions** ({files_of(fp8, bf16)})", ""] + table(head, lines)
+    return ([f"**`dsa_decode`, G = 1, 16 heads, block 64, 16 regions, distinct mode** ({files_of(fp8, bf16)})", ""]
+            + table(head, lines))
 
 
-ALL_TABLES = {
+ALL_TABLES: Dict[str, Callable] = {
     "plain": plain_table,
+    "plain_heads": plain_heads_table,
     "plain_bf16": plain_bf16_table,
     "packed": packed_table,
+    "packed_heads": packed_heads_table,
     "hca": hca_table,
+    "hca_heads": hca_heads_table,
     "dsa": dsa_table,
 }
-# The README's tables, one a layout; BF16 plain rows are printed with
+# The README's tables, two a layout (16 heads; 64 and 128); BF16 plain rows are printed with
 # `--print --table plain_bf16` (docs/kernels/bf16.md) and drawn by plot_results.py.
-README_TABLES = ["plain", "packed", "hca", "dsa"]
+README_TABLES = ["plain", "plain_heads", "packed", "packed_heads", "hca", "hca_heads", "dsa"]
 
 
 def block(names: List[str] = README_TABLES, folder: Path = LATEST) -> List[str]:

@@ -39,10 +39,17 @@ constexpr const char* kBenchHelp = R"(  bench   per-layer time of dsv4_decode in
           before each replay, beside a plain gather of the same rows (needs a GPU).
             --tokens 1,6,12,...   T of each shape, 1..65536 (default 1,6,12,48,128,512,2048)
             --widths 640,128      widths, multiples of 4 in 128..16512 (default 640,128)
-            --heads 16,64         query heads (default 16): 8, 16, 32, 64 or 128
+            --heads 16,64         query heads: 8, 16, 32, 64 or 128 (default 16,64,128;
+                                  hca: 16)
+            --mode M              input rows: shared (requests of 6 tokens whose 128-row
+                                  windows overlap; top-k rows may repeat across tokens),
+                                  distinct (one request a token, its own window, no row
+                                  read twice in a layer: every row from DRAM; the pools
+                                  grow to hold every row of the largest shape once), or
+                                  all (default: shared, then distinct; dsa: distinct only)
             --layers L            layers a graph, each its own rows: 1..1024 (default 8)
             --replays R           timed replays, median reported: 1..100000 (default 30)
-            --csv PATH            also write the rows as CSV
+            --csv PATH            also write the rows as CSV (column `mode` says which)
             --pdl                 enable programmatic dependent launch
             --layout L            plain (default: dsv4_decode), packed (dsv4_decode_packed,
                                   584-byte rows; width W = SWA 128 + extra W - 128), hca
@@ -60,15 +67,16 @@ constexpr const char* kBenchHelp = R"(  bench   per-layer time of dsv4_decode in
             --seed S              random seed: 0..9223372036854775807 (default 1)
           --layout dsa: rows = tokens x G, each reading R regions of `block` keys (all
           visible: R x block keys a row) through a per-request block table into one
-          region of a >= 2 GiB cache per layer; --heads is per group (1..16, default 16);
-          --widths, --kernel and --gather-rows do not apply. Lists time every combination.
+          region of a >= 2 GiB cache per layer; one request a token, its pages its own
+          (--mode distinct); --heads is per group (1..16, default 16); --widths, --kernel
+          and --gather-rows do not apply. Lists time every combination.
             --groups 1,4          G: KV groups, 1..128 (default 1)
             --block 64            keys a region and a page, 1..4096 (default 64)
             --regions 16          R: regions a row, 1..4096 (default 16)
             --splits 0,1,4        splits of dsa_decode, 0..32; 0 (default) = dsa_splits_for(rows)
-            --cache-mib N         cache size in MiB, 1..1048576 (default: enough for distinct
-                                  pages across requests at the largest T, >= 2 GiB, <= half
-                                  the free memory)
+            --cache-mib N         cache size in MiB, 1..1048576 (default: enough for every
+                                  request's pages to be its own at the largest T, >= 2 GiB;
+                                  smaller than that is refused)
 )";
 
 constexpr const char* kHelpHelp = R"(  help    this text (also --help, -h); `sparse-decode help demo` or
@@ -129,6 +137,13 @@ bench::BenchLayout parse_layout(ArgReader& args, const std::string& option) {
   return bench::BenchLayout::kPlain;
 }
 
+std::vector<bench::BenchMode> parse_modes(ArgReader& args, const std::string& option) {
+  const std::string mode = args.choice(option, {"shared", "distinct", "all"});
+  if (mode == "shared") return {bench::BenchMode::kShared};
+  if (mode == "distinct") return {bench::BenchMode::kDistinct};
+  return {};  // every mode of the layout
+}
+
 std::vector<Dsv4Kernel> parse_kernels(ArgReader& args, const std::string& option) {
   const std::string kernel = args.choice(option, {"auto", "cluster", "stream", "split", "all"});
   if (kernel == "cluster") return {Dsv4Kernel::kCluster};
@@ -159,6 +174,8 @@ bench::BenchOptions parse_bench(ArgReader& args) {
       o.widths = int32_list(args, option, 128, 128 + 16384);
     } else if (option == "--heads") {
       o.heads = int32_list(args, option, 1, 128);
+    } else if (option == "--mode") {
+      o.modes = parse_modes(args, option);
     } else if (option == "--layers") {
       o.layers = static_cast<int>(args.int_value(option, 1, 1024));
     } else if (option == "--replays") {
@@ -188,11 +205,12 @@ bench::BenchOptions parse_bench(ArgReader& args) {
     } else if (option == "--seed") {
       o.seed = static_cast<uint64_t>(args.int_value(option, 0, INT64_MAX));
     } else {
-      unknown_option(option, {"--tokens", "--widths", "--heads", "--layers", "--replays", "--csv", "--gather-rows",
-                              "--pdl", "--layout", "--dtype", "--kernel", "--groups", "--block", "--regions",
-                              "--splits", "--cache-mib", "--seed"});
+      unknown_option(option, {"--tokens", "--widths", "--heads", "--mode", "--layers", "--replays", "--csv",
+                              "--gather-rows", "--pdl", "--layout", "--dtype", "--kernel", "--groups", "--block",
+                              "--regions", "--splits", "--cache-mib", "--seed"});
     }
   }
+  o = bench::with_layout_defaults(o);
   if (const std::string problem = check_layout_options(o); !problem.empty()) throw CliError(problem);
   if (o.layers < 8) std::fprintf(stderr, "bench: note: DESIGN.md asks for >= 8 layers, got %d\n", o.layers);
   if (o.replays < 30) std::fprintf(stderr, "bench: note: DESIGN.md asks for >= 30 replays, got %d\n", o.replays);
