@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # One call on a machine with an H200: build (unless BUILD_DIR already holds the
-# binaries), run every GPU test, compute-sanitizer (memcheck, racecheck,
-# synccheck) over the GPU tests, the demo and the benchmark. Logs and CSV go
-# to $OUT (default ./gpu-check-out); a summary is printed last.
+# binaries), run every GPU test, the metadata fuzzer, compute-sanitizer
+# (memcheck, racecheck, synccheck) over the GPU tests with the reproducers of
+# the expected reports, the demo and the benchmark. Logs and CSV go to $OUT
+# (default ./gpu-check-out); a summary is printed last, ending with a verdict
+# (exit status 1 when the GPU or Python tests, the fuzzer, the sanitizers or
+# the demo fail; the bench and the fuzzer's host-metadata check inform).
 #
-#   scripts/gpu_check.sh [--quick]      --quick: tests + sanitizers only
+#   scripts/gpu_check.sh [--quick]      --quick: tests, fuzzer, sanitizers only
 # Environment: BUILD_DIR, OUT, SANITIZER_FILTER, BENCH_ARGS, SKIP_PYTHON=1,
 # PYTHON_TESTS (pytest paths, default tests/python), SHARDS (GPU test
 # processes at once, default 8), SANITIZERS (default
-# "memcheck racecheck synccheck"), SANITIZER_TIMEOUT (seconds a tool, 0: none).
+# "memcheck racecheck synccheck"), SANITIZER_TIMEOUT (seconds a tool, 0: none),
+# FUZZ_CASES (cases an operation, default 100000), FUZZ_JOBS (fuzzer
+# processes, default 16), FUZZ_SEED (replay a run), SKIP_FUZZ=1.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-check-out}
@@ -42,7 +47,40 @@ for job in $(jobs -p); do wait "$job" || rc=1; done
 cat "$OUT"/gpu_tests_*.log > "$OUT/gpu_tests.log" && rm -f "$OUT"/gpu_tests_*.log
 grep -E "^\[  FAILED  \] [A-Z]|Failure" "$OUT/gpu_tests.log" | head -40
 note "gpu tests: rc=$rc ($(grep -c '^\[       OK' "$OUT/gpu_tests.log") ok, $(grep -c '^\[  FAILED  \] [A-Z]' "$OUT/gpu_tests.log") failed)"
+failed=()
+[ "$rc" = 0 ] || failed+=("gpu tests")
 
+# The metadata fuzzer (tests/fuzz/README.md): FUZZ_CASES cases an operation
+# over FUZZ_JOBS processes (the fp64 reference is its cost), seeds printed;
+# then, apart, the refusal of inconsistent host-visible metadata.
+fuzz="$BUILD_DIR/tests/fuzz/sparse_decode_fuzz"
+if [ "${SKIP_FUZZ:-0}" != 1 ] && [ -x "$fuzz" ]; then
+  fuzz_args=(--cases "${FUZZ_CASES:-100000}" --jobs "${FUZZ_JOBS:-16}")
+  [ -n "${FUZZ_SEED:-}" ] && fuzz_args+=(--seed "$FUZZ_SEED")
+  "$fuzz" "${fuzz_args[@]}" > "$OUT/fuzz.log" 2>&1
+  frc=$?
+  grep -E "^(FAIL|STOP|NAN-POLICY)" "$OUT/fuzz.log" | head -20
+  note "fuzz: rc=$frc $(grep -m1 'base seed' "$OUT/fuzz.log" | sed 's/.*base seed \([0-9]*\).*/(base seed \1)/')"
+  grep -E "^fuzz [a-z0-9]+:" "$OUT/fuzz.log" | sed 's/^/  /' | tee -a "$summary"
+  [ "$frc" = 0 ] || failed+=("fuzz")
+  "$fuzz" --host-metadata > "$OUT/fuzz_host_metadata.log" 2>&1
+  note "fuzz host-metadata check (separate, not in the verdict): rc=$? $(tail -1 "$OUT/fuzz_host_metadata.log")"
+  grep -E "^HOST-METADATA" "$OUT/fuzz_host_metadata.log" | head -12 | sed 's/^/  /' | tee -a "$summary"
+else
+  note "fuzz: not run (SKIP_FUZZ=1, or no $fuzz)"
+fi
+
+# The reproducers of the expected sanitizer reports (diagnostics/repro/).
+repro_bin="$OUT/repro"
+mkdir -p "$repro_bin"
+nvcc_bin=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+for src in diagnostics/repro/*.cu; do
+  name=repro-$(basename "$src" .cu | tr _ -)
+  "$nvcc_bin" -O2 -lineinfo -gencode=arch=compute_90a,code=sm_90a -o "$repro_bin/$name" "$src" \
+    >> "$OUT/repro_build.log" 2>&1 || note "reproducer build failed: $name (see repro_build.log)"
+done
+
+summary_args=()
 for tool in ${SANITIZERS:-memcheck racecheck synccheck}; do
   # synccheck's automatic count of tracked barriers overflows on the 64-head
   # split tests ("Detected overflow of tracked cuda::barrier structures", then
@@ -51,9 +89,40 @@ for tool in ${SANITIZERS:-memcheck racecheck synccheck}; do
   [ "$tool" = synccheck ] && extra=(--num-cuda-barriers 16384)
   timeout "${SANITIZER_TIMEOUT:-0}" compute-sanitizer --tool "$tool" ${extra[@]+"${extra[@]}"} --error-exitcode 9 "$tests" --gtest_filter="$SANITIZER_FILTER" \
     > "$OUT/sanitizer_$tool.log" 2>&1
-  note "compute-sanitizer $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tail -1)"
+  trc=$?
+  note "compute-sanitizer $tool: rc=$trc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tail -1)"
+  # 9: the tool found reports (sorted below); anything else but 0: the run itself failed.
+  [ "$trc" = 0 ] || [ "$trc" = 9 ] || failed+=("compute-sanitizer $tool (rc=$trc)")
+  summary_args+=(--log "$tool=$OUT/sanitizer_$tool.log")
+  # Each expected report's reproducer under the same tool.
+  while IFS=$'\t' read -r name command; do
+    # shellcheck disable=SC2086
+    compute-sanitizer --tool "$tool" ${extra[@]+"${extra[@]}"} "$repro_bin"/$command > "$OUT/repro_${tool}_$name.log" 2>&1
+    summary_args+=(--repro "$tool:$name=$OUT/repro_${tool}_$name.log")
+  done < <(python3 diagnostics/repro/sanitizer_summary.py --expected diagnostics/repro/expected_reports.txt --list "$tool")
+  # What each variant of the reproducers shows (which ordering the tool misses).
+  variants=()
+  [ "$tool" = racecheck ] && variants=("repro-tile-handoff named" "repro-tile-handoff named-fenced"
+    "repro-tile-handoff mbarrier" "repro-tile-handoff syncthreads" "repro-tile-handoff generic")
+  [ "$tool" = synccheck ] && variants=("repro-cluster-receive st-async 10 48" "repro-cluster-receive st-async 10 12"
+    "repro-cluster-receive st-async 8 64" "repro-cluster-receive release 10 48"
+    "repro-cluster-receive remote-arrive 10 48" "repro-cluster-receive exit-sync 10 48")
+  for variant in ${variants[@]+"${variants[@]}"}; do
+    log="$OUT/repro_${tool}_$(echo "$variant" | tr ' ' _).log"
+    # shellcheck disable=SC2086
+    compute-sanitizer --tool "$tool" ${extra[@]+"${extra[@]}"} "$repro_bin"/$variant > "$log" 2>&1
+    note "  $tool on $variant: $(python3 diagnostics/repro/sanitizer_summary.py --describe "$log"); $(grep -E 'wrong' "$log" | tail -1)"
+  done
 done
-cat "$OUT"/sanitizer_*.log > "$OUT/sanitizer.log" 2>/dev/null && rm -f "$OUT"/sanitizer_*.log
+if [ ${#summary_args[@]} -gt 0 ]; then
+  python3 diagnostics/repro/sanitizer_summary.py --expected diagnostics/repro/expected_reports.txt "${summary_args[@]}" \
+    > "$OUT/sanitizer_summary.txt" 2>&1
+  src=$?
+  sed 's/^/  /' "$OUT/sanitizer_summary.txt" | tee -a "$summary"
+  note "sanitizer summary: rc=$src (expected reports: diagnostics/repro/expected_reports.txt)"
+  [ "$src" = 0 ] || failed+=("sanitizers")
+fi
+cat "$OUT"/sanitizer_*.log > "$OUT/sanitizer.log" 2>/dev/null && rm -f "$OUT"/sanitizer_{memcheck,racecheck,synccheck}.log
 
 # The Python package, built where it runs (the machine's python3, torch and
 # nanobind; no network), then its tests: GPU ones included.
@@ -66,14 +135,24 @@ if [ -f pyproject.toml ] && [ "${SKIP_PYTHON:-0}" != 1 ]; then
   fi
   # shellcheck disable=SC2086
   PYTHONPATH=$PWD/build-python/site python3 -m pytest -q -rs ${PYTHON_TESTS:-tests/python} >> "$OUT/python_tests.log" 2>&1
-  note "python tests: rc=$? $(grep -E '(passed|failed)' "$OUT/python_tests.log" | tail -1)"
+  prc=$?
+  note "python tests: rc=$prc $(grep -E '(passed|failed)' "$OUT/python_tests.log" | tail -1)"
+  [ "$prc" = 0 ] || failed+=("python tests")
 fi
 
 if [ "${1:-}" != "--quick" ] && [ -x "$BUILD_DIR/tools/sparse-decode" ]; then
   "$BUILD_DIR/tools/sparse-decode" demo > "$OUT/demo.log" 2>&1
-  note "demo: rc=$?"; tail -5 "$OUT/demo.log"
+  drc=$?
+  note "demo: rc=$drc"; tail -5 "$OUT/demo.log"
+  [ "$drc" = 0 ] || failed+=("demo")
   # shellcheck disable=SC2086
   "$BUILD_DIR/tools/sparse-decode" bench --csv "$OUT/bench.csv" $BENCH_ARGS > "$OUT/bench.log" 2>&1
   note "bench: rc=$?"; cat "$OUT/bench.log" | tail -30
 fi
+if [ ${#failed[@]} -eq 0 ]; then
+  note "verdict: PASS"
+else
+  note "verdict: FAIL (${failed[*]})"
+fi
 echo "==== summary"; cat "$summary"
+[ ${#failed[@]} -eq 0 ]

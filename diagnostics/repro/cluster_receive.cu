@@ -1,0 +1,149 @@
+// repro-cluster-receive: the cluster kernels' receive barrier alone, for
+// compute-sanitizer synccheck (docs/memory_model.md). Each CTA of a cluster
+// of n CTAs initializes an mbarrier expecting n * 16 stores of 8 bytes,
+// publishes it with fence.mbarrier_init and the cluster barrier, sends 8
+// bytes a head to every peer by st.async completing on the peer's mbarrier,
+// waits on its own (acquire at cluster scope) and checks what it received.
+// Shared memory padded to the cluster kernels' footprint (2 CTAs an SM), so
+// that later clusters reuse finished CTAs' shared memory as they do there.
+//
+//   repro-cluster-receive <variant> [ctas per cluster] [clusters]
+//       exit 0: every received value right
+//
+// variants:
+//   st-async      as the library: relaxed cluster arrive after the init fence
+//   release       barrier.cluster.arrive.release instead of the relaxed arrive
+//   remote-arrive st.shared::cluster stores, then one mbarrier.arrive.release.cluster
+//                 on the peer's barrier a sender (arrival counts, no transaction bytes)
+//   exit-sync     st-async, and a second cluster barrier before exit (no CTA
+//                 leaves while a peer may still signal its barrier)
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace {
+
+constexpr int kThreads = 256, kHeads = 16, kMaxCtas = 16;
+constexpr int kPaddingBytes = 100 * 1024;
+
+enum Variant { kStAsync, kRelease, kRemoteArrive, kExitSync };
+
+struct Smem {
+  uint8_t padding[kPaddingBytes];
+  uint2 received[kMaxCtas][kHeads];
+  uint64_t barrier;
+};
+
+__device__ __forceinline__ uint32_t smem(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ uint32_t peer_address(uint32_t address, uint32_t rank) {
+  uint32_t result;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(result) : "r"(address), "r"(rank));
+  return result;
+}
+
+__global__ void __launch_bounds__(kThreads, 2) receive(int variant, int* wrong) {
+  extern __shared__ __align__(16) uint8_t smem_bytes[];
+  Smem& s = *reinterpret_cast<Smem*>(smem_bytes);
+  uint32_t rank, ctas;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(ctas));
+  const uint32_t cluster = blockIdx.x / ctas;
+  const uint32_t barrier = smem(&s.barrier);
+  if (threadIdx.x == 0) {
+    if (variant == kRemoteArrive) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(barrier), "r"(ctas * kHeads) : "memory");
+    } else {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(barrier), "r"(1) : "memory");
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    if (variant != kRemoteArrive) {
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(barrier),
+                   "r"(ctas * kHeads * 8u)
+                   : "memory");
+    }
+  }
+  if (variant == kRelease) {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+  } else {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+  }
+  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+  if (threadIdx.x < ctas * kHeads) {
+    const uint32_t peer = threadIdx.x / kHeads, head = threadIdx.x % kHeads;
+    const uint32_t slot = peer_address(smem(&s.received[rank][head]), peer);
+    const uint32_t peer_barrier = peer_address(barrier, peer);
+    const uint32_t x = cluster, y = rank * kHeads + head;
+    if (variant == kRemoteArrive) {
+      asm volatile("st.shared::cluster.v2.u32 [%0], {%1, %2};\n" ::"r"(slot), "r"(x), "r"(y) : "memory");
+      asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(peer_barrier) : "memory");
+    } else {
+      asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];\n" ::"r"(slot),
+                   "r"(x), "r"(y), "r"(peer_barrier)
+                   : "memory");
+    }
+  }
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile(
+        "{ .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p; }\n"
+        : "=r"(done)
+        : "r"(barrier), "r"(0)
+        : "memory");
+  }
+  if (threadIdx.x < ctas * kHeads) {
+    const uint32_t source = threadIdx.x / kHeads, head = threadIdx.x % kHeads;
+    const uint2 v = s.received[source][head];
+    if (v.x != cluster || v.y != source * kHeads + head) atomicAdd(wrong, 1);
+  }
+  if (variant == kExitSync) {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+    asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+  }
+}
+
+int check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+  return e == cudaSuccess ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* names[] = {"st-async", "release", "remote-arrive", "exit-sync"};
+  int variant = -1;
+  for (int v = 0; v < 4 && argc > 1; ++v) {
+    if (std::strcmp(argv[1], names[v]) == 0) variant = v;
+  }
+  const int ctas = argc > 2 ? std::atoi(argv[2]) : 10;
+  const int clusters = argc > 3 ? std::atoi(argv[3]) : 48;
+  if (variant < 0 || ctas < 2 || ctas > kMaxCtas || clusters < 1) {
+    std::fprintf(stderr, "usage: repro-cluster-receive st-async|release|remote-arrive|exit-sync [ctas 2-16] [clusters]\n");
+    return 2;
+  }
+  int* wrong = nullptr;
+  if (check(cudaMalloc(&wrong, sizeof(int)), "cudaMalloc") || check(cudaMemset(wrong, 0, sizeof(int)), "cudaMemset") ||
+      check(cudaFuncSetAttribute(receive, cudaFuncAttributeMaxDynamicSharedMemorySize, sizeof(Smem)), "smem") ||
+      check(cudaFuncSetAttribute(receive, cudaFuncAttributeNonPortableClusterSizeAllowed, 1), "cluster size")) {
+    return 1;
+  }
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(ctas * clusters));
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = sizeof(Smem);
+  cudaLaunchAttribute attribute;
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim = {static_cast<unsigned>(ctas), 1, 1};
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  if (check(cudaLaunchKernelEx(&config, receive, variant, wrong), "launch") || check(cudaDeviceSynchronize(), "kernel")) {
+    return 1;
+  }
+  int host_wrong = -1;
+  if (check(cudaMemcpy(&host_wrong, wrong, sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy")) return 1;
+  std::printf("%s, %d CTAs a cluster, %d clusters: %d wrong values\n", names[variant], ctas, clusters, host_wrong);
+  return host_wrong == 0 ? 0 : 1;
+}

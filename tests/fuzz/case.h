@@ -1,0 +1,62 @@
+// The frame every operation's case runs in: what the call is expected to
+// do, the device run with its refusal rules, the CPU backend run on a copy,
+// and the output checks shared by the three dsv4-shaped operations.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "fuzz/fuzz.h"
+#include "reference/dsv4_reference.h"
+#include "sparse_decode/status.h"
+
+namespace sparse_decode::fuzz {
+
+// What the drawn arguments call for.
+struct Expectation {
+  std::string invalid;       // non-empty: refused with InvalidArgument, the message naming this argument
+  bool unsupported = false;  // refused with NotSupported is right too
+  bool garbage = false;      // metadata outside the documented domain: memory safety only
+};
+
+// A fake 256-byte aligned base for laying out arguments before the device
+// memory exists (workspace_size looks at their shape and alignment only).
+inline uint8_t* layout_base() { return reinterpret_cast<uint8_t*>(uintptr_t{1} << 40); }
+
+// Runs `call` (device memory) on the arena's device mirror and applies the
+// refusal rules. Returns true when the call ran; `after` then holds the
+// downloaded image. A refusal, right or wrong, also checks that nothing was written.
+bool run_device_call(const Arena& arena, Device& device, const Expectation& expect,
+                     const std::function<Status()>& call, std::vector<uint8_t>& after, Outcome& outcome);
+
+// Runs `call` (host memory, over `copy`, a copy of the image) and checks
+// that it refuses what the device call refuses and writes nothing outside
+// the outputs: the CPU backend on the same metadata.
+void run_host_call(const Arena& arena, const Expectation& expect, const std::function<Status(uint8_t*)>& call,
+                   Outcome& outcome);
+
+// Where a dsv4-shaped call's outputs sit in the arena.
+struct Dsv4Outputs {
+  size_t out = 0, lse = 0, count = 0;  // region indices (lse, count: SIZE_MAX when absent)
+  int64_t out_token_stride = 0, out_head_stride = 0, lse_token_stride = 0;
+};
+inline constexpr size_t kAbsent = static_cast<size_t>(-1);
+
+// Adds out [T, H, 512] BF16 (poisoned, strides with gaps), lse [T, H] and
+// the counter (kCountStart) to the arena, the elements marked writable.
+Dsv4Outputs add_dsv4_outputs(Arena& arena, Rng& rng, int64_t tokens, int heads, bool with_lse, bool with_count);
+
+// Compares out, lse and the counter of `after` with the reference result
+// (the counter: kCountStart + expected_count, which must equal the
+// reference's own count). `label` prefixes the failures.
+void check_dsv4_outputs(const Arena& arena, const std::vector<uint8_t>& after, const Dsv4Outputs& o,
+                        const reference::Dsv4Result& ref, int64_t tokens, int heads, int64_t expected_count,
+                        Outcome& outcome);
+
+// Sinks and scales.
+std::vector<float> draw_sinks(Rng& rng, int heads, bool adversarial);  // N(0, 1), with NaN / inf / huge entries
+float draw_scale(Rng& rng, double typical, bool adversarial);          // typical * U(0.5, 2), or an edge value
+
+}  // namespace sparse_decode::fuzz
