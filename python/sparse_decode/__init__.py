@@ -34,6 +34,7 @@ from ._decode import (
     dsv4_decode_hca,
     dsv4_decode_packed,
 )
+from ._merge import merge_states
 
 __version__ = "0.1.0"
 HEAD_DIM: int = _ext.HEAD_DIM
@@ -51,6 +52,7 @@ __all__ = [
     "dsa_decode",
     "dsa_splits_for",
     "dsa_workspace_size",
+    "merge_states",
     "HEAD_DIM",
     "SWA_COLUMNS",
     "MAX_QUERY_LEN",

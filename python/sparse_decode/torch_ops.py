@@ -1,6 +1,6 @@
 """The torch.library custom ops `sparse_decode::dsv4_decode`,
-`sparse_decode::dsv4_decode_packed`, `sparse_decode::dsv4_decode_hca` and
-`sparse_decode::dsa_decode`.
+`sparse_decode::dsv4_decode_packed`, `sparse_decode::dsv4_decode_hca`,
+`sparse_decode::dsa_decode` and `sparse_decode::merge_states`.
 
 Each is a mutating op that returns nothing: it writes `out` (and `lse`,
 `out_of_range_count`, the scratch `workspace`) in place and allocates
@@ -19,7 +19,7 @@ given. dsv4_decode_packed takes its `softmax_scale` as a float only (the C++
 API has no device-pointer form for it), so a captured graph keeps its value.
 """
 
-from typing import Optional
+from typing import List, Optional
 
 import torch
 
@@ -27,6 +27,7 @@ from ._decode import dsv4_decode as _dsv4_decode
 from ._decode import dsv4_decode_packed as _dsv4_decode_packed
 from ._decode import dsv4_decode_hca as _dsv4_decode_hca
 from ._decode import dsa_decode as _dsa_decode
+from ._merge import merge_states as _merge_states
 
 _MUTATED = ("out", "lse", "out_of_range_count", "workspace")
 # The mutated arguments come first and have no defaults: torch drops trailing
@@ -144,6 +145,21 @@ def dsa_decode(
     _dsa_decode(**locals())  # the op's arguments are the low-level call's, by name
 
 
+@torch.library.custom_op("sparse_decode::merge_states", mutates_args=("out", "out_lse"))
+def merge_states(
+    partials: List[torch.Tensor],
+    lses: List[torch.Tensor],
+    out: torch.Tensor,
+    out_lse: Optional[torch.Tensor],
+    stacked: bool = False,
+    enable_pdl: bool = False,
+) -> None:
+    """sparse_decode.merge_states on torch tensors, on the current stream of out's device: one tensor a
+    rank in each list, or (stacked) one [R, T, H, D] partial tensor and one [R, T, H] lse tensor."""
+    _merge_states(partials[0] if stacked else partials, lses[0] if stacked else lses, out, out_lse=out_lse,
+                  enable_pdl=enable_pdl)
+
+
 def _fake(*args, **kwargs) -> None:
     # Outputs are the mutated arguments (out, lse, the counter, the workspace),
     # which already have their shapes; argument errors surface from the real
@@ -151,6 +167,6 @@ def _fake(*args, **kwargs) -> None:
     return None
 
 
-for _op in (dsv4_decode, dsv4_decode_packed, dsv4_decode_hca, dsa_decode):
+for _op in (dsv4_decode, dsv4_decode_packed, dsv4_decode_hca, dsa_decode, merge_states):
     _op.register_fake(_fake)
 del _op
