@@ -35,6 +35,7 @@ inline constexpr int kDsaMaxSplits = 32;   // most parts a row's regions are spl
 enum class DsaGateDType : int32_t {
   kBFloat16 = 0,
   kFloat32 = 1,
+  kFloat16 = 2,
 };
 
 struct DsaDecodeArgs {

@@ -28,6 +28,15 @@ enum class Dsv4Kernel : int32_t {
   kSplit = 3,    // a CTA a group of rows, results combined through the workspace: batches in between
 };
 
+// Request views. q, indices, lens, out and lse are [T, ...] arrays, token t
+// at t * (its token stride). Each may instead be a [B, q_len, ...] view
+// whose two leading dims do not merge into one token stride: with a
+// nonzero request stride R and token stride S, token t = b * q_len + i
+// (request b, index i) sits at b * R + i * S, read or written in place. Any
+// nonzero request stride needs a uniform q_len and num_requests with
+// num_tokens = num_requests * q_len (cum_seq_lens_q null); a request stride
+// of 0 keeps that argument flat. [B, q_len] views that do merge (R = q_len *
+// S) are the flat layout and run on the plain kernels (docs/spec.md, section 1).
 struct Dsv4DecodeArgs {
   MemorySpace memory = MemorySpace::kDevice;
   DType dtype = DType::kFloat8E4M3;  // of q, swa_kv and compressed_kv
@@ -35,8 +44,9 @@ struct Dsv4DecodeArgs {
   int32_t num_heads = 16;            // H: query heads, one KV head shared by all
 
   const void* q = nullptr;         // [T, H, 512] of dtype, dims contiguous
-  int64_t q_token_stride = 0;      // elements between tokens
+  int64_t q_token_stride = 0;      // elements between tokens (of a request, with q_request_stride)
   int64_t q_head_stride = kHeadDim;  // elements between heads
+  int64_t q_request_stride = 0;    // elements between requests of a [B, q_len] view; 0: flat
 
   KvPool swa_kv;         // addressed by columns 0..127
   KvPool compressed_kv;  // addressed by columns 128..W-1 (may be empty when W == 128)
@@ -44,26 +54,32 @@ struct Dsv4DecodeArgs {
   const int32_t* indices = nullptr;  // [T, W] row of the column's pool, -1 = unused
   int32_t width = 0;                 // W: >= 128, W % 4 == 0
   int64_t indices_stride = 0;        // elements between tokens, >= W
+  int64_t indices_request_stride = 0;  // elements between requests of a [B, q_len] view, a multiple of 4; 0: flat
 
   const int32_t* lens = nullptr;  // optional [T]: active columns per token, counting the 128 SWA ones
+  int64_t lens_token_stride = 1;  // elements between tokens (0: one value for all), >= 0
+  int64_t lens_request_stride = 0;  // elements between requests of a [B, q_len] view; 0: flat
 
   // Optional sliding-window validity from the KV length of each request.
   const int32_t* seq_lens = nullptr;        // optional [B]: KV length of each request
   int32_t num_requests = 0;                 // B, required with seq_lens
   const int32_t* cum_seq_lens_q = nullptr;  // optional [B + 1]: varlen query offsets
-  int32_t q_len = 0;                        // uniform query length (1..16) without cum_seq_lens_q
-  int32_t max_q_len = 0;                    // max query length (1..16) with cum_seq_lens_q
+  int32_t q_len = 0;                        // uniform query length (>= 1) without cum_seq_lens_q
+  int32_t max_q_len = 0;                    // max query length (>= 1) with cum_seq_lens_q
 
   const float* sinks = nullptr;  // optional [H] float32 attention sink logits
+  SinkTerm sink_term = SinkTerm::kInOutput;  // what the sinks add (merging partials: types.h)
   ScalarArg bmm1_scale;          // applied to q.k
   ScalarArg bmm2_scale;          // applied to the output
 
   void* out = nullptr;              // [T, H, 512] bfloat16, dims contiguous
   int64_t out_token_stride = 0;     // elements between tokens
   int64_t out_head_stride = kHeadDim;  // elements between heads
+  int64_t out_request_stride = 0;   // elements between requests of a [B, q_len] view; 0: flat
 
-  float* lse = nullptr;          // optional [T, H] float32: natural-log sum of exp of the scores
+  float* lse = nullptr;          // optional [T, H] float32: natural-log sum of exp of the scores (sink_term)
   int64_t lse_token_stride = 0;  // elements between tokens (heads contiguous)
+  int64_t lse_request_stride = 0;  // elements between requests of a [B, q_len] view; 0: flat
 
   int32_t* out_of_range_count = nullptr;  // optional [1]: += active columns whose index is past its pool
 

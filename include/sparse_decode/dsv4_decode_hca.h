@@ -28,14 +28,18 @@ struct CUstream_st;  // cudaStream_t without the CUDA headers
 
 namespace sparse_decode {
 
+// q, out and lse may be [B, q_len, ...] request views as in section 1
+// (dsv4_decode.h, "Request views"): a nonzero *_request_stride needs the
+// uniform q_len (cum_seq_lens_q null). The metadata arrays are [T, ...].
 struct Dsv4HcaDecodeArgs {
   MemorySpace memory = MemorySpace::kDevice;
   int64_t num_tokens = 0;  // T: query tokens of all requests, request-major
   int32_t num_heads = 16;  // H: query heads (8, 16, 32, 64 or 128), one KV head shared by all
 
   const void* q = nullptr;           // [T, H, 512] FP8 E4M3, dims contiguous, 16-byte aligned
-  int64_t q_token_stride = 0;        // elements between tokens, a multiple of 16
+  int64_t q_token_stride = 0;        // elements between tokens (of a request), a multiple of 16
   int64_t q_head_stride = kHeadDim;  // elements between heads, a multiple of 16
+  int64_t q_request_stride = 0;      // elements between requests of a [B, q_len] view (section 1's rule); 0: flat
 
   KvPool swa_kv;         // FP8 E4M3 rows named by swa_rows
   KvPool compressed_kv;  // FP8 E4M3 pages named by block_table; its page_size is the stream's
@@ -55,19 +59,22 @@ struct Dsv4HcaDecodeArgs {
   const int32_t* hca_seq_lens = nullptr;    // [B] 128 + backing compressed slots of each request
   int32_t num_requests = 0;                 // B, >= 1
   const int32_t* cum_seq_lens_q = nullptr;  // optional [B + 1]: varlen query offsets
-  int32_t q_len = 0;                        // uniform query length (1..16) without cum_seq_lens_q
-  int32_t max_q_len = 0;                    // max query length (1..16) with cum_seq_lens_q
+  int32_t q_len = 0;                        // uniform query length (>= 1) without cum_seq_lens_q
+  int32_t max_q_len = 0;                    // max query length (>= 1) with cum_seq_lens_q
 
   float bmm1_scale = 1.0f;       // applied to q.k; not NaN
   float bmm2_scale = 1.0f;       // applied to the output; not NaN
   const float* sinks = nullptr;  // optional [H] float32 attention sink logits
+  SinkTerm sink_term = SinkTerm::kInOutput;  // what the sinks add (merging partials: types.h)
 
   void* out = nullptr;                 // [T, H, 512] bfloat16, dims contiguous, 16-byte aligned
   int64_t out_token_stride = 0;        // elements between tokens, >= (H - 1) * out_head_stride + 512
   int64_t out_head_stride = kHeadDim;  // elements between heads, >= 512, a multiple of 8
+  int64_t out_request_stride = 0;      // elements between requests of a [B, q_len] view; 0: flat
 
-  float* lse = nullptr;          // optional [T, H] float32: natural-log sum of exp of the scores
+  float* lse = nullptr;          // optional [T, H] float32: natural-log sum of exp of the scores (sink_term)
   int64_t lse_token_stride = 0;  // elements between tokens (heads contiguous), >= H with lse
+  int64_t lse_request_stride = 0;  // elements between requests of a [B, q_len] view; 0: flat
 
   int32_t* out_of_range_count = nullptr;  // optional [1]: += active rows/slots whose row or page is past its pool
 
@@ -132,8 +139,8 @@ struct Dsv4HcaConvertArgs {
   const int32_t* seq_lens = nullptr;        // [B] KV length of each request (the window)
   int32_t num_requests = 0;                 // B, >= 1
   const int32_t* cum_seq_lens_q = nullptr;  // optional [B + 1]: varlen query offsets
-  int32_t q_len = 0;                        // uniform query length (1..16) without cum_seq_lens_q
-  int32_t max_q_len = 0;                    // max query length (1..16) with cum_seq_lens_q
+  int32_t q_len = 0;                        // uniform query length (>= 1) without cum_seq_lens_q
+  int32_t max_q_len = 0;                    // max query length (>= 1) with cum_seq_lens_q
   int64_t page_size = 0;                    // slots per page of the compressed pool, >= 1
 
   // The HCA metadata (written; Dsv4HcaDecodeArgs' fields of the same names).

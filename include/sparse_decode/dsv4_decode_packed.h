@@ -67,10 +67,13 @@ struct PackedSegment {
   PackedPool pool;
   const int32_t* indices = nullptr;  // [T, width] int32 rows of `pool`, -1 = unused; 16-byte aligned
   int32_t width = 0;                 // W_seg: columns per token, 1..16384
-  int64_t indices_stride = 0;        // elements between tokens, >= width, a multiple of 4
+  int64_t indices_stride = 0;        // elements between tokens (of a request), >= width, a multiple of 4
   const int32_t* lens = nullptr;     // [T] int32 active columns per token (c >= lens[t] inactive);
                                      // optional for the SWA segment (null: all `width` columns),
                                      // required for the extra segment
+  int64_t indices_request_stride = 0;  // elements between requests of a [B, q_len] view, a multiple of 4; 0: flat
+  int64_t lens_token_stride = 1;       // elements between tokens of lens (0: one value for all), >= 0
+  int64_t lens_request_stride = 0;     // elements between requests of a [B, q_len] view of lens; 0: flat
 
   // Whether any field is set. The extra segment is present iff this is true;
   // a partly set one is refused, naming what is missing.
@@ -79,27 +82,47 @@ struct PackedSegment {
   }
 };
 
+// q, out, lse and each segment's indices and lens may be [B, q_len, ...]
+// request views as in section 1 (dsv4_decode.h, "Request views"): a
+// nonzero *_request_stride needs the uniform q_len and num_requests
+// (cum_seq_lens_q null, num_tokens = num_requests * q_len).
 struct Dsv4PackedDecodeArgs {
   MemorySpace memory = MemorySpace::kDevice;
   int64_t num_tokens = 0;   // T: query tokens of all requests, request-major
   int32_t num_heads = 16;   // H: query heads (8, 16, 32, 64 or 128), one KV head shared by all
 
   const void* q = nullptr;           // [T, H, 512] bfloat16, dims contiguous, 16-byte aligned
-  int64_t q_token_stride = 0;        // elements between tokens, a multiple of 8
+  int64_t q_token_stride = 0;        // elements between tokens (of a request), a multiple of 8
   int64_t q_head_stride = kHeadDim;  // elements between heads, a multiple of 8
+  int64_t q_request_stride = 0;      // elements between requests of a [B, q_len] view, a multiple of 8; 0: flat
 
   PackedSegment swa;    // the sliding-window segment: required
   PackedSegment extra;  // the extra (compressed) segment: optional, all fields zero/null when absent
 
+  // Optional sliding-window validity of the SWA segment from the KV length
+  // of each request (section 1's rule): with seq_lens, token i of request b
+  // sits at position p = seq_lens[b] - q_len_b + i, and SWA column c < 128
+  // is active only if c < min(128, p + 1); columns from 128 on are not
+  // touched by it. The requests also give q_len and num_requests to
+  // request views.
+  const int32_t* seq_lens = nullptr;        // optional [B]: KV length of each request
+  int32_t num_requests = 0;                 // B, required with seq_lens or a request stride
+  const int32_t* cum_seq_lens_q = nullptr;  // optional [B + 1]: varlen query offsets (with seq_lens)
+  int32_t q_len = 0;                        // uniform query length (>= 1) without cum_seq_lens_q
+  int32_t max_q_len = 0;                    // max query length (>= 1) with cum_seq_lens_q
+
   float softmax_scale = 1.0f;  // applied to q.k (bmm1 of section 1; bmm2 is 1); not NaN
   const float* sinks = nullptr;  // optional [H] float32 attention sink logits
+  SinkTerm sink_term = SinkTerm::kInOutput;  // what the sinks add (merging partials: types.h)
 
   void* out = nullptr;                 // [T, H, 512] bfloat16, dims contiguous, 16-byte aligned
   int64_t out_token_stride = 0;        // elements between tokens, >= (H - 1) * out_head_stride + 512
   int64_t out_head_stride = kHeadDim;  // elements between heads, >= 512, a multiple of 8
+  int64_t out_request_stride = 0;      // elements between requests of a [B, q_len] view, a multiple of 8; 0: flat
 
-  float* lse = nullptr;          // optional [T, H] float32: natural-log sum of exp of the scores
+  float* lse = nullptr;          // optional [T, H] float32: natural-log sum of exp of the scores (sink_term)
   int64_t lse_token_stride = 0;  // elements between tokens (heads contiguous), >= H with lse
+  int64_t lse_request_stride = 0;  // elements between requests of a [B, q_len] view; 0: flat
 
   int32_t* out_of_range_count = nullptr;  // optional [1]: += active columns whose index is past its pool
 

@@ -7,7 +7,9 @@ namespace sparse_decode {
 
 inline constexpr int kHeadDim = 512;       // dims of q, k and v
 inline constexpr int kSwaColumns = 128;    // leading columns of `indices` that address swa_kv
-inline constexpr int kMaxQueryLen = 16;    // query tokens per request
+// Query tokens a request in the library's synthetic problems (src/testing,
+// the bench). Not a limit: q_len and max_q_len take any value >= 1.
+inline constexpr int kMaxQueryLen = 16;
 
 enum class DType : int32_t {
   kFloat8E4M3 = 0,  // 1 byte an element
@@ -17,6 +19,18 @@ enum class DType : int32_t {
 // Where every pointer of a call lives. Host memory runs the double-precision
 // CPU backend (the reference of docs/spec.md); device memory runs the GPU kernels.
 enum class MemorySpace : int32_t { kDevice = 0, kHost = 1 };
+
+// What the attention sinks add to a call's results (docs/spec.md, sections 1
+// and 5). Partial results of ranks that each attend some of a token's rows
+// merge (merge_states: out = sum_r exp(lse_r - L) out_r, L = log sum_r
+// exp(lse_r)) into the result of one call over all of its rows when exactly
+// one rank adds the sink: that rank with kInOutputAndLse, every other with kNone.
+enum class SinkTerm : int32_t {
+  kInOutput = 0,        // the sink weighs in out's denominator; lse = log(sum_c exp(s_c)) excludes it
+  kInOutputAndLse = 1,  // out as kInOutput; lse = log(sum_c exp(s_c) + exp(sink)), = sink for a token
+                        // without an active column (out 0)
+  kNone = 2,            // the sinks are ignored (as if null)
+};
 
 // A float given either by value or as a pointer to one float32 that the
 // kernel reads when it runs (so a captured CUDA graph sees new values).

@@ -1,11 +1,37 @@
-// The constants and the one approximate function of the kernels' softmax:
-// every kernel and launcher takes them from here.
+// The constants and the one approximate function of the kernels' softmax,
+// and the division of the request views (FastDivisor): every kernel and
+// launcher takes them from here.
 #pragma once
+
+#include <cstdint>
 
 namespace sparse_decode {
 
 inline constexpr float kLog2e = 1.4426950408889634f;  // log2(e): scores move to the log2 domain
 inline constexpr float kLn2 = 0.6931471805599453f;    // ln(2): lse leaves it
+
+// Division by a divisor fixed for a launch (d >= 1) of numerators below
+// 2^31, as a multiply and a shift: n / d = (n * multiplier) >> shift with
+// shift = 31 + ceil(log2 d) and multiplier = ceil(2^shift / d) < 2^32 (the
+// rounding error of the multiplier, below d, times n stays below 2^shift).
+struct FastDivisor {
+  uint32_t divisor;
+  uint32_t multiplier;
+  uint32_t shift;
+};
+
+inline FastDivisor fast_divisor(uint32_t d) {
+  uint32_t bits = 0;
+  while ((uint64_t{1} << bits) < d) ++bits;
+  const uint32_t shift = 31 + bits;
+  return {d, static_cast<uint32_t>(((uint64_t{1} << shift) + d - 1) / d), shift};
+}
+
+#if defined(__CUDACC__)
+__device__ __forceinline__ uint32_t divide(const FastDivisor& f, uint32_t n) {
+  return static_cast<uint32_t>((uint64_t{n} * f.multiplier) >> f.shift);
+}
+#endif
 
 namespace ptx {
 

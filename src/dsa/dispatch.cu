@@ -47,7 +47,7 @@ DsaParams make_params(const DsaDecodeArgs& a, void* workspace) {
   p.scale = a.scale;
   p.splits = launched_splits(a);
   p.gate = a.gate;
-  p.gate_is_f32 = a.gate_dtype == DsaGateDType::kFloat32 ? 1 : 0;
+  p.gate_dtype = static_cast<int32_t>(a.gate_dtype);
   p.gate_token_stride = a.gate_token_stride;
   p.rows = a.num_rows;
   if (p.splits > 1) {

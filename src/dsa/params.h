@@ -44,7 +44,7 @@ struct DsaParams {
   int32_t splits;
 
   const void* gate;  // optional [tokens, G * heads]
-  int32_t gate_is_f32;
+  int32_t gate_dtype;  // DsaGateDType
   int64_t gate_token_stride;
 
   float* partial;  // splits > 1: [rows, splits, heads, 192] normalized outputs

@@ -108,8 +108,9 @@ Status check_tables(const DsaDecodeArgs& a) {
 }
 
 Status check_gate(const DsaDecodeArgs& a) {
-  if (a.gate_dtype != DsaGateDType::kBFloat16 && a.gate_dtype != DsaGateDType::kFloat32) {
-    return invalid("gate_dtype: expected kBFloat16 or kFloat32, got ", static_cast<int>(a.gate_dtype));
+  if (a.gate_dtype != DsaGateDType::kBFloat16 && a.gate_dtype != DsaGateDType::kFloat32 &&
+      a.gate_dtype != DsaGateDType::kFloat16) {
+    return invalid("gate_dtype: expected kBFloat16, kFloat32 or kFloat16, got ", static_cast<int>(a.gate_dtype));
   }
   if (a.gate == nullptr) return Status::Ok();
   const int64_t bytes = a.gate_dtype == DsaGateDType::kFloat32 ? 4 : 2;

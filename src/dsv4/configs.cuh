@@ -125,6 +125,10 @@ using StreamHalvesTraitsFp8 = Dsv4Traits<StreamHalvesFp8>;
 using StreamHalvesTraitsBf16 = Dsv4Traits<StreamHalvesBf16>;
 using StreamHalvesTraitsFp8H64 = Dsv4Traits<StreamHalvesFp8H64>;
 
+// The general form of a configuration's kernels (traits.cuh: kGeneralForm).
+template <class Traits>
+using GeneralTraits = Dsv4Traits<typename Traits::Config, true>;
+
 static_assert(sizeof(ClusterSmem<ClusterTraitsFp8>) <= kMaxSmemPerCta &&
                   sizeof(StreamSmem<StreamTraitsFp8>) <= kMaxSmemPerCta &&
                   sizeof(ClusterSmem<ClusterTraitsBf16>) <= kMaxSmemPerCta &&

@@ -19,6 +19,7 @@
 #include "dsv4/params.h"
 #include "dsv4/smem.cuh"
 #include "dsv4/traits.cuh"
+#include "dsv4/validate_views.h"
 
 namespace sparse_decode::dsv4 {
 namespace {
@@ -40,14 +41,20 @@ CombineKernel combine_kernel_of(const void* kernel, int slices) {
   return {kernel, slices, SplitT::kHeads * SplitT::kGranules / slices};
 }
 
+// The plan sizes are the plain form's: the general form has the same plans.
 template <class ClusterT, class StreamT, class SplitT>
-KernelSet kernel_set(const void* cluster, const void* stream, const void* split, const void* (*combine)(bool)) {
+KernelSet kernel_set(const void* cluster, const void* stream, const void* split, const void* (*combine)(bool, bool),
+                     bool general) {
   using Workspace = SplitWorkspace<SplitT>;
+  static_assert(sizeof(StreamSmem<StreamT>) == sizeof(StreamSmem<GeneralTraits<StreamT>>) &&
+                    sizeof(ClusterSmem<ClusterT>) == sizeof(ClusterSmem<GeneralTraits<ClusterT>>) &&
+                    sizeof(SplitSmem<SplitT>) == sizeof(SplitSmem<GeneralTraits<SplitT>>),
+                "both forms of a kernel have one shared-memory plan");
   return {cluster,
           stream_kernel_of<StreamT>(stream),
           split,
-          combine_kernel_of<SplitT>(combine(false), Workspace::kCombineSlices),
-          combine_kernel_of<SplitT>(combine(true), Workspace::kFewUnitsSlices),
+          combine_kernel_of<SplitT>(combine(false, general), Workspace::kCombineSlices),
+          combine_kernel_of<SplitT>(combine(true, general), Workspace::kFewUnitsSlices),
           sizeof(ClusterSmem<ClusterT>),
           sizeof(SplitSmem<SplitT>)};
 }
@@ -56,26 +63,28 @@ int set_kernel_attributes() {
   cudaError_t e = cudaSuccess;
   for (DType dtype : kServedDtypes) {
     for (int heads : kUnitHeads) {  // BF16 has 16-head kernels only: set twice
-      const KernelSet k = kernels_for(dtype, heads);
-      if (e == cudaSuccess) {
-        e = cudaFuncSetAttribute(k.cluster, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(k.cluster_smem));
-      }
-      if (e == cudaSuccess) e = cudaFuncSetAttribute(k.cluster, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-      if (e == cudaSuccess) {
-        e = cudaFuncSetAttribute(k.split, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(std::max(k.split_smem, kSmAloneSmemBytes)));
-      }
-      for (const StreamKernel& stream : {k.stream, k.stream_deep, k.stream_halves, k.stream_pv_warps}) {
-        if (e != cudaSuccess || !stream.kernel) continue;
-        e = cudaFuncSetAttribute(stream.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(stream.smem));
-        // A producer kernel compiled with another register count than planned
-        // would wait forever in setmaxnreg.inc: refuse to run it.
-        cudaFuncAttributes attributes{};
-        if (e == cudaSuccess && stream.registers > 0) e = cudaFuncGetAttributes(&attributes, stream.kernel);
-        if (e == cudaSuccess && stream.registers > 0 && attributes.numRegs != stream.registers) {
-          e = cudaErrorInvalidKernelImage;
+      for (bool general : {false, true}) {
+        const KernelSet k = kernels_for(dtype, heads, general);
+        if (e == cudaSuccess) {
+          e = cudaFuncSetAttribute(k.cluster, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   static_cast<int>(k.cluster_smem));
+        }
+        if (e == cudaSuccess) e = cudaFuncSetAttribute(k.cluster, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+        if (e == cudaSuccess) {
+          e = cudaFuncSetAttribute(k.split, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   static_cast<int>(std::max(k.split_smem, kSmAloneSmemBytes)));
+        }
+        for (const StreamKernel& stream : {k.stream, k.stream_deep, k.stream_halves, k.stream_pv_warps}) {
+          if (e != cudaSuccess || !stream.kernel) continue;
+          e = cudaFuncSetAttribute(stream.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   static_cast<int>(stream.smem));
+          // A producer kernel compiled with another register count than planned
+          // would wait forever in setmaxnreg.inc: refuse to run it.
+          cudaFuncAttributes attributes{};
+          if (e == cudaSuccess && stream.registers > 0) e = cudaFuncGetAttributes(&attributes, stream.kernel);
+          if (e == cudaSuccess && stream.registers > 0 && attributes.numRegs != stream.registers) {
+            e = cudaErrorInvalidKernelImage;
+          }
         }
       }
     }
@@ -92,33 +101,73 @@ PoolParams pool_params(const KvPool& pool, int64_t element_bytes) {
   return params;
 }
 
-Dsv4Params kernel_params(const Dsv4DecodeArgs& args, Dsv4Kernel kernel) {
+// How a call's tokens are laid out for the kernels: the plain form takes
+// flat arguments (a view that merges into one token stride counts as flat:
+// validate_views.h), lens at stride 1 and lse without the sink; anything
+// else runs the general form.
+struct TokenLayout {
+  bool general = false;
+  uint32_t request_tokens = 1;  // q_len of the views (general form), 1 without any
+  struct Argument {
+    int64_t token_stride, request_stride;
+  } q, indices, lens, out, lse;
+};
+
+TokenLayout token_layout(const Dsv4DecodeArgs& args) {
+  using validation::flat_token_stride;
+  struct View {
+    TokenLayout::Argument* layout;
+    int64_t token_stride, request_stride;
+    bool given;
+  };
+  TokenLayout l;
+  View views[] = {{&l.q, args.q_token_stride, args.q_request_stride, true},
+                  {&l.indices, args.indices_stride, args.indices_request_stride, true},
+                  {&l.lens, args.lens_token_stride, args.lens_request_stride, args.lens != nullptr},
+                  {&l.out, args.out_token_stride, args.out_request_stride, true},
+                  {&l.lse, args.lse_token_stride, args.lse_request_stride, args.lse != nullptr}};
+  bool any_view = false;
+  for (const View& v : views) {
+    any_view |= v.given && flat_token_stride(v.request_stride, v.token_stride, args.q_len) < 0;
+  }
+  l.request_tokens = any_view ? static_cast<uint32_t>(args.q_len) : 1u;
+  for (const View& v : views) {
+    const int64_t flat = v.given ? flat_token_stride(v.request_stride, v.token_stride, args.q_len) : v.token_stride;
+    *v.layout = flat >= 0 ? TokenLayout::Argument{flat, flat * l.request_tokens}
+                          : TokenLayout::Argument{v.token_stride, v.request_stride};
+  }
+  const bool lse_with_sink = args.sink_term == SinkTerm::kInOutputAndLse && args.sinks && args.lse;
+  l.general = any_view || (args.lens && l.lens.token_stride != 1) || lse_with_sink;
+  return l;
+}
+
+Dsv4Params kernel_params(const Dsv4DecodeArgs& args, Dsv4Kernel kernel, const TokenLayout& layout) {
   const ChunkPlan plan = chunk_plan(args.width);
   const int64_t q_bytes = args.dtype == DType::kFloat8E4M3 ? 1 : 2;
   Dsv4Params p{};
   p.q = static_cast<const uint8_t*>(args.q);
-  p.q_token_stride = args.q_token_stride * q_bytes;
+  p.q_token_stride = layout.q.token_stride * q_bytes;
   p.q_head_stride = args.q_head_stride * q_bytes;
   p.swa = pool_params(args.swa_kv, q_bytes);
   p.compressed = args.compressed_kv.data ? pool_params(args.compressed_kv, q_bytes) : PoolParams{p.swa.data, 0, 1, 0, 0};
   p.indices = args.indices;
-  p.indices_stride = args.indices_stride;
+  p.indices_stride = layout.indices.token_stride;
   p.width = args.width;
   p.lens = args.lens;
   p.seq_lens = args.seq_lens;
   p.cum_seq_lens_q = args.cum_seq_lens_q;
   p.q_len = args.q_len;
   p.num_requests = args.num_requests;
-  p.sinks = args.sinks;
+  p.sinks = args.sink_term == SinkTerm::kNone ? nullptr : args.sinks;
   p.bmm1_scale = args.bmm1_scale.value;
   p.bmm1_scale_ptr = args.bmm1_scale.device;
   p.bmm2_scale = args.bmm2_scale.value;
   p.bmm2_scale_ptr = args.bmm2_scale.device;
   p.out = static_cast<uint16_t*>(args.out);
-  p.out_token_stride = args.out_token_stride;
+  p.out_token_stride = layout.out.token_stride;
   p.out_head_stride = args.out_head_stride;
   p.lse = args.lse;
-  p.lse_token_stride = args.lse_token_stride;
+  p.lse_token_stride = layout.lse.token_stride;
   p.out_of_range_count = args.out_of_range_count;
   p.num_tokens = args.num_tokens;
   p.num_heads = args.num_heads;
@@ -130,6 +179,14 @@ Dsv4Params kernel_params(const Dsv4DecodeArgs& args, Dsv4Kernel kernel) {
   p.split_ctas = split.ctas;
   p.split_groups = split.groups;
   instrument::set_skip_stages(p);
+  p.request_tokens = fast_divisor(layout.request_tokens);
+  p.q_request_stride = layout.q.request_stride * q_bytes;
+  p.indices_request_stride = layout.indices.request_stride;
+  p.lens_token_stride = layout.lens.token_stride;
+  p.lens_request_stride = layout.lens.request_stride;
+  p.out_request_stride = layout.out.request_stride;
+  p.lse_request_stride = layout.lse.request_stride;
+  p.lse_with_sink = args.sink_term == SinkTerm::kInOutputAndLse && p.sinks ? 1 : 0;
   return p;
 }
 
@@ -153,24 +210,25 @@ const StreamKernel& stream_kernel_for(const KernelSet& kernels, int64_t units, i
 
 }  // namespace
 
-KernelSet kernels_for(DType dtype, int unit_heads) {
+KernelSet kernels_for(DType dtype, int unit_heads, bool general) {
+  const bool g = general;
   if (dtype == DType::kBFloat16) {
     KernelSet bf16 = kernel_set<ClusterTraitsBf16, StreamTraitsBf16, SplitTraitsBf16>(
-        cluster_kernel_bf16_h16(), stream_kernel_bf16_h16(), split_kernel_bf16_h16(), combine_kernel_bf16_h16);
-    bf16.stream_halves = stream_kernel_of<StreamHalvesTraitsBf16>(stream_halves_kernel_bf16_h16());
+        cluster_kernel_bf16_h16(g), stream_kernel_bf16_h16(g), split_kernel_bf16_h16(g), combine_kernel_bf16_h16, g);
+    bf16.stream_halves = stream_kernel_of<StreamHalvesTraitsBf16>(stream_halves_kernel_bf16_h16(g));
     return bf16;
   }
   if (unit_heads == StreamTraitsFp8H64::kHeads) {
     KernelSet fp8 = kernel_set<ClusterTraitsFp8, StreamTraitsFp8H64, SplitTraitsFp8H64>(
-        cluster_kernel_fp8_h16(), stream_kernel_fp8_h64(), split_kernel_fp8_h64(), combine_kernel_fp8_h64);
-    fp8.stream_halves = stream_kernel_of<StreamHalvesTraitsFp8H64>(stream_halves_kernel_fp8_h64());
+        cluster_kernel_fp8_h16(g), stream_kernel_fp8_h64(g), split_kernel_fp8_h64(g), combine_kernel_fp8_h64, g);
+    fp8.stream_halves = stream_kernel_of<StreamHalvesTraitsFp8H64>(stream_halves_kernel_fp8_h64(g));
     return fp8;
   }
   KernelSet fp8 = kernel_set<ClusterTraitsFp8, StreamTraitsFp8, SplitTraitsFp8>(
-      cluster_kernel_fp8_h16(), stream_kernel_fp8_h16(), split_kernel_fp8_h16(), combine_kernel_fp8_h16);
-  fp8.stream_deep = stream_kernel_of<StreamDeepTraitsFp8>(stream_deep_kernel_fp8_h16());
-  fp8.stream_pv_warps = stream_kernel_of<StreamPvWarpsTraitsFp8>(stream_pv_warps_kernel_fp8_h16());
-  fp8.stream_halves = stream_kernel_of<StreamHalvesTraitsFp8>(stream_halves_kernel_fp8_h16());
+      cluster_kernel_fp8_h16(g), stream_kernel_fp8_h16(g), split_kernel_fp8_h16(g), combine_kernel_fp8_h16, g);
+  fp8.stream_deep = stream_kernel_of<StreamDeepTraitsFp8>(stream_deep_kernel_fp8_h16(g));
+  fp8.stream_pv_warps = stream_kernel_of<StreamPvWarpsTraitsFp8>(stream_pv_warps_kernel_fp8_h16(g));
+  fp8.stream_halves = stream_kernel_of<StreamHalvesTraitsFp8>(stream_halves_kernel_fp8_h16(g));
   return fp8;
 }
 
@@ -185,10 +243,11 @@ Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace
   if (kernel == Dsv4Kernel::kSplit && !split_workspace_fits(args, workspace, workspace_bytes)) {
     kernel = choose_kernel(args, false);  // only kAuto gets here: dsv4_decode refuses a forced kSplit
   }
-  Dsv4Params p = kernel_params(args, kernel);
+  const TokenLayout layout = token_layout(args);
+  Dsv4Params p = kernel_params(args, kernel, layout);
   const bool cluster = kernel == Dsv4Kernel::kCluster, split = kernel == Dsv4Kernel::kSplit;
   const ChunkPlan plan = chunk_plan(args.width);
-  const KernelSet kernels = kernels_for(args.dtype, unit_heads(args, kernel));
+  const KernelSet kernels = kernels_for(args.dtype, unit_heads(args, kernel), layout.general);
   const int64_t units = args.num_tokens * p.head_groups;
   if (split) p.workspace = static_cast<uint8_t*>(workspace);
 

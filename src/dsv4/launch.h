@@ -53,7 +53,9 @@ struct KernelSet {
   StreamKernel stream_pv_warps = {};  // the deep kernel with P V warps
 };
 
-KernelSet kernels_for(DType dtype, int unit_heads);
+// The kernels of a dtype and head group size, in their general form
+// (traits.cuh: request views, a lens stride, lse with the sink) or plain.
+KernelSet kernels_for(DType dtype, int unit_heads, bool general = false);
 
 // Raises the kernels' shared-memory limits and allows 16-CTA clusters, once
 // a device.

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "common/math.cuh"
+
 namespace sparse_decode::dsv4 {
 
 struct PoolParams {
@@ -51,6 +53,19 @@ struct Dsv4Params {
 #if defined(SPARSE_DECODE_DIAGNOSTICS)
   int32_t skip_stages;      // diagnostic builds: stages left out (instrument::kSkip* bits)
 #endif
+  // Read by the kernels' general form only (Traits::kGeneral; the plain form
+  // serves flat arguments with lens at stride 1 and lse without the sink).
+  // Token t of an argument sits at (t / request_tokens) * its request stride
+  // + (t % request_tokens) * its token stride: [B, q_len] request views, and
+  // flat arguments with request stride = request_tokens * token stride.
+  FastDivisor request_tokens;      // q_len of the request views; 1 without any
+  int64_t q_request_stride;        // bytes
+  int64_t indices_request_stride;  // elements
+  int64_t lens_token_stride;       // elements
+  int64_t lens_request_stride;     // elements
+  int64_t out_request_stride;      // elements
+  int64_t lse_request_stride;      // elements
+  int32_t lse_with_sink;           // SinkTerm::kInOutputAndLse with sinks: lse counts the sink
 };
 
 }  // namespace sparse_decode::dsv4

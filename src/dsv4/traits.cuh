@@ -38,8 +38,13 @@ constexpr int resident_ctas(size_t smem_bytes) {
 
 // Config: a struct of static constexpr kHeads, kDType, kKvTiles,
 // kProducerWarps, kDimParts and kPvWarps (configs.cuh says what each means).
-template <class Config>
+// kGeneralForm: the kernel's general form, which serves what the plain form
+// leaves out (request views, a lens stride, lse with the sink: params.h);
+// the plain form keeps the instructions of the calls without them.
+template <class ConfigT, bool kGeneralForm = false>
 struct Dsv4Traits {
+  using Config = ConfigT;
+  static constexpr bool kGeneral = kGeneralForm;
   static constexpr int kHeads = Config::kHeads;  // query heads a CTA: 16 or 64 (one gathered KV tile serves them all)
   static constexpr int kHeadTiles = kHeads / 16;  // P V: mma.sync tiles of 16 heads (M = 16)
   static constexpr DType kDType = Config::kDType;

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "dsv4/validate_rows.h"
+#include "dsv4/validate_views.h"
 #include "sparse_decode/dsv4_decode.h"
 
 namespace sparse_decode {
@@ -29,6 +30,7 @@ Status validate(const Dsv4DecodeArgs& args) {
       args.kernel != Dsv4Kernel::kSplit) {
     return invalid("kernel: expected kAuto, kCluster, kStream or kSplit, got ", static_cast<int>(args.kernel));
   }
+  if (Status s = validation::check_sink_term(args.sink_term); !s.ok()) return s;
   if (args.num_tokens < 0) return invalid("num_tokens: expected >= 0, got ", args.num_tokens);
   const int32_t H = args.num_heads;
   if (H != 8 && H != 16 && H != 32 && H != 64 && H != 128) {
@@ -63,29 +65,25 @@ Status validate(const Dsv4DecodeArgs& args) {
                    args.indices_stride);
   }
 
+  const validation::Requests requests{args.num_tokens, args.num_requests, args.cum_seq_lens_q, args.q_len,
+                                      args.max_q_len};
   if (args.seq_lens) {
-    if (args.num_requests < 1) {
-      return invalid("num_requests: expected >= 1 with seq_lens, got ", args.num_requests);
-    }
-    if (args.cum_seq_lens_q) {
-      if (args.max_q_len < 1 || args.max_q_len > kMaxQueryLen) {
-        return invalid("max_q_len: expected 1..16 with cum_seq_lens_q, got ", args.max_q_len);
-      }
-      if (args.num_tokens > int64_t{args.num_requests} * args.max_q_len) {
-        return invalid("num_tokens: expected <= num_requests * max_q_len = ",
-                       int64_t{args.num_requests} * args.max_q_len, ", got ", args.num_tokens);
-      }
-    } else {
-      if (args.q_len < 1 || args.q_len > kMaxQueryLen) {
-        return invalid("q_len: expected 1..16 with seq_lens and no cum_seq_lens_q, got ", args.q_len);
-      }
-      if (args.num_tokens != int64_t{args.num_requests} * args.q_len) {
-        return invalid("num_tokens: expected num_requests * q_len = ", int64_t{args.num_requests} * args.q_len,
-                       ", got ", args.num_tokens);
-      }
-    }
+    if (Status s = validation::check_request_mapping(requests, "seq_lens"); !s.ok()) return s;
   }
-
+  const int64_t q_bytes = validation::element_bytes(args.dtype);
+  const int64_t out_extent = validation::saturating_add(validation::saturating_mul(H - 1, args.out_head_stride),
+                                                        kHeadDim);
+  if (Status s = validation::check_request_views(
+          requests, {{"q", "q_token_stride", args.q_request_stride, args.q_token_stride, 16 / q_bytes},
+                     {"indices", "indices_stride", args.indices_request_stride, args.indices_stride, 4},
+                     {"lens", "lens_token_stride", args.lens_request_stride, args.lens_token_stride},
+                     {"out", "out_token_stride", args.out_request_stride, args.out_token_stride, 8, out_extent},
+                     {"lse", "lse_token_stride", args.lse_request_stride, args.lse_token_stride, 1,
+                      args.lse ? H : 0}});
+      !s.ok()) {
+    return s;
+  }
+  if (Status s = validation::check_lens_token_stride("lens_token_stride", args.lens_token_stride); !s.ok()) return s;
   // Optional 32-bit arrays: naturally aligned.
   if (Status s = validation::check_aligned4({{args.lens, "lens"},
                                              {args.seq_lens, "seq_lens"},
@@ -105,6 +103,7 @@ Status validate(const Dsv4DecodeArgs& args) {
   if (args.bmm2_scale.device == nullptr && !(args.bmm2_scale.value == args.bmm2_scale.value)) {
     return invalid("bmm2_scale: expected a number, got NaN");
   }
+  if (args.seq_lens) return validation::check_host_cum_seq_lens_q(args.memory, requests);
   return Status::Ok();
 }
 

@@ -26,10 +26,11 @@ size_t round_up16(size_t bytes) {
 size_t saturating_add(size_t a, size_t b) { return a > SIZE_MAX - b ? SIZE_MAX : a + b; }
 
 // Section 1's arguments for the expanded problem: the HCA call's q, pools,
-// sinks, scales, outputs and counter, with `indices` [T, W'] and `lens`
-// [T] (null where only the geometry is needed). No seq_lens: the expansion
-// already applied the window rule, and without seq_lens section 1's window
-// is all 128 columns (its kernels' token_scope).
+// sinks and sink term, scales, outputs (with their request views) and
+// counter, with `indices` [T, W'] and `lens` [T] (null where only the
+// geometry is needed). No seq_lens: the expansion already applied the
+// window rule, and without seq_lens section 1's window is all 128 columns
+// (its kernels' token_scope).
 Dsv4DecodeArgs expanded_args(const Dsv4HcaDecodeArgs& args, int32_t width, const int32_t* indices,
                              const int32_t* lens) {
   Dsv4DecodeArgs s;
@@ -40,6 +41,7 @@ Dsv4DecodeArgs expanded_args(const Dsv4HcaDecodeArgs& args, int32_t width, const
   s.q = args.q;
   s.q_token_stride = args.q_token_stride;
   s.q_head_stride = args.q_head_stride;
+  s.q_request_stride = args.q_request_stride;
   s.swa_kv = args.swa_kv;
   s.compressed_kv = args.compressed_kv;
   s.indices = indices;
@@ -47,16 +49,21 @@ Dsv4DecodeArgs expanded_args(const Dsv4HcaDecodeArgs& args, int32_t width, const
   s.indices_stride = width;
   s.lens = lens;
   s.seq_lens = nullptr;
-  s.num_requests = 0;
+  // The requests serve the request views of q, out and lse only.
+  s.num_requests = args.num_requests;
   s.cum_seq_lens_q = nullptr;
+  s.q_len = args.cum_seq_lens_q ? 0 : args.q_len;
   s.sinks = args.sinks;
+  s.sink_term = args.sink_term;
   s.bmm1_scale.value = args.bmm1_scale;
   s.bmm2_scale.value = args.bmm2_scale;
   s.out = args.out;
   s.out_token_stride = args.out_token_stride;
   s.out_head_stride = args.out_head_stride;
+  s.out_request_stride = args.out_request_stride;
   s.lse = args.lse;
   s.lse_token_stride = args.lse_token_stride;
+  s.lse_request_stride = args.lse_request_stride;
   s.out_of_range_count = args.out_of_range_count;
   // Always the expand kernel's programmatic dependents (as the split path's
   // combine kernel follows its split kernel): they wait for it before reading

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "dsv4/validate_rows.h"
+#include "dsv4/validate_views.h"
 #include "sparse_decode/dsv4_decode_hca.h"
 
 namespace sparse_decode::dsv4_hca {
@@ -62,29 +63,18 @@ Status check_hca_metadata(const Args& args) {
 
 // The request mapping of section 1 (uniform q_len or cum_seq_lens_q), here
 // always required: it says which hca_seq_lens / seq_lens entry a token uses.
-Status check_requests(int64_t tokens, int32_t requests, const int32_t* cum_seq_lens_q, int32_t q_len,
-                      int32_t max_q_len) {
-  if (requests < 1) return invalid("num_requests: expected >= 1, got ", requests);
-  if (cum_seq_lens_q) {
-    if (!aligned4(cum_seq_lens_q)) return invalid("cum_seq_lens_q: expected a 4-byte aligned pointer");
-    if (max_q_len < 1 || max_q_len > kMaxQueryLen) {
-      return invalid("max_q_len: expected 1..16 with cum_seq_lens_q, got ", max_q_len);
-    }
-    if (tokens > int64_t{requests} * max_q_len) {
-      return invalid("num_tokens: expected <= num_requests * max_q_len = ", int64_t{requests} * max_q_len,
-                     ", got ", tokens);
-    }
-    return Status::Ok();
-  }
-  if (q_len < 1 || q_len > kMaxQueryLen) return invalid("q_len: expected 1..16 without cum_seq_lens_q, got ", q_len);
-  if (tokens != int64_t{requests} * q_len) {
-    return invalid("num_tokens: expected num_requests * q_len = ", int64_t{requests} * q_len, ", got ", tokens);
-  }
-  return Status::Ok();
+// Host memory: the values of cum_seq_lens_q too.
+Status check_requests(MemorySpace memory, int64_t tokens, int32_t requests, const int32_t* cum_seq_lens_q,
+                      int32_t q_len, int32_t max_q_len) {
+  if (cum_seq_lens_q && !aligned4(cum_seq_lens_q)) return invalid("cum_seq_lens_q: expected a 4-byte aligned pointer");
+  const validation::Requests r{tokens, requests, cum_seq_lens_q, q_len, max_q_len};
+  if (Status s = validation::check_request_mapping(r, "HCA metadata"); !s.ok()) return s;
+  return validation::check_host_cum_seq_lens_q(memory, r);
 }
 
 Status validate_decode(const Dsv4HcaDecodeArgs& args) {
   if (Status s = check_memory(args.memory); !s.ok()) return s;
+  if (Status s = validation::check_sink_term(args.sink_term); !s.ok()) return s;
   if (args.num_tokens < 0) return invalid("num_tokens: expected >= 0, got ", args.num_tokens);
   const int32_t H = args.num_heads;
   if (H != 8 && H != 16 && H != 32 && H != 64 && H != 128) {
@@ -109,7 +99,18 @@ Status validate_decode(const Dsv4HcaDecodeArgs& args) {
   if (Status s = check_hca_metadata(args); !s.ok()) return s;
   if (Status s = check_int_array("lens", args.lens, false); !s.ok()) return s;
   if (Status s = check_int_array("hca_seq_lens", args.hca_seq_lens, false); !s.ok()) return s;
-  if (Status s = check_requests(args.num_tokens, args.num_requests, args.cum_seq_lens_q, args.q_len, args.max_q_len);
+  if (Status s = check_requests(args.memory, args.num_tokens, args.num_requests, args.cum_seq_lens_q, args.q_len,
+                                args.max_q_len);
+      !s.ok()) {
+    return s;
+  }
+  const int64_t out_extent = validation::saturating_add(validation::saturating_mul(H - 1, args.out_head_stride),
+                                                        kHeadDim);
+  if (Status s = validation::check_request_views(
+          {args.num_tokens, args.num_requests, args.cum_seq_lens_q, args.q_len, args.max_q_len},
+          {{"q", "q_token_stride", args.q_request_stride, args.q_token_stride, 16},
+           {"out", "out_token_stride", args.out_request_stride, args.out_token_stride, 8, out_extent},
+           {"lse", "lse_token_stride", args.lse_request_stride, args.lse_token_stride, 1, args.lse ? H : 0}});
       !s.ok()) {
     return s;
   }
@@ -147,7 +148,8 @@ Status validate_convert(const Dsv4HcaConvertArgs& args) {
   }
   if (Status s = check_int_array("lens", args.lens, false); !s.ok()) return s;
   if (Status s = check_int_array("seq_lens", args.seq_lens, false); !s.ok()) return s;
-  if (Status s = check_requests(args.num_tokens, args.num_requests, args.cum_seq_lens_q, args.q_len, args.max_q_len);
+  if (Status s = check_requests(args.memory, args.num_tokens, args.num_requests, args.cum_seq_lens_q, args.q_len,
+                                args.max_q_len);
       !s.ok()) {
     return s;
   }

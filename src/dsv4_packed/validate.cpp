@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/validation.h"
+#include "dsv4/validate_views.h"
 #include "sparse_decode/dsv4_decode_packed.h"
 
 namespace sparse_decode {
@@ -63,7 +64,7 @@ Status check_segment(const std::string& name, const PackedSegment& segment, bool
     return invalid(name, ".lens: expected a non-null pointer (required with the extra segment)");
   }
   if (!aligned4(segment.lens)) return invalid(name, ".lens: expected a 4-byte aligned pointer");
-  return Status::Ok();
+  return validation::check_lens_token_stride((name + ".lens_token_stride").c_str(), segment.lens_token_stride);
 }
 
 // BF16 [T, H, 512] rows. q is only read, so its strides may be 0 (one row
@@ -99,6 +100,7 @@ Status validate(const Dsv4PackedDecodeArgs& args) {
       args.kernel != Dsv4PackedKernel::kSplit) {
     return invalid("kernel: expected kAuto, kCluster, kStream or kSplit, got ", static_cast<int>(args.kernel));
   }
+  if (Status s = validation::check_sink_term(args.sink_term); !s.ok()) return s;
   const int32_t H = args.num_heads;
   if (H != 8 && H != 16 && H != 32 && H != 64 && H != 128) {
     return invalid("num_heads: expected one of 8, 16, 32, 64, 128, got ", H);
@@ -121,14 +123,39 @@ Status validate(const Dsv4PackedDecodeArgs& args) {
     if (Status s = check_segment("extra", args.extra, true); !s.ok()) return s;
   }
 
+  const validation::Requests requests{args.num_tokens, args.num_requests, args.cum_seq_lens_q, args.q_len,
+                                      args.max_q_len};
+  if (args.seq_lens) {
+    if (Status s = validation::check_request_mapping(requests, "seq_lens"); !s.ok()) return s;
+  }
+  const int64_t out_extent = validation::saturating_add(validation::saturating_mul(H - 1, args.out_head_stride),
+                                                        kHeadDim);
+  const PackedSegment& extra = args.extra;  // all zero when absent: its strides are 0 and 1
+  if (Status s = validation::check_request_views(
+          requests,
+          {{"q", "q_token_stride", args.q_request_stride, args.q_token_stride, 8},
+           {"swa.indices", "swa.indices_stride", args.swa.indices_request_stride, args.swa.indices_stride, 4},
+           {"swa.lens", "swa.lens_token_stride", args.swa.lens_request_stride, args.swa.lens_token_stride},
+           {"extra.indices", "extra.indices_stride", extra.indices_request_stride, extra.indices_stride, 4},
+           {"extra.lens", "extra.lens_token_stride", extra.lens_request_stride, extra.lens_token_stride},
+           {"out", "out_token_stride", args.out_request_stride, args.out_token_stride, 8, out_extent},
+           {"lse", "lse_token_stride", args.lse_request_stride, args.lse_token_stride, 1, args.lse ? H : 0}});
+      !s.ok()) {
+    return s;
+  }
+
   // Optional 32-bit arrays: naturally aligned.
-  if (Status s = validation::check_aligned4(
-          {{args.sinks, "sinks"}, {args.lse, "lse"}, {args.out_of_range_count, "out_of_range_count"}});
+  if (Status s = validation::check_aligned4({{args.sinks, "sinks"},
+                                             {args.lse, "lse"},
+                                             {args.out_of_range_count, "out_of_range_count"},
+                                             {args.seq_lens, "seq_lens"},
+                                             {args.cum_seq_lens_q, "cum_seq_lens_q"}});
       !s.ok()) {
     return s;
   }
   if (Status s = validation::check_lse_token_stride(args.lse, args.lse_token_stride, H); !s.ok()) return s;
   if (!(args.softmax_scale == args.softmax_scale)) return invalid("softmax_scale: expected a number, got NaN");
+  if (args.seq_lens) return validation::check_host_cum_seq_lens_q(args.memory, requests);
   return Status::Ok();
 }
 

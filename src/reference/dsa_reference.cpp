@@ -125,14 +125,13 @@ double dsa_gate(const DsaDecodeArgs& a, int64_t row, int head) {
   if (a.gate == nullptr) return 1.0;
   const int64_t token = row / a.num_groups;
   const int64_t offset = token * a.gate_token_stride + (row % a.num_groups) * a.num_heads + head;
-  double x;
-  if (a.gate_dtype == DsaGateDType::kFloat32) {
-    x = static_cast<const float*>(a.gate)[offset];
-  } else {
-    x = decode_bf16(static_cast<const uint16_t*>(a.gate)[offset]);
-  }
+  const auto* bits = static_cast<const uint16_t*>(a.gate);
+  const double x = a.gate_dtype == DsaGateDType::kFloat32   ? static_cast<const float*>(a.gate)[offset]
+                   : a.gate_dtype == DsaGateDType::kFloat16 ? decode_f16(bits[offset])
+                                                            : decode_bf16(bits[offset]);
   const double sigmoid = 1.0 / (1.0 + std::exp(-x));
   if (a.gate_dtype == DsaGateDType::kFloat32) return static_cast<float>(sigmoid);
+  if (a.gate_dtype == DsaGateDType::kFloat16) return decode_f16(encode_f16(sigmoid));
   return decode_bf16(encode_bf16(sigmoid));
 }
 

@@ -73,15 +73,17 @@ Dsv4Result dsv4_decode_hca(const Dsv4HcaDecodeArgs& args) {
     return out_of_range;
   };
   auto load_q = [&](int64_t t, int h, double* q) {
-    const uint8_t* q_row = static_cast<const uint8_t*>(args.q) + t * args.q_token_stride + h * args.q_head_stride;
+    const uint8_t* q_row = static_cast<const uint8_t*>(args.q) +
+                           token_offset(t, args.q_token_stride, args.q_request_stride, args.q_len) +
+                           h * args.q_head_stride;
     for (int d = 0; d < kHeadDim; ++d) q[d] = decode_e4m3(q_row[d]);
   };
-  return attend_tokens(args.num_tokens, args.num_heads, args.bmm1_scale, args.bmm2_scale, args.sinks, gather, load_q);
+  return attend_tokens(args.num_tokens, args.num_heads, args.bmm1_scale, args.bmm2_scale, args.sinks, args.sink_term,
+                       gather, load_q);
 }
 
 void dsv4_decode_hca_host(const Dsv4HcaDecodeArgs& args) {
-  write_host_outputs(dsv4_decode_hca(args), args.num_tokens, args.num_heads, args.out, args.out_token_stride,
-                     args.out_head_stride, args.lse, args.lse_token_stride, args.out_of_range_count);
+  write_host_outputs(dsv4_decode_hca(args), args.num_tokens, args.num_heads, host_outputs(args));
 }
 
 }  // namespace sparse_decode::reference

@@ -1,8 +1,10 @@
 #include "reference/dsv4_packed_reference.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "reference/formats.h"
+#include "reference/requests.h"
 
 namespace sparse_decode::reference {
 namespace {
@@ -37,13 +39,28 @@ void decode_packed_row(const PackedPool& pool, int64_t row, double* out) {
   }
 }
 
+int64_t dsv4_packed_window(const Dsv4PackedDecodeArgs& args, int64_t token) {
+  if (args.seq_lens == nullptr) return kSwaColumns;
+  const TokenRequest r = locate_token(token, args.num_requests, args.cum_seq_lens_q, args.q_len);
+  if (r.request < 0) return 0;  // a token that no request holds: no window (section 1's rule)
+  const int64_t position = int64_t{args.seq_lens[r.request]} - r.q_len + r.index;
+  return std::clamp<int64_t>(position + 1, 0, kSwaColumns);
+}
+
 PackedColumnState dsv4_packed_column(const Dsv4PackedDecodeArgs& args, PackedSegmentId id, int64_t token,
                                      int32_t column) {
   PackedColumnState state;
   const PackedSegment* segment = segment_of(args, id);
   if (segment == nullptr || column >= segment->width) return state;
-  if (segment->lens && column >= segment->lens[token]) return state;
-  const int32_t index = segment->indices[token * segment->indices_stride + column];
+  if (segment->lens &&
+      column >= segment->lens[token_offset(token, segment->lens_token_stride, segment->lens_request_stride,
+                                           args.q_len)]) {
+    return state;
+  }
+  if (id == PackedSegmentId::kSwa && column < kSwaColumns && column >= dsv4_packed_window(args, token)) return state;
+  const int32_t index = segment->indices[token_offset(token, segment->indices_stride,
+                                                      segment->indices_request_stride, args.q_len) +
+                                         column];
   if (index < 0) return state;
   if (index >= segment->pool.rows()) {
     state.out_of_range = true;
@@ -72,16 +89,18 @@ Dsv4Result dsv4_decode_packed(const Dsv4PackedDecodeArgs& args) {
     return out_of_range;
   };
   auto load_q = [&](int64_t t, int h, double* q) {
-    const uint16_t* q_row = static_cast<const uint16_t*>(args.q) + t * args.q_token_stride + h * args.q_head_stride;
+    const uint16_t* q_row = static_cast<const uint16_t*>(args.q) +
+                            token_offset(t, args.q_token_stride, args.q_request_stride, args.q_len) +
+                            h * args.q_head_stride;
     for (int d = 0; d < kHeadDim; ++d) q[d] = decode_bf16(q_row[d]);
   };
   // Section 2 is section 1 with bmm1 = softmax_scale and bmm2 = 1.
-  return attend_tokens(args.num_tokens, args.num_heads, args.softmax_scale, 1.0, args.sinks, gather, load_q);
+  return attend_tokens(args.num_tokens, args.num_heads, args.softmax_scale, 1.0, args.sinks, args.sink_term, gather,
+                       load_q);
 }
 
 void dsv4_decode_packed_host(const Dsv4PackedDecodeArgs& args) {
-  write_host_outputs(dsv4_decode_packed(args), args.num_tokens, args.num_heads, args.out, args.out_token_stride,
-                     args.out_head_stride, args.lse, args.lse_token_stride, args.out_of_range_count);
+  write_host_outputs(dsv4_decode_packed(args), args.num_tokens, args.num_heads, host_outputs(args));
 }
 
 }  // namespace sparse_decode::reference

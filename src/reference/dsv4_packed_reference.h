@@ -22,9 +22,15 @@ void decode_packed_row(const PackedPool& pool, int64_t row, double* out);
 
 enum class PackedSegmentId { kSwa, kExtra };
 
+// SWA columns c < 128 that the seq_lens window leaves active for token
+// `token`: min(128, max(0, p + 1)), p its position (section 1's rule; 0 for a
+// token that no varlen request holds), 128 without seq_lens.
+int64_t dsv4_packed_window(const Dsv4PackedDecodeArgs& args, int64_t token);
+
 // Whether column `column` of segment `segment` of token `token` takes part in
-// the softmax (c < lens[t], index >= 0 and < rows), and the row it names.
-// The extra segment has no columns when it is absent.
+// the softmax (c < lens[t], index >= 0 and < rows, and for SWA columns c <
+// 128 c < the window), and the row it names. The extra segment has no
+// columns when it is absent.
 struct PackedColumnState {
   bool active = false;
   bool out_of_range = false;  // would be active but its index is past its pool

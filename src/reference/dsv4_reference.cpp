@@ -1,5 +1,6 @@
 #include "reference/dsv4_reference.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -28,8 +29,12 @@ int64_t token_position(const Dsv4DecodeArgs& args, int64_t token) {
 
 ColumnState dsv4_column(const Dsv4DecodeArgs& args, int64_t token, int32_t column) {
   ColumnState state;
-  if (args.lens && column >= args.lens[token]) return state;
-  const int32_t index = args.indices[token * args.indices_stride + column];
+  if (args.lens &&
+      column >= args.lens[token_offset(token, args.lens_token_stride, args.lens_request_stride, args.q_len)]) {
+    return state;
+  }
+  const int32_t index =
+      args.indices[token_offset(token, args.indices_stride, args.indices_request_stride, args.q_len) + column];
   if (index < 0) return state;
   if (column < kSwaColumns && args.seq_lens) {
     const int64_t position = token_position(args, token);
@@ -61,17 +66,26 @@ Dsv4Result dsv4_decode(const Dsv4DecodeArgs& args) {
     return out_of_range;
   };
   auto load_q = [&](int64_t t, int h, double* q) {
-    const int64_t q_offset = t * args.q_token_stride + h * args.q_head_stride;
+    const int64_t q_offset =
+        token_offset(t, args.q_token_stride, args.q_request_stride, args.q_len) + h * args.q_head_stride;
     for (int d = 0; d < kHeadDim; ++d) q[d] = element(args.q, args.dtype, q_offset + d);
   };
   return attend_tokens(args.num_tokens, args.num_heads, scalar(args.bmm1_scale), scalar(args.bmm2_scale), args.sinks,
-                       gather, load_q);
+                       args.sink_term, gather, load_q);
 }
 
-Dsv4Result attend_tokens(int64_t tokens, int heads, double bmm1, double bmm2, const float* sinks,
+double lse_with_sink(double lse, double sink) {
+  if (sink == -std::numeric_limits<double>::infinity()) return lse;
+  if (lse == -std::numeric_limits<double>::infinity() || sink == std::numeric_limits<double>::infinity()) return sink;
+  const double m = std::max(lse, sink);
+  return m + std::log(std::exp(lse - m) + std::exp(sink - m));
+}
+
+Dsv4Result attend_tokens(int64_t tokens, int heads, double bmm1, double bmm2, const float* sinks, SinkTerm sink_term,
                          const std::function<int64_t(int64_t token, std::vector<double>& kv)>& gather,
                          const std::function<void(int64_t token, int head, double* q)>& load_q) {
   const double inf = std::numeric_limits<double>::infinity();
+  if (sink_term == SinkTerm::kNone) sinks = nullptr;
   Dsv4Result result;
   result.out.assign(static_cast<size_t>(tokens) * heads * kHeadDim, 0.0);
   result.lse.assign(static_cast<size_t>(tokens) * heads, -inf);
@@ -82,13 +96,18 @@ Dsv4Result attend_tokens(int64_t tokens, int heads, double bmm1, double bmm2, co
     kv.clear();
     result.out_of_range += gather(t, kv);
     const size_t active = kv.size() / kHeadDim;
-    if (active == 0) continue;  // zeros and lse = -inf, with or without a sink
-
-    for (int h = 0; h < heads; ++h) {
+    for (int h = 0; h < heads && active > 0; ++h) {
       load_q(t, h, q.data());
       const double sink = sinks ? sinks[h] : -inf;
       const size_t row = static_cast<size_t>(t) * heads + h;
       result.lse[row] = attend(q.data(), kv.data(), active, bmm1, bmm2, sink, &result.out[row * kHeadDim]);
+    }
+    // A token without rows keeps zeros and lse = -inf, with or without a sink,
+    // but for the rank of a merge that adds the sink: lse = sink.
+    if (sink_term != SinkTerm::kInOutputAndLse || sinks == nullptr) continue;
+    for (int h = 0; h < heads; ++h) {
+      double& lse = result.lse[static_cast<size_t>(t) * heads + h];
+      lse = lse_with_sink(lse, sinks[h]);
     }
   }
   return result;
@@ -117,24 +136,27 @@ double attend(const double* q, const double* kv, size_t rows, double bmm1, doubl
   return max_score + std::log(sum);
 }
 
-void write_host_outputs(const Dsv4Result& result, int64_t tokens, int heads, void* out, int64_t out_token_stride,
-                        int64_t out_head_stride, float* lse, int64_t lse_token_stride, int32_t* out_of_range_count) {
-  auto* out_bits = static_cast<uint16_t*>(out);
+void write_host_outputs(const Dsv4Result& result, int64_t tokens, int heads, const HostOutputs& outputs) {
+  auto* out_bits = static_cast<uint16_t*>(outputs.out);
   for (int64_t t = 0; t < tokens; ++t) {
+    uint16_t* out_token =
+        out_bits + token_offset(t, outputs.out_token_stride, outputs.out_request_stride, outputs.q_len);
+    float* lse_token = outputs.lse ? outputs.lse + token_offset(t, outputs.lse_token_stride,
+                                                                outputs.lse_request_stride, outputs.q_len)
+                                   : nullptr;
     for (int h = 0; h < heads; ++h) {
       const size_t row = static_cast<size_t>(t) * heads + h;
       const double* src = &result.out[row * kHeadDim];
-      uint16_t* dst = out_bits + t * out_token_stride + h * out_head_stride;
+      uint16_t* dst = out_token + h * outputs.out_head_stride;
       for (int d = 0; d < kHeadDim; ++d) dst[d] = encode_bf16(src[d]);
-      if (lse) lse[t * lse_token_stride + h] = static_cast<float>(result.lse[row]);
+      if (lse_token) lse_token[h] = static_cast<float>(result.lse[row]);
     }
   }
-  if (out_of_range_count) *out_of_range_count += static_cast<int32_t>(result.out_of_range);
+  if (outputs.out_of_range_count) *outputs.out_of_range_count += static_cast<int32_t>(result.out_of_range);
 }
 
 void dsv4_decode_host(const Dsv4DecodeArgs& args) {
-  write_host_outputs(dsv4_decode(args), args.num_tokens, args.num_heads, args.out, args.out_token_stride,
-                     args.out_head_stride, args.lse, args.lse_token_stride, args.out_of_range_count);
+  write_host_outputs(dsv4_decode(args), args.num_tokens, args.num_heads, host_outputs(args));
 }
 
 }  // namespace sparse_decode::reference

@@ -44,20 +44,42 @@ void dsv4_decode_host(const Dsv4DecodeArgs& args);
 // (zero on entry) and returns lse; with no rows, out stays zero and lse is -inf.
 double attend(const double* q, const double* kv, size_t rows, double bmm1, double bmm2, double sink, double* out);
 
+// lse with the sink term: log(exp(lse) + exp(sink)) (the sink alone for lse =
+// -inf, +inf for a sink of +inf).
+double lse_with_sink(double lse, double sink);
+
 // The token loop of every section: for each of `tokens` tokens, `gather(t,
 // kv)` appends the token's active rows, decoded, to kv [rows, 512] (empty on
 // entry; every head reads them) and returns how many active columns it found
 // past their pool; with at least one row, `load_q(t, h, q)` decodes q [512]
 // of each head and attend() gives its output and lse (sink: sinks[h], or none
-// without sinks). A token without rows keeps zeros and lse = -inf.
-Dsv4Result attend_tokens(int64_t tokens, int heads, double bmm1, double bmm2, const float* sinks,
+// without sinks or with SinkTerm::kNone). A token without rows keeps zeros
+// and lse = -inf; with SinkTerm::kInOutputAndLse every lse counts the sink
+// (lse_with_sink).
+Dsv4Result attend_tokens(int64_t tokens, int heads, double bmm1, double bmm2, const float* sinks, SinkTerm sink_term,
                          const std::function<int64_t(int64_t token, std::vector<double>& kv)>& gather,
                          const std::function<void(int64_t token, int head, double* q)>& load_q);
 
-// Writes `result` as BF16 out (nearest even) and float32 lse (if not null) at
-// the given strides, and adds result.out_of_range to *out_of_range_count (if
-// not null).
-void write_host_outputs(const Dsv4Result& result, int64_t tokens, int heads, void* out, int64_t out_token_stride,
-                        int64_t out_head_stride, float* lse, int64_t lse_token_stride, int32_t* out_of_range_count);
+// Where a call's outputs go: out [T, H, 512] BF16 and lse [T, H] (may be
+// null) at their strides, as flat arguments or request views (q_len), and
+// the counter (may be null). The arguments of sections 1, 2 and 3 name them alike.
+struct HostOutputs {
+  void* out;
+  int64_t out_token_stride, out_head_stride, out_request_stride;
+  float* lse;
+  int64_t lse_token_stride, lse_request_stride;
+  int32_t q_len;
+  int32_t* out_of_range_count;
+};
+template <typename Args>
+HostOutputs host_outputs(const Args& args) {
+  return {args.out,       args.out_token_stride,   args.out_head_stride, args.out_request_stride,
+          args.lse,       args.lse_token_stride,   args.lse_request_stride, args.q_len,
+          args.out_of_range_count};
+}
+
+// Writes `result` as BF16 out (nearest even) and float32 lse (if not null),
+// and adds result.out_of_range to *out_of_range_count (if not null).
+void write_host_outputs(const Dsv4Result& result, int64_t tokens, int heads, const HostOutputs& outputs);
 
 }  // namespace sparse_decode::reference

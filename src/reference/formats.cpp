@@ -40,6 +40,18 @@ double decode_bf16(uint16_t bits) {
   return value;
 }
 
+double decode_f16(uint16_t bits) {
+  const int exponent = (bits >> 10) & 0x1F;
+  const int mantissa = bits & 0x3FF;
+  double magnitude;
+  if (exponent == 0x1F) {
+    magnitude = mantissa ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+  } else {
+    magnitude = exponent == 0 ? std::ldexp(mantissa, -24) : std::ldexp(1024 + mantissa, exponent - 25);
+  }
+  return bits & 0x8000 ? -magnitude : magnitude;
+}
+
 double decode_ue8m0(uint8_t bits) {
   if (bits == 0xFF) return std::numeric_limits<double>::quiet_NaN();
   return std::ldexp(1.0, static_cast<int>(bits) - 127);
@@ -78,6 +90,24 @@ uint16_t encode_bf16(double value) {
   std::memcpy(&word, &single, sizeof(word));
   if (std::isnan(single)) return static_cast<uint16_t>((word >> 16) | 0x40);
   return static_cast<uint16_t>(word >> 16);
+}
+
+uint16_t encode_f16(double value) {
+  if (std::isnan(value)) return 0x7E00;
+  const uint16_t sign = std::signbit(value) ? 0x8000 : 0x0000;
+  const double magnitude = std::fabs(value);
+  if (magnitude == 0.0) return sign;
+  // Round once to 11 significant bits, or to the subnormal quantum 2^-24.
+  int exponent;
+  std::frexp(magnitude, &exponent);
+  const int quantum = std::max(exponent - 11, -24);
+  const double rounded = std::ldexp(std::nearbyint(std::ldexp(magnitude, -quantum)), quantum);
+  if (rounded >= 65520.0) return sign | 0x7C00;  // past the largest finite value 65504: +-inf
+  if (rounded < std::ldexp(1.0, -14)) return sign | static_cast<uint16_t>(std::ldexp(rounded, 24));  // subnormal
+  std::frexp(rounded, &exponent);  // rounding may carry into the next binade
+  const uint16_t field = static_cast<uint16_t>(exponent - 1 + 15);
+  const uint16_t mantissa = static_cast<uint16_t>(std::ldexp(rounded, 11 - exponent) - 1024);
+  return sign | static_cast<uint16_t>(field << 10) | mantissa;
 }
 
 }  // namespace sparse_decode::reference

@@ -31,4 +31,13 @@ inline TokenRequest locate_token(int64_t token, int32_t num_requests, const int3
   return {static_cast<int32_t>(request), token % q_len, q_len};
 }
 
+// Where token `token`'s row of a [T, ...] argument starts, in elements: t *
+// token_stride for a flat argument (request_stride 0), else request b = t /
+// q_len, index i = t % q_len at b * request_stride + i * token_stride (a
+// [B, q_len, ...] request view; docs/spec.md, section 1, "Strides").
+inline int64_t token_offset(int64_t token, int64_t token_stride, int64_t request_stride, int32_t q_len) {
+  if (request_stride == 0) return token * token_stride;
+  return (token / q_len) * request_stride + (token % q_len) * token_stride;
+}
+
 }  // namespace sparse_decode::reference

@@ -149,7 +149,8 @@ DsaProblem make_dsa_problem(const DsaProblemConfig& c) {
           const float value = static_cast<float>(x);
           std::memcpy(&p.gate[index * 4], &value, 4);
         } else {
-          const uint16_t bits = reference::encode_bf16(x);
+          const uint16_t bits =
+              c.gate_dtype == DsaGateDType::kFloat16 ? reference::encode_f16(x) : reference::encode_bf16(x);
           std::memcpy(&p.gate[index * 2], &bits, 2);
         }
       }

@@ -119,18 +119,21 @@ Dsv4Problem make_dsv4_problem(const Dsv4ProblemConfig& config) {
   if (c.lens) p.lens.resize(c.tokens);
   std::vector<uint8_t> swa_used(c.swa_rows, 0), compressed_used(c.compressed_rows, 0);
   const int32_t topk = c.width - kSwaColumns;
+  // A request's windows start at consecutive rows, one a token; past `span`
+  // tokens (long requests in small pools) they start over.
+  const int64_t span = std::min<int64_t>(std::max(kMaxQueryLen, c.q_len), swa_live - kSwaColumns);
   int64_t window_start = 0;
   for (int64_t t = 0; t < c.tokens; ++t) {
     const int32_t in_request = static_cast<int32_t>(t % std::max(1, c.q_len));
     if (in_request == 0) {
-      window_start = static_cast<int64_t>(uniform(rng) * (swa_live - kSwaColumns - kMaxQueryLen));
+      window_start = static_cast<int64_t>(uniform(rng) * (swa_live - kSwaColumns - span));
     }
     const int32_t len = c.lens ? c.width / 2 + static_cast<int32_t>(uniform(rng) * (c.width / 2 + 1)) : c.width;
     if (c.lens) p.lens[t] = std::min(len, c.width);
     int32_t* row = &p.indices[static_cast<size_t>(t) * c.width];
     for (int32_t col = 0; col < kSwaColumns; ++col) {
       if (col < len) {
-        row[col] = static_cast<int32_t>(window_start + in_request + col);
+        row[col] = static_cast<int32_t>(window_start + in_request % span + col);
         swa_used[row[col]] = 1;
       } else {
         row[col] = poison_index(swa_live, c.swa_rows);

@@ -1,11 +1,15 @@
-// Explicit instantiation: the stream kernel, FP8 E4M3, 16 heads (StreamFp8).
+// Explicit instantiation, plain and general forms (traits.cuh): the stream
+// kernel, FP8 E4M3, 16 heads (StreamFp8).
 #include "common/instrument.cuh"
 #include "dsv4/configs.cuh"
 #include "dsv4/instantiations/kernels.h"
 #include "dsv4/kernels/stream_kernel.cuh"
 
 namespace sparse_decode::dsv4 {
-const void* stream_kernel_fp8_h16() { return reinterpret_cast<const void*>(&stream_kernel<StreamTraitsFp8>); }
+const void* stream_kernel_fp8_h16(bool general) {
+  return general ? reinterpret_cast<const void*>(&stream_kernel<GeneralTraits<StreamTraitsFp8>>)
+                 : reinterpret_cast<const void*>(&stream_kernel<StreamTraitsFp8>);
+}
 }  // namespace sparse_decode::dsv4
 
 #if defined(SPARSE_DECODE_DIAGNOSTICS)

@@ -1,11 +1,13 @@
-// Explicit instantiation: the 64-head FP8 stream kernel in two dim parts, two CTAs a
-// unit (StreamHalvesFp8H64; docs/kernels/heads64.md).
+// Explicit instantiation, plain and general forms (traits.cuh): the 64-head FP8
+// stream kernel in two dim parts, two CTAs a unit (StreamHalvesFp8H64;
+// docs/kernels/heads64.md).
 #include "dsv4/configs.cuh"
 #include "dsv4/instantiations/kernels.h"
 #include "dsv4/kernels/stream_kernel.cuh"
 
 namespace sparse_decode::dsv4 {
-const void* stream_halves_kernel_fp8_h64() {
-  return reinterpret_cast<const void*>(&stream_kernel<StreamHalvesTraitsFp8H64>);
+const void* stream_halves_kernel_fp8_h64(bool general) {
+  return general ? reinterpret_cast<const void*>(&stream_kernel<GeneralTraits<StreamHalvesTraitsFp8H64>>)
+                 : reinterpret_cast<const void*>(&stream_kernel<StreamHalvesTraitsFp8H64>);
 }
 }  // namespace sparse_decode::dsv4

@@ -1,13 +1,15 @@
-// Explicit instantiation: the deep stream kernel with P V warps (P V of a chunk
-// beside the next chunk's scores), FP8 E4M3, 16 heads (StreamPvWarpsFp8).
+// Explicit instantiation, plain and general forms (traits.cuh): the deep stream
+// kernel with P V warps (P V of a chunk beside the next chunk's scores), FP8
+// E4M3, 16 heads (StreamPvWarpsFp8).
 #include "common/instrument.cuh"
 #include "dsv4/configs.cuh"
 #include "dsv4/instantiations/kernels.h"
 #include "dsv4/kernels/stream_kernel.cuh"
 
 namespace sparse_decode::dsv4 {
-const void* stream_pv_warps_kernel_fp8_h16() {
-  return reinterpret_cast<const void*>(&stream_kernel<StreamPvWarpsTraitsFp8>);
+const void* stream_pv_warps_kernel_fp8_h16(bool general) {
+  return general ? reinterpret_cast<const void*>(&stream_kernel<GeneralTraits<StreamPvWarpsTraitsFp8>>)
+                 : reinterpret_cast<const void*>(&stream_kernel<StreamPvWarpsTraitsFp8>);
 }
 }  // namespace sparse_decode::dsv4
 

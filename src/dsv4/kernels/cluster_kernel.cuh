@@ -17,6 +17,7 @@
 #include "dsv4/smem.cuh"
 #include "dsv4/steps/fold.cuh"
 #include "dsv4/steps/query.cuh"
+#include "dsv4/steps/token_address.cuh"
 #include "dsv4/steps/token_scope.cuh"
 #include "dsv4/steps/walk.cuh"
 #include "dsv4/traits.cuh"
@@ -54,11 +55,11 @@ __device__ __forceinline__ void send_group(ClusterSmem<Traits>& s, const OutputF
 // order, scales and stores BF16 (fold_groups).
 template <class Traits, int kPeers>
 __device__ __forceinline__ void fold_owned(const ClusterSmem<Traits>& s, uint16_t* out_head, float* lse_head,
-                                           float bmm2, int rank, int ctas, int heads) {
+                                           bool lse_with_sink, float bmm2, int rank, int ctas, int heads) {
   const int head = threadIdx.x % Traits::kHeads;
   const int per_owner = Traits::granules_per_owner(ctas);
   fold_groups<Traits, kPeers>(
-      ctas, rank, ctas, heads, s.chunk.sink_log2[head], bmm2, out_head, lse_head,
+      ctas, rank, ctas, heads, s.chunk.sink_log2[head], bmm2, out_head, lse_head, lse_with_sink,
       [&](int c) { return s.received_stats[c][head]; },
       [&](int c, int local) { return s.received[(c * per_owner + local) * Traits::kHeads + head]; });
 }
@@ -105,9 +106,12 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(Cluster
   const float bmm2 = p.bmm2_scale_ptr ? *p.bmm2_scale_ptr : p.bmm2_scale;
   // Output addresses of the fold, computed now: the parameters they read
   // would otherwise be fetched (and miss in the constant cache) at the end.
-  uint16_t* out_head = p.out + token * p.out_token_stride + (heads.first + tid % kHeads) * p.out_head_stride;
-  float* lse_head =
-      p.lse && rank == 0 && tid < heads.count ? p.lse + token * p.lse_token_stride + heads.first + tid : nullptr;
+  uint16_t* out_head = p.out + token_offset<Traits>(p, token, p.out_token_stride, p.out_request_stride) +
+                       (heads.first + tid % kHeads) * p.out_head_stride;
+  float* lse_head = p.lse && rank == 0 && tid < heads.count
+                        ? p.lse + token_offset<Traits>(p, token, p.lse_token_stride, p.lse_request_stride) +
+                              heads.first + tid
+                        : nullptr;
   asm volatile("" : "+l"(out_head), "+l"(lse_head));
 
   OutputFragment<Traits> acc = {};
@@ -122,7 +126,7 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(Cluster
   if (instrument::skips(p, instrument::kSkipExchange)) {
     if (tid < kHeads) s.received_stats[0][tid] = own_stats;
     __syncthreads();
-    fold_owned<Traits, 1>(s, out_head, lse_head, bmm2, 0, 1, heads.count);
+    fold_owned<Traits, 1>(s, out_head, lse_head, p.lse_with_sink, bmm2, 0, 1, heads.count);
     return;
   }
   instrument::phase_span(3);
@@ -132,7 +136,8 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(Cluster
   instrument::phase_span(5);
   if (instrument::skips(p, instrument::kSkipFold)) return;
   with_group_bound<Traits::kMaxGroups>(ctas, [&](auto bound) {
-    fold_owned<Traits, decltype(bound)::value>(s, out_head, lse_head, bmm2, rank, ctas, heads.count);
+    fold_owned<Traits, decltype(bound)::value>(s, out_head, lse_head, p.lse_with_sink, bmm2, rank, ctas,
+                                               heads.count);
   });
   instrument::phase_span(6);
 }

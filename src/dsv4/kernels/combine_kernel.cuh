@@ -16,6 +16,7 @@
 #include "dsv4/smem.cuh"
 #include "dsv4/steps/fold.cuh"
 #include "dsv4/steps/query.cuh"
+#include "dsv4/steps/token_address.cuh"
 
 namespace sparse_decode::dsv4 {
 
@@ -39,9 +40,11 @@ __global__ void __launch_bounds__(Traits::kHeads * Traits::kGranules / kSlices)
   // __fmul_rn: the product is rounded as the others round it into shared memory.
   const float sink_log2 =
       __fmul_rn(p.sinks && head < heads.count ? p.sinks[heads.first + head] : -INFINITY, kLog2e);
-  uint16_t* out_head = p.out + token * p.out_token_stride + (heads.first + head) * p.out_head_stride;
+  uint16_t* out_head = p.out + token_offset<Traits>(p, token, p.out_token_stride, p.out_request_stride) +
+                       (heads.first + head) * p.out_head_stride;
   float* lse_head = p.lse && slice == 0 && threadIdx.x < heads.count
-                        ? p.lse + token * p.lse_token_stride + heads.first + threadIdx.x
+                        ? p.lse + token_offset<Traits>(p, token, p.lse_token_stride, p.lse_request_stride) +
+                              heads.first + threadIdx.x
                         : nullptr;
   ptx::grid_dependency_wait();  // the split kernel's results are complete and visible
   ptx::launch_dependents();
@@ -53,7 +56,7 @@ __global__ void __launch_bounds__(Traits::kHeads * Traits::kGranules / kSlices)
   with_group_count<Traits::kMaxGroups>(p.column_groups, [&](auto count) {
     constexpr int kGroups = decltype(count)::value;
     fold_groups<Traits, kGroups>(
-        kGroups, slice, kSlices, heads.count, sink_log2, bmm2, out_head, lse_head,
+        kGroups, slice, kSlices, heads.count, sink_log2, bmm2, out_head, lse_head, p.lse_with_sink,
         [&](int c) { return stats[c * kHeads + head]; },
         [&](int c, int local) { return values[c * kGroupGranules + (local * kSlices + slice) * kHeads + head]; });
   });

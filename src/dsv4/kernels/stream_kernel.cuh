@@ -19,6 +19,7 @@
 #include "dsv4/steps/gather.cuh"
 #include "dsv4/steps/pv.cuh"
 #include "dsv4/steps/query.cuh"
+#include "dsv4/steps/token_address.cuh"
 #include "dsv4/steps/token_scope.cuh"
 #include "dsv4/steps/walk.cuh"
 #include "dsv4/traits.cuh"
@@ -176,7 +177,8 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, resident_ctas(sizeof(S
   instrument::phase_span(3, kPvFirstThread<Traits>);
   if (instrument::skips(p, instrument::kSkipMath)) return;
 
-  uint16_t* out_token = p.out + token * p.out_token_stride + heads.first * p.out_head_stride;
+  uint16_t* out_token = p.out + token_offset<Traits>(p, token, p.out_token_stride, p.out_request_stride) +
+                        heads.first * p.out_head_stride;
 #pragma unroll
   for (int t = 0; t < Traits::kHeadTiles; ++t) {
     const int top_head = 16 * t + lane / 4, bottom_head = top_head + 8;
@@ -184,9 +186,11 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, resident_ctas(sizeof(S
     const float bottom_scale = output_scale(state[t][1], s.sink_log2[bottom_head], bmm2);
     const bool bottom_exists = bottom_head < heads.count;  // not with H = 8
     if (p.lse && first_dim_block == 0 && store_warp == 0 && lane % 4 == 0) {
-      float* lse = p.lse + token * p.lse_token_stride + heads.first;
-      lse[top_head] = output_lse(state[t][0]);
-      if (bottom_exists) lse[bottom_head] = output_lse(state[t][1]);
+      float* lse = p.lse + token_offset<Traits>(p, token, p.lse_token_stride, p.lse_request_stride) + heads.first;
+      lse[top_head] = stored_lse<Traits>(state[t][0], s.sink_log2[top_head], p.lse_with_sink);
+      if (bottom_exists) {
+        lse[bottom_head] = stored_lse<Traits>(state[t][1], s.sink_log2[bottom_head], p.lse_with_sink);
+      }
     }
 #pragma unroll
     for (int block = 0; block < Traits::kOutputDimBlocks; ++block)

@@ -10,6 +10,7 @@
 #include "common/ptx/sync.cuh"
 #include "dsv4/params.h"
 #include "dsv4/smem.cuh"
+#include "dsv4/steps/token_address.cuh"
 #include "sparse_decode/types.h"
 
 namespace sparse_decode::dsv4 {
@@ -21,8 +22,11 @@ __device__ __forceinline__ int64_t row_offset(const PoolParams& pool, int64_t ro
 }
 
 // The token's index at `column`, from global memory (-1 past the width).
+template <class Traits>
 __device__ __forceinline__ int32_t column_index(const Dsv4Params& p, int64_t token, int column) {
-  return column < p.width ? p.indices[token * p.indices_stride + column] : -1;
+  return column < p.width
+             ? p.indices[token_offset<Traits>(p, token, p.indices_stride, p.indices_request_stride) + column]
+             : -1;
 }
 
 // The index this thread's gather lane reads for the chunk at `column0`
@@ -30,7 +34,8 @@ __device__ __forceinline__ int32_t column_index(const Dsv4Params& p, int64_t tok
 template <class Traits>
 __device__ __forceinline__ int32_t chunk_index(const Dsv4Params& p, int64_t token, int column0) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  return column_index(p, token, column0 + warp * Traits::kGatherRowsPerWarp + lane % Traits::kGatherRowsPerWarp);
+  return column_index<Traits>(p, token,
+                              column0 + warp * Traits::kGatherRowsPerWarp + lane % Traits::kGatherRowsPerWarp);
 }
 
 // The index a producer lane copies in chunk `chunk` of the token (lane l <
@@ -41,7 +46,7 @@ __device__ __forceinline__ int32_t producer_index(const Dsv4Params& p, int64_t t
   const int lane = threadIdx.x % 32;
   const int column =
       chunk * Traits::kChunkColumns + (threadIdx.x / 32 - Traits::kFirstProducerWarp) * Traits::kProducerRows + lane;
-  return lane < Traits::kProducerRows ? column_index(p, token, column) : -1;
+  return lane < Traits::kProducerRows ? column_index<Traits>(p, token, column) : -1;
 }
 
 // Copies the indices of the chunk at `column0` into staged.index[slot]
@@ -54,7 +59,8 @@ __device__ __forceinline__ void stage_chunk_indices(ChunkSmem<Traits>& s, const 
   if (lane >= Traits::kGatherRowsPerWarp) return;
   const int offset = warp * Traits::kGatherRowsPerWarp + lane;
   const int column = column0 + offset;
-  const int32_t* src = p.indices + token * p.indices_stride + (column < p.width ? column : 0);
+  const int32_t* src = p.indices + token_offset<Traits>(p, token, p.indices_stride, p.indices_request_stride) +
+                       (column < p.width ? column : 0);
   ptx::cp_async_4(ptx::smem_address(&s.staged.index[slot][offset]), src, column < p.width ? 4u : 0u);
 }
 

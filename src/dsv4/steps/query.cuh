@@ -8,6 +8,7 @@
 #include "dsv4/params.h"
 #include "dsv4/smem.cuh"
 #include "dsv4/steps/barriers.cuh"
+#include "dsv4/steps/token_address.cuh"
 
 namespace sparse_decode::dsv4 {
 
@@ -45,7 +46,8 @@ __device__ __forceinline__ void load_query(ChunkSmem<Traits>& s, const Dsv4Param
   }
   constexpr int kPiecesPerPass = Traits::kThreads / 8;
   const int head = threadIdx.x % 8;
-  const uint8_t* row = p.q + token * p.q_token_stride + (heads.first + head) * p.q_head_stride;
+  const uint8_t* row = p.q + token_offset<Traits>(p, token, p.q_token_stride, p.q_request_stride) +
+                       (heads.first + head) * p.q_head_stride;
 #pragma unroll
   for (int pass = 0; pass < Traits::kPieces / kPiecesPerPass; ++pass) {
     const int piece = threadIdx.x / 8 + pass * kPiecesPerPass;

@@ -9,6 +9,7 @@
 #include "dsv4/smem.cuh"
 #include "dsv4/steps/gather.cuh"
 #include "dsv4/steps/query.cuh"
+#include "dsv4/steps/token_address.cuh"
 #include "sparse_decode/types.h"
 
 namespace sparse_decode::dsv4 {
@@ -71,7 +72,7 @@ __device__ __forceinline__ TokenScope token_scope(ChunkSmem<Traits>& s, const Ds
   TokenScope scope;
   scope.first_index = first_column >= 0 ? chunk_index<Traits>(p, token, first_column) : -1;
   scope.token = token;
-  scope.len = p.lens ? p.lens[token] : p.width;
+  scope.len = p.lens ? p.lens[lens_offset<Traits>(p, token)] : p.width;
   scope.window = p.seq_lens && has_swa_columns ? swa_window<Traits>(s, p, token) : kSwaColumns;
   scope.scale_log2 = (p.bmm1_scale_ptr ? *p.bmm1_scale_ptr : p.bmm1_scale) * kLog2e;
   scope.sink = sink;

@@ -4,8 +4,9 @@
 
 namespace sparse_decode::dsv4_packed {
 
-const void* cluster_kernel_pointer();
-const void* stream_kernel_pointer(int unit_ctas);  // 1 or 2 CTAs a unit; 0: the split path
-const void* combine_kernel_pointer(int shares);  // the combine kernel for up to 2, 4, 10 or 16 shares a unit
+// `general`: the kernel's general form (params.h), else its plain form.
+const void* cluster_kernel_pointer(bool general);
+const void* stream_kernel_pointer(int unit_ctas, bool general);  // 1 or 2 CTAs a unit; 0: the split path
+const void* combine_kernel_pointer(int shares, bool general);    // up to 2, 4, 10 or 16 shares a unit
 
 }  // namespace sparse_decode::dsv4_packed

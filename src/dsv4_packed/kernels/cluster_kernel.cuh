@@ -23,9 +23,13 @@
 #include "dsv4_packed/steps/cluster/pv.cuh"
 #include "dsv4_packed/steps/cluster/reduce.cuh"
 #include "dsv4_packed/steps/cluster/softmax.cuh"
+#include "dsv4_packed/steps/token_address.cuh"
 
 namespace sparse_decode::dsv4_packed {
 
+// kGeneral: the general form (request views, lens strides, the seq_lens
+// window, lse with the sink: params.h), else the plain form.
+template <bool kGeneral>
 __global__ void __launch_bounds__(ClusterTraits::kThreads, 2) cluster_kernel(const __grid_constant__ Params p) {
   using Traits = ClusterTraits;
   constexpr int kHeads = Traits::kHeads;
@@ -51,7 +55,8 @@ __global__ void __launch_bounds__(ClusterTraits::kThreads, 2) cluster_kernel(con
   {
     const int h = tid / 16, piece0 = tid % 16;
     const bool live = head0 + h < p.num_heads;  // 8 heads: rows 8..15 are zeros
-    const uint16_t* src = p.q + token * p.q_token_stride + (live ? int64_t{head0 + h} * p.q_head_stride : 0);
+    const uint16_t* src = p.q + token_offset<kGeneral>(p, token, p.q_token_stride, p.q_request_stride) +
+                          (live ? int64_t{head0 + h} * p.q_head_stride : 0);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int piece = piece0 + 16 * i;
@@ -60,8 +65,15 @@ __global__ void __launch_bounds__(ClusterTraits::kThreads, 2) cluster_kernel(con
     ptx::cp_async_commit();
   }
   const int total_chunks = p.swa.chunks + p.extra.chunks;
-  const int swa_len = p.swa.lens ? p.swa.lens[token] : p.swa.width;
-  const int extra_len = p.extra.chunks > 0 ? p.extra.lens[token] : 0;
+  int swa_len, extra_len, window = kSwaColumns;
+  if constexpr (kGeneral) {
+    swa_len = segment_len<true>(p, p.swa, p.swa_views, token, p.swa.width);
+    extra_len = p.extra.chunks > 0 ? segment_len<true>(p, p.extra, p.extra_views, token, 0) : 0;
+    window = swa_window(p, token);
+  } else {
+    swa_len = p.swa.lens ? p.swa.lens[token] : p.swa.width;
+    extra_len = p.extra.chunks > 0 ? p.extra.lens[token] : 0;
+  }
   const bool count_out_of_range = blockIdx.y == 0;  // once a column, not once a head group
 
   float acc[8][4] = {};
@@ -73,8 +85,11 @@ __global__ void __launch_bounds__(ClusterTraits::kThreads, 2) cluster_kernel(con
     const bool swa = chunk < p.swa.chunks;
     const SegmentParams& seg = swa ? p.swa : p.extra;
     const int column0 = (swa ? chunk : chunk - p.swa.chunks) * Traits::kChunkColumns;
-    const uint32_t mask =
-        cluster::gather_rows(s, seg, token, column0, swa ? swa_len : extra_len, count_out_of_range, p.out_of_range_count);
+    int64_t token_row = 0;  // the general form's: the token's row of seg.indices
+    if constexpr (kGeneral) token_row = indices_offset<true>(p, seg, swa ? p.swa_views : p.extra_views, token);
+    const uint32_t mask = cluster::gather_rows<kGeneral>(s, seg, token, token_row, column0, swa ? swa_len : extra_len,
+                                                         swa ? window : kSwaColumns, count_out_of_range,
+                                                         p.out_of_range_count);
     ptx::cp_async_commit();
     if (step == 0) {
       ptx::launch_dependents();
@@ -96,7 +111,7 @@ __global__ void __launch_bounds__(ClusterTraits::kThreads, 2) cluster_kernel(con
   ptx::cluster_wait();  // nor does any other CTA: the partials may land in the KV tiles
   cluster::send_partials(s, acc, state, rank, ctas);
   ptx::mbarrier_wait_parity_cluster(ptx::smem_address(&s.partials_landed), 0);  // every partial has landed
-  cluster::reduce_owned(s, p, token, head0, rank, ctas, sink_log2);
+  cluster::reduce_owned<kGeneral>(s, p, token, head0, rank, ctas, sink_log2);
 }
 
 }  // namespace sparse_decode::dsv4_packed

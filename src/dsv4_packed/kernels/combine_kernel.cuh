@@ -14,6 +14,7 @@
 #include "dsv4_packed/steps/stream/common.cuh"
 #include "dsv4_packed/steps/stream/output.cuh"
 #include "dsv4_packed/steps/stream/shares.cuh"
+#include "dsv4_packed/steps/token_address.cuh"
 
 namespace sparse_decode::dsv4_packed {
 
@@ -24,8 +25,9 @@ namespace sparse_decode::dsv4_packed {
 // larger weighted share), then stores it as the stream kernel does.
 // kMax >= p.split_ctas bounds the shares loaded at once (its registers: a
 // combine CTA that holds fewer leaves room for split CTAs on its SM while it
-// waits for them under PDL).
-template <int kMax>
+// waits for them under PDL). kGeneral: the general form (request views of
+// out and lse, lse with the sink), else the plain form.
+template <int kMax, bool kGeneral>
 __global__ void __launch_bounds__(SplitWorkspace::kCombineThreads) combine_kernel(const __grid_constant__ Params p) {
   using Traits = StreamTraits;
   using Workspace = SplitWorkspace;
@@ -93,10 +95,12 @@ __global__ void __launch_bounds__(SplitWorkspace::kCombineThreads) combine_kerne
       o.z = o.z * own_factor + values[r].z * share_factor, o.w = o.w * own_factor + values[r].w * share_factor;
     }
     float* lse = p.lse && warp == 0 && slice == 0 && lane % 4 == 0
-                     ? p.lse + token * p.lse_token_stride + first_head + head
+                     ? p.lse + token_offset<kGeneral>(p, token, p.lse_token_stride, p.lse_request_stride) +
+                           first_head + head
                      : nullptr;
-    const float scale = stream::head_output_scale(total, sink_log2, lse);
-    uint16_t* out = p.out + token * p.out_token_stride + (first_head + head) * p.out_head_stride;
+    const float scale = stream::head_output_scale<kGeneral>(total, sink_log2, lse, p.lse_with_sink);
+    uint16_t* out = p.out + token_offset<kGeneral>(p, token, p.out_token_stride, p.out_request_stride) +
+                    (first_head + head) * p.out_head_stride;
     stream::store_head_slice(out, warp, lane % 4, slice / 2, slice % 2, o, scale, stream::output_exponent(exponent));
   };
   if (shares == kMax) {

@@ -37,7 +37,9 @@ namespace sparse_decode::dsv4_packed {
 // walks the r-th half of the chunks, and the pair combines through DSMEM),
 // or 0: the split path, p.split_ctas CTAs a unit (CTA r the r-th run of
 // chunks), each writing its share to the workspace for combine_kernel.
-template <int kUnitCtas>
+// kGeneral: the general form (request views, lens strides, the seq_lens
+// window, lse with the sink: params.h), else the plain form.
+template <int kUnitCtas, bool kGeneral>
 __global__ void __launch_bounds__(StreamTraits::kLaunchThreads, StreamTraits::kCtasPerSm)
     stream_kernel(const __grid_constant__ Params p) {
   using Traits = StreamTraits;
@@ -76,7 +78,8 @@ __global__ void __launch_bounds__(StreamTraits::kLaunchThreads, StreamTraits::kC
   ptx::grid_dependency_wait();
   if (warp >= Traits::kWarps) {
     ptx::setmaxnreg_dec<Traits::kProducerRegisters>();
-    stream::produce_chunks<kUnitCtas == 0>(s, p, token, first_chunk, walk, p.out_of_range_count && first_head == 0);
+    stream::produce_chunks<kUnitCtas == 0, kGeneral>(s, p, token, first_chunk, walk,
+                                                     p.out_of_range_count && first_head == 0);
     if constexpr (kUnitCtas == 2) {  // the producers take part in the barrier after the walks
       ptx::cluster_arrive_relaxed();
       ptx::cluster_wait();
@@ -85,7 +88,7 @@ __global__ void __launch_bounds__(StreamTraits::kLaunchThreads, StreamTraits::kC
   }
   ptx::setmaxnreg_inc<Traits::kMathRegisters>();
   instrument::phase_span(1);
-  const stream::QueryBlocks query = stream::load_query(p, token, first_head, count);
+  const stream::QueryBlocks query = stream::load_query<kGeneral>(p, token, first_head, count);
   if (tid < Traits::kHeads) {
     s.sink_log2[tid] = sink * kLog2e;
     s.running_max[tid] = -INFINITY;  // a CTA without chunks (one chunk a unit)
@@ -122,7 +125,7 @@ __global__ void __launch_bounds__(StreamTraits::kLaunchThreads, StreamTraits::kC
     const int g = tid % 32 / 4;
     stats[0] = stream::HeadStats{s.running_max[g], s.running_sum[g]};
     stats[1] = stream::HeadStats{s.running_max[g + 8], s.running_sum[g + 8]};
-    stream::store_output(s, p, token, first_head, count, acc, exponent, stats, 0, 2);
+    stream::store_output<kGeneral>(s, p, token, first_head, count, acc, exponent, stats, 0, 2);
   } else {
     // Both walks are done: every read of the KV tiles has fed an MMA, and the
     // exchange barrier was fenced at its initialization, so a relaxed
@@ -132,7 +135,7 @@ __global__ void __launch_bounds__(StreamTraits::kLaunchThreads, StreamTraits::kC
     stream::send_to_peer(s, acc, exponent, rank);
     ptx::mbarrier_wait_parity_cluster(ptx::smem_address(&s.exchange_landed), 0);  // the peer's share has landed
     stream::fold_pair(s, acc, exponent, stats, rank);
-    stream::store_output(s, p, token, first_head, count, acc, exponent, stats, static_cast<int>(rank),
+    stream::store_output<kGeneral>(s, p, token, first_head, count, acc, exponent, stats, static_cast<int>(rank),
                          static_cast<int>(rank) + 1);
   }
   instrument::phase_span(5);

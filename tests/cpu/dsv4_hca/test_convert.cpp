@@ -261,7 +261,6 @@ std::vector<Refusal> refusals() {
       {"num_requests_0", [](A& a, S&) { a.num_requests = 0; }, "num_requests"},
       {"q_len_0", [](A& a, S&) { a.q_len = 0; }, "q_len"},
       {"num_tokens_not_requests_times_q_len", [](A& a, S&) { a.q_len = 1; }, "num_tokens"},
-      {"max_q_len_17", [](A& a, S&) { a.cum_seq_lens_q = kCumSeqLensQ, a.max_q_len = 17; }, "max_q_len"},
       {"swa_rows_null", [](A& a, S&) { a.swa_rows = nullptr; }, "swa_rows: "},
       {"swa_rows_unaligned", [](A& a, S&) { a.swa_rows += 1; }, "swa_rows: "},
       {"swa_rows_stride", [](A& a, S&) { a.swa_rows_stride = 127; }, "swa_rows_stride"},

@@ -68,17 +68,17 @@ inline Status decode(const Dsv4DecodeArgs& args, cudaStream_t stream) {
   return dsv4_decode(args, workspace_of(bytes), bytes, stream);
 }
 
-// Runs `args` (device) after poisoning out and lse, and compares with the
-// reference of `host` (same problem over host pointers).
-inline Comparison run_and_compare(const Dsv4DecodeArgs& args, const Dsv4DecodeArgs& host, DeviceBuffer& out,
-                           DeviceBuffer& lse, int64_t* device_out_of_range = nullptr) {
+// Runs `args` (device) after poisoning out and lse, and compares with `ref`,
+// the reference of `host` (same problem over host pointers).
+inline Comparison run_and_compare(const Dsv4DecodeArgs& args, const Dsv4DecodeArgs& host,
+                                  const reference::Dsv4Result& ref, DeviceBuffer& out, DeviceBuffer& lse,
+                                  int64_t* device_out_of_range = nullptr) {
   out.fill_bytes(kPoisonByte);
   lse.fill_bytes(kPoisonByte);
   const Status status = decode(args, nullptr);
   EXPECT_TRUE(status.ok()) << status.message();
   testing::check_cuda(static_cast<int>(cudaDeviceSynchronize()), "kernel");
 
-  const reference::Dsv4Result ref = reference::dsv4_decode(host);
   const int H = host.num_heads;
   std::vector<uint16_t> got(out.bytes() / 2);
   out.download(got.data(), out.bytes());
@@ -109,6 +109,12 @@ inline Comparison run_and_compare(const Dsv4DecodeArgs& args, const Dsv4DecodeAr
   result.relative_error = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
   if (device_out_of_range) *device_out_of_range = ref.out_of_range;
   return result;
+}
+
+// The same with the reference of `host` computed here.
+inline Comparison run_and_compare(const Dsv4DecodeArgs& args, const Dsv4DecodeArgs& host, DeviceBuffer& out,
+                                  DeviceBuffer& lse, int64_t* device_out_of_range = nullptr) {
+  return run_and_compare(args, host, reference::dsv4_decode(host), out, lse, device_out_of_range);
 }
 
 inline void expect_matches(const Comparison& c) {

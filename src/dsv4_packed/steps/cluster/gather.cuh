@@ -11,6 +11,7 @@
 #include "common/ptx/copy.cuh"
 #include "dsv4_packed/params.h"
 #include "dsv4_packed/steps/cluster/common.cuh"
+#include "dsv4_packed/steps/token_address.cuh"
 
 namespace sparse_decode::dsv4_packed::cluster {
 
@@ -20,16 +21,21 @@ namespace sparse_decode::dsv4_packed::cluster {
 // lanes 0..7 their row's scale bytes. Masked columns read nothing and are
 // zero-filled (scale byte 0 and FP8 0 dequantize to 0), so NaN in their rows
 // never reaches an MMA. Returns the warp's active rows, bit r for row 8w + r.
+// The general form (kGeneral) reads the token's index row at `token_row`
+// and masks SWA columns c < 128 past `window` (pass 128 for no window).
+template <bool kGeneral>
 __device__ __forceinline__ uint32_t gather_rows(ClusterSmem& s, const SegmentParams& seg, int64_t token,
-                                                int column0, int len, bool count_out_of_range,
-                                                int32_t* out_of_range_count) {
+                                                int64_t token_row, int column0, int len, int window,
+                                                bool count_out_of_range, int32_t* out_of_range_count) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int column = column0 + warp * Traits::kGatherRowsPerWarp + lane;
   bool active = false;
   const uint8_t* data = seg.pool;
   const uint8_t* scales = seg.pool;
-  if (lane < Traits::kGatherRowsPerWarp && column < seg.width && column < len) {
-    const int32_t index = seg.indices[token * seg.indices_stride + column];
+  bool listed = lane < Traits::kGatherRowsPerWarp && column < seg.width && column < len;
+  if constexpr (kGeneral) listed = listed && in_window(column, window);
+  if (listed) {
+    const int32_t index = seg.indices[(kGeneral ? token_row : token * seg.indices_stride) + column];
     active = index >= 0 && index < seg.rows;
     if (index >= 0 && !active && count_out_of_range && out_of_range_count) atomicAdd(out_of_range_count, 1);
     if (active) {

@@ -10,11 +10,15 @@
 #include "common/ptx/convert.cuh"
 #include "dsv4_packed/params.h"
 #include "dsv4_packed/steps/cluster/common.cuh"
+#include "dsv4_packed/steps/token_address.cuh"
 
 namespace sparse_decode::dsv4_packed::cluster {
 
 // Sums the received partial outputs of this CTA's granules in rank order
 // (the same order every run: bitwise reproducible), normalizes, stores BF16.
+// The general form (kGeneral) writes out and lse through request views and
+// lse with the sink where the call asks for it.
+template <bool kGeneral>
 __device__ __forceinline__ void reduce_owned(const ClusterSmem& s, const Params& p, int64_t token, int head0,
                                              int rank, int ctas, float sink_log2) {
   constexpr int kHeads = Traits::kHeads, kPeers = Traits::kMaxClusterCtas;
@@ -34,9 +38,14 @@ __device__ __forceinline__ void reduce_owned(const ClusterSmem& s, const Params&
   const bool none = cluster_max == -INFINITY;  // no active column: zeros, lse = -inf, sink or not
   const float scale = none ? 0.0f : 1.0f / (sum + ptx::exp2_approx(sink_log2 - cluster_max));
   if (rank == 0 && threadIdx.x < kHeads && p.lse) {
-    p.lse[token * p.lse_token_stride + head] = none ? -INFINITY : (cluster_max + __log2f(sum)) * kLn2;
+    float lse = none ? -INFINITY : (cluster_max + __log2f(sum)) * kLn2;
+    if constexpr (kGeneral) {
+      if (p.lse_with_sink) lse = lse_with_sink(cluster_max, sum, sink_log2);
+    }
+    p.lse[token_offset<kGeneral>(p, token, p.lse_token_stride, p.lse_request_stride) + head] = lse;
   }
-  uint16_t* out = p.out + token * p.out_token_stride + head * p.out_head_stride;
+  uint16_t* out = p.out + token_offset<kGeneral>(p, token, p.out_token_stride, p.out_request_stride) +
+                  head * p.out_head_stride;
   const int per_owner = Traits::granules_per_owner(ctas);
   const int owned = owned_granules(Traits::kGranules, rank, ctas);
   for (int local = threadIdx.x / kHeads; local < owned; local += Traits::kThreads / kHeads) {

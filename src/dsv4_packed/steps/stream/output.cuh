@@ -9,6 +9,7 @@
 #include "common/ptx/convert.cuh"
 #include "dsv4_packed/params.h"
 #include "dsv4_packed/steps/stream/common.cuh"
+#include "dsv4_packed/steps/token_address.cuh"
 
 namespace sparse_decode::dsv4_packed::stream {
 
@@ -41,9 +42,19 @@ __device__ __forceinline__ float4 head_slice(const DimFragment& acc, int db, int
 }
 
 // The factor on a head's values: 1 / (sum + its sink's weight), 0 without an
-// active column; stores the head's lse (natural log, sink excluded) where `lse` is given.
-__device__ __forceinline__ float head_output_scale(const HeadStats& stats, float sink_log2, float* lse) {
+// active column; stores the head's lse (natural log, sink excluded) where
+// `lse` is given, with the sink where the general form's call asks for it
+// (lse_with_sink).
+template <bool kGeneral>
+__device__ __forceinline__ float head_output_scale(const HeadStats& stats, float sink_log2, float* lse,
+                                                   bool with_sink) {
   const bool none = stats.max == -INFINITY;  // no active column: zeros, lse = -inf, sink or not
+  if constexpr (kGeneral) {
+    if (lse && with_sink) {
+      *lse = lse_with_sink(stats.max, stats.sum, sink_log2);
+      lse = nullptr;
+    }
+  }
   if (lse) *lse = none ? -INFINITY : (stats.max + __log2f(stats.sum)) * kLn2;
   return none ? 0.0f : 1.0f / (stats.sum + ptx::exp2_approx(sink_log2 - stats.max));
 }
@@ -55,20 +66,24 @@ __device__ __forceinline__ int output_exponent(int exponent) { return exponent <
 // Warp `warp`'s dims of its heads h_begin .. h_end - 1 (0: lane / 4, 1: lane /
 // 4 + 8; stats[h] theirs), over the softmax sum and the sink (sink_log2(head)),
 // as BF16; lse from warp 0.
-template <class SinkLog2>
+template <bool kGeneral, class SinkLog2>
 __device__ __forceinline__ void store_warp_output(const Params& p, int64_t token, int first_head, int count,
                                                   int warp, const DimFragment& acc, const int (&exponent)[2],
                                                   const HeadStats (&stats)[2], int h_begin, int h_end,
                                                   SinkLog2&& sink_log2) {
   const int lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
-  uint16_t* out_token = p.out + token * p.out_token_stride + first_head * p.out_head_stride;
+  uint16_t* out_token = p.out + token_offset<kGeneral>(p, token, p.out_token_stride, p.out_request_stride) +
+                        first_head * p.out_head_stride;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int head = g + 8 * h;
     if (h < h_begin || h >= h_end || head >= count) continue;  // H = 8: the padded rows
-    float* lse = p.lse && warp == 0 && t == 0 ? p.lse + token * p.lse_token_stride + first_head + head : nullptr;
-    const float scale = head_output_scale(stats[h], sink_log2(head), lse);
+    float* lse = p.lse && warp == 0 && t == 0
+                     ? p.lse + token_offset<kGeneral>(p, token, p.lse_token_stride, p.lse_request_stride) +
+                           first_head + head
+                     : nullptr;
+    const float scale = head_output_scale<kGeneral>(stats[h], sink_log2(head), lse, p.lse_with_sink);
     uint16_t* out = out_token + head * p.out_head_stride;
 #pragma unroll
     for (int db = 0; db < 2; ++db)
@@ -80,11 +95,12 @@ __device__ __forceinline__ void store_warp_output(const Params& p, int64_t token
 }
 
 // This warp's dims, the sinks from shared memory (store_warp_output).
+template <bool kGeneral>
 __device__ __forceinline__ void store_output(const Smem& s, const Params& p, int64_t token, int first_head,
                                              int count, const DimFragment& acc, const int (&exponent)[2],
                                              const HeadStats (&stats)[2], int h_begin, int h_end) {
-  store_warp_output(p, token, first_head, count, static_cast<int>(threadIdx.x / 32), acc, exponent, stats, h_begin,
-                    h_end, [&](int head) { return s.sink_log2[head]; });
+  store_warp_output<kGeneral>(p, token, first_head, count, static_cast<int>(threadIdx.x / 32), acc, exponent, stats,
+                              h_begin, h_end, [&](int head) { return s.sink_log2[head]; });
 }
 
 }  // namespace sparse_decode::dsv4_packed::stream

@@ -8,6 +8,7 @@
 #include "common/ptx/sync.cuh"
 #include "dsv4_packed/params.h"
 #include "dsv4_packed/steps/stream/common.cuh"
+#include "dsv4_packed/steps/token_address.cuh"
 
 namespace sparse_decode::dsv4_packed::stream {
 
@@ -26,6 +27,27 @@ __device__ __forceinline__ int32_t listed_index(const Params& p, int64_t token, 
   const SegmentParams& seg = in_swa ? p.swa : p.extra;
   const int column = (in_swa ? chunk : chunk - p.swa.chunks) * Traits::kChunkColumns + row;
   return column_listed(p, chunk, row, swa_len, extra_len) ? seg.indices[token * seg.indices_stride + column] : -1;
+}
+
+// The general form's view of a token (request views, the seq_lens window):
+// its rows of the segments' indices, its lens and its SWA window.
+struct TokenColumns {
+  int64_t swa_row, extra_row;  // offsets in the segments' indices
+  int swa_len, extra_len;
+  int window;                  // SWA columns c < 128 past it are masked
+};
+
+__device__ __forceinline__ bool column_listed(const Params& p, int chunk, int row, const TokenColumns& c) {
+  const bool in_swa = chunk < p.swa.chunks;
+  const int column = (in_swa ? chunk : chunk - p.swa.chunks) * Traits::kChunkColumns + row;
+  return column_listed(p, chunk, row, c.swa_len, c.extra_len) && (!in_swa || in_window(column, c.window));
+}
+
+__device__ __forceinline__ int32_t listed_index(const Params& p, int chunk, int row, const TokenColumns& c) {
+  const bool in_swa = chunk < p.swa.chunks;
+  const SegmentParams& seg = in_swa ? p.swa : p.extra;
+  const int column = (in_swa ? chunk : chunk - p.swa.chunks) * Traits::kChunkColumns + row;
+  return column_listed(p, chunk, row, c) ? seg.indices[(in_swa ? c.swa_row : c.extra_row) + column] : -1;
 }
 
 // Producer warp w's rows 16w .. 16w + 15 of chunk i into KV tile i % kBuffers,
@@ -86,13 +108,36 @@ __device__ __forceinline__ void produce_chunk(Smem& s, const Params& p, int i, i
 // the KV tile's wait. kIndexBeforeLens: the first chunk's indices load beside
 // the lens (masked by them after), not after them (the split path, whose
 // CTAs walk a chunk or two: one DRAM trip less before the first rows).
-template <bool kIndexBeforeLens>
+// kGeneral: the kernel's general form (request views, the seq_lens window);
+// the plain form's instructions stay those of the calls without them.
+template <bool kIndexBeforeLens, bool kGeneral>
 __device__ __forceinline__ void produce_chunks(Smem& s, const Params& p, int64_t token, int first, int count,
                                                bool count_out_of_range) {
   constexpr int kRows = Traits::kProducerRows;
   const int lane = threadIdx.x % 32;
   const int row = (threadIdx.x / 32 - Traits::kWarps) * kRows + lane % kRows;
   const int every = 1 << 30;  // a len above every width
+  if constexpr (kGeneral) {
+    TokenColumns c{indices_offset<true>(p, p.swa, p.swa_views, token),
+                   indices_offset<true>(p, p.extra, p.extra_views, token), every, every, kSwaColumns};
+    const int32_t early = kIndexBeforeLens && lane < kRows && count > 0 ? listed_index(p, first, row, c) : -1;
+    c.swa_len = segment_len<true>(p, p.swa, p.swa_views, token, p.swa.width);
+    c.extra_len = segment_len<true>(p, p.extra, p.extra_views, token, p.extra.width);
+    c.window = swa_window(p, token);
+    int32_t index = -1;
+    if constexpr (kIndexBeforeLens) {
+      index = column_listed(p, first, row, c) ? early : -1;
+    } else {
+      index = lane < kRows && count > 0 ? listed_index(p, first, row, c) : -1;
+    }
+    for (int i = 0; i < count; ++i) {
+      const int32_t next = i + 1 < count && lane < kRows ? listed_index(p, first + i + 1, row, c) : -1;
+      produce_chunk(s, p, i, first + i, index, count_out_of_range);
+      if (i == 0) ptx::launch_dependents();
+      index = next;
+    }
+    return;
+  }
   const int32_t early =
       kIndexBeforeLens && lane < kRows && count > 0 ? listed_index(p, token, first, row, every, every) : -1;
   const int swa_len = p.swa.lens ? p.swa.lens[token] : p.swa.width;

@@ -8,6 +8,7 @@
 #include "common/ptx/sync.cuh"
 #include "dsv4_packed/params.h"
 #include "dsv4_packed/steps/stream/common.cuh"
+#include "dsv4_packed/steps/token_address.cuh"
 
 namespace sparse_decode::dsv4_packed::stream {
 
@@ -29,13 +30,15 @@ struct QueryBlocks {
   uint4 bits[2][2];  // [block][8-dim piece]: BF16 as loaded
 };
 
+template <bool kGeneral>
 __device__ __forceinline__ QueryBlocks load_query(const Params& p, int64_t token, int first_head, int count) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int head = lane % Traits::kHeads, first_block = 4 * warp + 2 * (lane / Traits::kHeads);
   QueryBlocks q;
   if (head < count) {
-    const uint4* src = reinterpret_cast<const uint4*>(p.q + token * p.q_token_stride +
-                                                      int64_t{first_head + head} * p.q_head_stride + first_block * 16);
+    const uint4* src = reinterpret_cast<const uint4*>(
+        p.q + token_offset<kGeneral>(p, token, p.q_token_stride, p.q_request_stride) +
+        int64_t{first_head + head} * p.q_head_stride + first_block * 16);
 #pragma unroll
     for (int b = 0; b < 2; ++b)
 #pragma unroll
