@@ -10,17 +10,29 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// Whether a refusal is the one the case expects.
-bool expected_refusal(const Expectation& expect, const Status& status) {
-  if (!expect.invalid.empty()) {
-    return status.code() == StatusCode::kInvalidArgument && status.message().find(expect.invalid) != std::string::npos;
-  }
-  return expect.unsupported && status.code() == StatusCode::kNotSupported;
+// The arguments a refusal may name: `invalid`, and in host memory `host_invalid`.
+std::vector<std::string> refusable(const Expectation& expect, bool host_memory) {
+  std::vector<std::string> names;
+  if (!expect.invalid.empty()) names.push_back(expect.invalid);
+  if (host_memory && !expect.host_invalid.empty()) names.push_back(expect.host_invalid);
+  return names;
 }
 
-std::string refusal_text(const Expectation& expect, const Status& status, const char* backend) {
+// Whether a refusal is the one the case expects.
+bool expected_refusal(const Expectation& expect, bool host_memory, const Status& status) {
+  const std::vector<std::string> names = refusable(expect, host_memory);
+  if (names.empty()) return expect.unsupported && status.code() == StatusCode::kNotSupported;
+  if (status.code() != StatusCode::kInvalidArgument) return false;
+  for (const std::string& name : names) {
+    if (status.message().find(name) != std::string::npos) return true;
+  }
+  return false;
+}
+
+std::string refusal_text(const Expectation& expect, bool host_memory, const Status& status, const char* backend) {
   std::string text = std::string(backend) + " refused: " + status.message();
-  if (!expect.invalid.empty()) text += " (expected InvalidArgument naming " + expect.invalid + ")";
+  const std::vector<std::string> names = refusable(expect, host_memory);
+  if (!names.empty()) text += " (expected InvalidArgument naming " + names.front() + ")";
   return text;
 }
 
@@ -35,17 +47,18 @@ bool run_device_call(const Arena& arena, Device& device, const Expectation& expe
     outcome.fail(fault);
     return false;
   }
+  const bool host_memory = device.host_memory();
   if (!status.ok()) {
-    if (expected_refusal(expect, status)) {
+    if (expected_refusal(expect, host_memory, status)) {
       outcome.refused = true;
     } else {
-      outcome.fail(refusal_text(expect, status, "device call"));
+      outcome.fail(refusal_text(expect, host_memory, status, "device call"));
     }
     check_untouched(arena, after, outcome, false);
     return false;
   }
-  if (!expect.invalid.empty()) {
-    outcome.fail("device call accepted; expected a refusal naming " + expect.invalid);
+  if (const std::vector<std::string> names = refusable(expect, host_memory); !names.empty()) {
+    outcome.fail("device call accepted; expected a refusal naming " + names.front());
     return false;
   }
   check_untouched(arena, after, outcome);
@@ -58,13 +71,15 @@ void run_host_call(const Arena& arena, const Expectation& expect, const std::fun
   const Status status = call(copy.data());
   if (!status.ok()) {
     // NotSupported is a device verdict; the CPU backend serves every valid call.
-    if (expect.invalid.empty() || !expected_refusal(expect, status)) {
-      outcome.fail(refusal_text(expect, status, "CPU backend"));
+    if (refusable(expect, true).empty() || !expected_refusal(expect, true, status)) {
+      outcome.fail(refusal_text(expect, true, status, "CPU backend"));
     }
     check_untouched(arena, copy, outcome, false);
     return;
   }
-  if (!expect.invalid.empty()) outcome.fail("CPU backend accepted; expected a refusal naming " + expect.invalid);
+  if (const std::vector<std::string> names = refusable(expect, true); !names.empty()) {
+    outcome.fail("CPU backend accepted; expected a refusal naming " + names.front());
+  }
   check_untouched(arena, copy, outcome);
 }
 

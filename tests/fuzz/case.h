@@ -19,6 +19,10 @@ struct Expectation {
   std::string invalid;       // non-empty: refused with InvalidArgument, the message naming this argument
   bool unsupported = false;  // refused with NotSupported is right too
   bool garbage = false;      // metadata outside the documented domain: memory safety only
+  // Metadata that the host reads in host memory only (cum_seq_lens_q):
+  // non-empty, a host-memory call is refused naming this argument (or
+  // `invalid`); device memory is not read on the host, the case stands.
+  std::string host_invalid;
 };
 
 // A fake 256-byte aligned base for laying out arguments before the device

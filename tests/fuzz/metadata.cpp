@@ -95,4 +95,16 @@ Requests draw_requests(Rng& rng, int64_t tokens, bool optional, bool allow_garba
   return r;
 }
 
+std::string host_refusal(const Requests& r, int64_t tokens) {
+  if (r.mode != Requests::Mode::kVarlen) return "";
+  const std::vector<int32_t>& cum = r.cum_seq_lens_q;
+  int64_t longest = 0;
+  if (cum[0] < 0 || cum[0] > tokens) return "cum_seq_lens_q";
+  for (size_t b = 1; b < cum.size(); ++b) {
+    if (cum[b] < cum[b - 1] || cum[b] > tokens) return "cum_seq_lens_q";
+    longest = std::max<int64_t>(longest, int64_t{cum[b]} - cum[b - 1]);
+  }
+  return longest > r.max_q_len ? "max_q_len" : "";
+}
+
 }  // namespace sparse_decode::fuzz

@@ -74,6 +74,11 @@ struct Requests {
 // 1, INT32_MAX, ...).
 Requests draw_requests(Rng& rng, int64_t tokens, bool optional, bool allow_garbage);
 
+// The argument that a host-memory call refuses for these requests, or "":
+// cum_seq_lens_q unless 0 <= cum[0] <= ... <= cum[B] <= tokens, then
+// max_q_len when a request is longer (the host reads host metadata).
+std::string host_refusal(const Requests& r, int64_t tokens);
+
 // Short summaries of int arrays for the case descriptions.
 std::string ints(const std::vector<int32_t>& values, size_t limit = 16);
 

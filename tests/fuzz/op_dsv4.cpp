@@ -137,6 +137,7 @@ Outcome run_dsv4_case(uint64_t seed, Device& device, std::string* description) {
     l.seq_lens = add_ints(arena, "seq_lens", l.requests.seq_lens);
     if (l.requests.mode == Requests::Mode::kVarlen) l.cum = add_ints(arena, "cum_seq_lens_q", l.requests.cum_seq_lens_q);
     expect.garbage = !l.requests.monotone;  // the kernels assume non-decreasing offsets
+    expect.host_invalid = host_refusal(l.requests, l.tokens);
   }
   std::vector<float> sinks;
   if (rng.chance(0.6)) {

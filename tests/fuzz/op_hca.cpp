@@ -140,6 +140,7 @@ Outcome run_hca_case(uint64_t seed, Device& device, std::string* description) {
   l.hca_seq_lens = add_ints(arena, "hca_seq_lens", hca_seq_lens);
   if (l.requests.mode == Requests::Mode::kVarlen) l.cum = add_ints(arena, "cum_seq_lens_q", l.requests.cum_seq_lens_q);
   expect.garbage = !l.requests.monotone;
+  expect.host_invalid = host_refusal(l.requests, l.tokens);
   std::vector<float> sinks;
   if (rng.chance(0.6)) {
     sinks = draw_sinks(rng, l.heads, rng.chance(0.2));
