@@ -261,29 +261,15 @@ TEST_P(Dsv4HcaConvertDecode, HcaOfTheConversionEqualsSection1) {
 
   std::vector<uint16_t> out(pc.tokens * pc.heads * kHeadDim);  // for validate(): the references write nothing
   const Dsv4HcaDecodeArgs hca_base = p.host_args(out.data(), nullptr);
-  Dsv4DecodeArgs s;
-  s.memory = MemorySpace::kHost;
-  s.dtype = DType::kFloat8E4M3;
-  s.num_tokens = pc.tokens;
-  s.num_heads = pc.heads;
-  s.q = hca_base.q;
-  s.q_token_stride = hca_base.q_token_stride;
-  s.q_head_stride = hca_base.q_head_stride;
-  s.swa_kv = hca_base.swa_kv;
-  s.compressed_kv = hca_base.compressed_kv;
-  s.indices = in.indices.data();
-  s.width = in.width;
-  s.indices_stride = in.stride;
-  s.lens = in.lens.data();
+  testing::Dsv4HcaExpansion table;  // the table in the expansion's form, for its section-1 arguments
+  ASSERT_EQ(in.stride, in.width);
+  table.indices = in.indices;
+  table.lens = in.lens;
+  table.width = in.width;
+  Dsv4DecodeArgs s = table.args(p, out.data(), nullptr);
   s.seq_lens = in.seq_lens.data();
   s.num_requests = c.requests;
   s.q_len = c.q_len;
-  s.sinks = hca_base.sinks;
-  s.bmm1_scale.value = hca_base.bmm1_scale;
-  s.bmm2_scale.value = hca_base.bmm2_scale;
-  s.out = out.data();
-  s.out_token_stride = hca_base.out_token_stride;
-  s.out_head_stride = hca_base.out_head_stride;
   ASSERT_TRUE(validate(s).ok()) << validate(s).message();
 
   ConvertOutputs o(in);
