@@ -64,8 +64,8 @@ SPARSE_DECODE_HD int64_t pages_for(int64_t seq_len, int64_t page_size) {
   return pages > 1 ? pages : 1;
 }
 
-// Floor division and remainder, as FlashInfer's checks compute them (a
-// negative index lies in a negative page).
+// Floor division, as FlashInfer's checks compute it (a negative index lies
+// in a negative page).
 SPARSE_DECODE_HD int64_t floor_div(int64_t value, int64_t divisor) {
   const int64_t q = value / divisor;
   return (value % divisor != 0 && value < 0) ? q - 1 : q;
