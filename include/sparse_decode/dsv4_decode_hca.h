@@ -13,14 +13,15 @@
 // and every decision the SPEC leaves open.
 //
 // validate, supports and workspace_size are overloads of the section-1
-// names; the call is dsv4_decode_hca. convert_page_aligned_indices turns a
-// section-1 table whose compressed columns are the canonical page expansion
-// into this form.
+// names; the call is dsv4_decode_hca. convert_page_aligned_indices
+// (dsv4_hca_convert.h, included here) turns a section-1 table whose
+// compressed columns are the canonical page expansion into this form.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "sparse_decode/dsv4_hca_convert.h"
 #include "sparse_decode/status.h"
 #include "sparse_decode/types.h"
 
@@ -112,55 +113,5 @@ size_t workspace_size(const Dsv4HcaDecodeArgs& args);
 // kernel, as section 1's do. Nothing is written when it fails.
 Status dsv4_decode_hca(const Dsv4HcaDecodeArgs& args, void* workspace, size_t workspace_bytes,
                        CUstream_st* stream);
-
-// ---------------------------------------------------------------------------
-// From a section-1 table to HCA metadata (FlashInfer's
-// hca_sparse_indices_format="compressed-page-aligned").
-//
-// Input: the section-1 columns of each token, with lens and seq_lens as in
-// Dsv4DecodeArgs. Its active compressed columns (128 + j for
-// j < min(lens[t], width) - 128) must be the canonical expansion
-// page * page_size + j % page_size, one page id for all the slots of a page.
-// Output: swa_rows/swa_lens (the active window columns, in order, then -1),
-// block_table (the pages, then -1) and hca_seq_lens (128 + the most slots a
-// token of the request attends). With these and the same lens, request
-// mapping and pools, dsv4_decode_hca computes what dsv4_decode does, except
-// for varlen tokens that no request holds (padding): they read no
-// compressed slot here, while dsv4_decode reads their compressed columns.
-struct Dsv4HcaConvertArgs {
-  MemorySpace memory = MemorySpace::kHost;
-  int64_t num_tokens = 0;  // T
-
-  // The section-1 table (read).
-  const int32_t* indices = nullptr;  // [T, W] section-1 columns, 16-byte aligned
-  int32_t width = 0;                 // W: >= 128, W % 4 == 0, <= 128 + 16384
-  int64_t indices_stride = 0;        // elements between tokens, >= W, a multiple of 4
-  const int32_t* lens = nullptr;     // [T] active columns counting the 128 SWA ones
-  const int32_t* seq_lens = nullptr;        // [B] KV length of each request (the window)
-  int32_t num_requests = 0;                 // B, >= 1
-  const int32_t* cum_seq_lens_q = nullptr;  // optional [B + 1]: varlen query offsets
-  int32_t q_len = 0;                        // uniform query length (>= 1) without cum_seq_lens_q
-  int32_t max_q_len = 0;                    // max query length (>= 1) with cum_seq_lens_q
-  int64_t page_size = 0;                    // slots per page of the compressed pool, >= 1
-
-  // The HCA metadata (written; Dsv4HcaDecodeArgs' fields of the same names).
-  int32_t* swa_rows = nullptr;            // [T, 128], 16-byte aligned
-  int64_t swa_rows_stride = kSwaColumns;  // >= 128, a multiple of 4
-  int32_t* swa_lens = nullptr;            // [T]
-  int32_t* block_table = nullptr;         // [T, max_pages], 4-byte aligned
-  int32_t max_pages = 0;                  // >= max(1, ceil((W - 128) / page_size))
-  int64_t block_table_stride = 0;         // >= max_pages
-  int32_t* hca_seq_lens = nullptr;        // [B]
-};
-
-// Checks every argument that the host can check (not the table's values).
-Status validate(const Dsv4HcaConvertArgs& args);
-
-// Converts. Host memory: validates the table's values too (InvalidArgument
-// names the token and column that is not canonical) before writing anything.
-// Device memory is NotSupported in this build: the device converter (no host
-// synchronization, into preallocated outputs) is not written yet.
-// T = 0 writes nothing.
-Status convert_page_aligned_indices(const Dsv4HcaConvertArgs& args, CUstream_st* stream);
 
 }  // namespace sparse_decode

@@ -1,4 +1,4 @@
-// Host-side validation of Dsv4HcaDecodeArgs and Dsv4HcaConvertArgs:
+// Host-side validation of Dsv4HcaDecodeArgs:
 // everything that can be checked without reading device memory. The rules
 // are section 1's (src/dsv4/validate.cpp) wherever the calls share an argument;
 // docs/formats/hca_layout.md explains the new ones.
@@ -18,8 +18,6 @@ using validation::aligned4;
 using validation::check_pool;
 using validation::check_rows;
 using validation::invalid;
-
-constexpr int32_t kMaxWidth = kSwaColumns + 16384;
 
 Status check_memory(MemorySpace memory) {
   if (memory != MemorySpace::kDevice && memory != MemorySpace::kHost) {
@@ -126,45 +124,11 @@ Status validate_decode(const Dsv4HcaDecodeArgs& args) {
   return Status::Ok();
 }
 
-Status validate_convert(const Dsv4HcaConvertArgs& args) {
-  if (Status s = check_memory(args.memory); !s.ok()) return s;
-  if (args.num_tokens < 0) return invalid("num_tokens: expected >= 0, got ", args.num_tokens);
-  const int32_t W = args.width;
-  if (W < kSwaColumns || W > kMaxWidth || W % 4 != 0) {
-    return invalid("width: expected a multiple of 4 in [128, ", kMaxWidth, "], got ", W);
-  }
-  if (args.page_size < 1) return invalid("page_size: expected >= 1, got ", args.page_size);
-  // Every compressed column of the table must have a place in the output table.
-  const int64_t needed = W == kSwaColumns ? 1 : 1 + (W - kSwaColumns - 1) / args.page_size;
-  if (args.max_pages < needed) {
-    return invalid("max_pages: expected >= max(1, ceil((width - 128) / page_size)) = ", needed, ", got ",
-                   args.max_pages);
-  }
-  if (args.num_tokens == 0) return Status::Ok();  // nothing is read or written
-
-  if (Status s = check_int_array("indices", args.indices, true); !s.ok()) return s;
-  if (args.indices_stride < W || args.indices_stride % 4 != 0) {
-    return invalid("indices_stride: expected a multiple of 4 that is >= width = ", W, ", got ", args.indices_stride);
-  }
-  if (Status s = check_int_array("lens", args.lens, false); !s.ok()) return s;
-  if (Status s = check_int_array("seq_lens", args.seq_lens, false); !s.ok()) return s;
-  if (Status s = check_requests(args.memory, args.num_tokens, args.num_requests, args.cum_seq_lens_q, args.q_len,
-                                args.max_q_len);
-      !s.ok()) {
-    return s;
-  }
-  if (Status s = check_hca_metadata(args); !s.ok()) return s;
-  if (Status s = check_int_array("hca_seq_lens", args.hca_seq_lens, false); !s.ok()) return s;
-  return Status::Ok();
-}
-
 }  // namespace
 }  // namespace sparse_decode::dsv4_hca
 
 namespace sparse_decode {
 
 Status validate(const Dsv4HcaDecodeArgs& args) { return dsv4_hca::validate_decode(args); }
-
-Status validate(const Dsv4HcaConvertArgs& args) { return dsv4_hca::validate_convert(args); }
 
 }  // namespace sparse_decode

@@ -1,6 +1,6 @@
 // Which request a query token belongs to, from a uniform q_len or from
-// cum_seq_lens_q: shared by the references and the host-side metadata
-// converter so that every operation maps tokens to requests the same way.
+// cum_seq_lens_q: shared by the references so that every operation maps
+// tokens to requests the same way.
 #pragma once
 
 #include <cstdint>

@@ -1,341 +1,299 @@
-// convert_page_aligned_indices (src/dsv4_hca/convert.cpp): a hand-checked
-// table, then random canonical section-1 tables (window cut by seq_lens, -1
-// holes, lens below 128 and past the width, garbage in inactive columns,
-// pages past the pool) whose conversion makes dsv4_decode_hca compute the
-// same doubles as dsv4_decode; every refusal names its argument (and, for a
-// table that is not canonical, the token and column) and writes nothing.
+// convert_page_aligned_indices on the host (src/dsv4_hca/convert.cpp):
+// FlashInfer's documented cases worked by hand, a small table worked by
+// hand, convert_max_pages, random tables against the reference
+// (reference::convert_reference, FlashInfer's checks written out), and the
+// property the conversion exists for: dsv4_decode_hca on the converted
+// metadata computes the same doubles as dsv4_decode on the table.
+// The refusals are in test_convert_refusals.cpp.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <climits>
-#include <functional>
+#include <cstdint>
 #include <ostream>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "support/dsv4_hca_checks.h"
+#include "support/dsv4_hca_convert_tables.h"
 
 namespace sparse_decode {
 namespace {
 
-constexpr int32_t kPoison = 0x7EADBEEF;
+using test::ConvertOutputs;
 
-// Caller-provided outputs, poisoned so that any write shows.
-struct Outputs {
-  std::vector<int32_t> swa_rows, swa_lens, block_table, hca_seq_lens;
-  Outputs(int64_t tokens, int32_t max_pages, int32_t requests)
-      : swa_rows(tokens * kSwaColumns, kPoison),
-        swa_lens(tokens, kPoison),
-        block_table(tokens * max_pages, kPoison),
-        hca_seq_lens(requests, kPoison) {}
-  bool untouched() const {
-    for (const auto* v : {&swa_rows, &swa_lens, &block_table, &hca_seq_lens}) {
-      if (std::any_of(v->begin(), v->end(), [](int32_t x) { return x != kPoison; })) return false;
+constexpr int32_t kInactive = INT32_MAX;  // what FlashInfer's own cases put in inactive columns
+
+// FlashInfer's documented case: two requests of two tokens, seq_lens {128,
+// 16512}, so the tokens see 127, 128, 16511 and 16512 positions: windows of
+// 127, 128, 128, 128 columns and 0, 1, 128, 129 compressed slots (lens 128,
+// 129, 256, 257). Window rows rotate in a 1024-row pool; compressed pages
+// (t * pages + k + 5) mod 32 of a 32-page pool. The table's width (132 or
+// 644 compressed columns) does not change the output; the block table has
+// 2 tiles of 128 slots = 256 / page_size columns (the longest sequence
+// backs 129 slots); hca_seq_lens = 128 + floor(seq_lens / 128) = {129, 257}.
+reference::ConvertInput flashinfer_case(int64_t page_size, int32_t compressed_columns) {
+  reference::ConvertInput in;
+  in.q_len = 2;
+  in.seq_lens = {128, 16512};
+  in.lens = {128, 129, 256, 257};
+  in.page_size = page_size;
+  in.swa_pool_rows = 1024;
+  in.compressed_pool_pages = 32;
+  in.width = kSwaColumns + compressed_columns;
+  in.stride = in.width;
+  in.max_pages = static_cast<int32_t>(256 / page_size);
+  const int32_t windows[4] = {127, 128, 128, 128}, shifts[4] = {7, 31, 63, 95};
+  const int64_t pages_a_row = 256 / page_size;
+  in.indices.assign(4 * in.stride, kInactive);
+  for (int64_t t = 0; t < 4; ++t) {
+    int32_t* row = &in.indices[t * in.stride];
+    for (int c = 0; c < windows[t]; ++c) row[c] = static_cast<int32_t>(t * 128 + (c + shifts[t]) % 128);
+    for (int64_t j = 0; j < in.lens[t] - kSwaColumns; ++j) {
+      const int64_t page = (t * pages_a_row + j / page_size + 5) % 32;
+      row[kSwaColumns + j] = static_cast<int32_t>(page * page_size + j % page_size);
     }
-    return true;
   }
-};
-
-// Conversion arguments for a section-1 call `s`, into `o`.
-Dsv4HcaConvertArgs convert_args(const Dsv4DecodeArgs& s, int64_t page_size, int32_t max_pages, Outputs& o) {
-  Dsv4HcaConvertArgs a;
-  a.memory = MemorySpace::kHost;
-  a.num_tokens = s.num_tokens;
-  a.indices = s.indices;
-  a.width = s.width;
-  a.indices_stride = s.indices_stride;
-  a.lens = s.lens;
-  a.seq_lens = s.seq_lens;
-  a.num_requests = s.num_requests;
-  a.cum_seq_lens_q = s.cum_seq_lens_q;
-  a.q_len = s.q_len;
-  a.max_q_len = s.max_q_len;
-  a.page_size = page_size;
-  a.swa_rows = o.swa_rows.data();
-  a.swa_lens = o.swa_lens.data();
-  a.block_table = o.block_table.data();
-  a.max_pages = max_pages;
-  a.block_table_stride = max_pages;
-  a.hca_seq_lens = o.hca_seq_lens.data();
-  return a;
+  return in;
 }
 
-// One request of two tokens, page size 4, 8 compressed columns.
-TEST(Dsv4HcaConvert, HandCheckedTable) {
-  constexpr int W = kSwaColumns + 8;
-  std::vector<int32_t> indices(2 * W, -1);
-  for (int c = 0; c < kSwaColumns; ++c) indices[c] = indices[W + c] = 1000 + c;
-  indices[3] = -1;  // a hole inside the window: closes up
-  indices[W + 7] = -1;
-  indices[W + 60] = INT32_MAX;                                 // past the window of token 1 (p + 1 = 50): dropped
-  const int32_t compressed[5] = {28, 29, 30, 31, 13 * 4 + 0};  // pages 7 and 13
-  std::copy_n(compressed, 5, &indices[kSwaColumns]);
-  indices[kSwaColumns + 6] = 5;  // past lens: never looked at
-  std::copy_n(compressed, 5, &indices[W + kSwaColumns]);
-  const int32_t lens[2] = {kSwaColumns + 5, 120};  // token 1: lens below 128, no compressed slot
-  const int32_t seq_lens[1] = {50};                // positions 48 and 49: windows of 49 and 50 columns
-  Dsv4DecodeArgs s;
-  s.num_tokens = 2, s.indices = indices.data(), s.width = W, s.indices_stride = W, s.lens = lens;
-  s.seq_lens = seq_lens, s.num_requests = 1, s.q_len = 2;
-  Outputs o(2, 3, 1);
-  const Status status = convert_page_aligned_indices(convert_args(s, 4, 3, o), nullptr);
-  ASSERT_TRUE(status.ok()) << status.message();
+class Dsv4HcaConvertFlashInferCase : public ::testing::TestWithParam<int64_t> {};
 
-  std::vector<int32_t> want_rows(2 * kSwaColumns, -1);
-  for (int c = 0, k = 0; c < 49; ++c) {
-    if (c != 3) want_rows[k++] = 1000 + c;
+TEST_P(Dsv4HcaConvertFlashInferCase, OutputsWorkedByHandAndIndependentOfTheTableWidth) {
+  const int64_t ps = GetParam();
+  const int32_t pages = static_cast<int32_t>(256 / ps);
+  ASSERT_EQ(convert_max_pages(16512, ps), pages);
+  std::vector<int32_t> first_table;
+  for (int32_t compressed_columns : {132, 132 + 512}) {
+    SCOPED_TRACE(::testing::Message() << "page_size " << ps << ", " << compressed_columns << " compressed columns");
+    const reference::ConvertInput in = flashinfer_case(ps, compressed_columns);
+    ConvertOutputs o(in);
+    const Status status = convert_page_aligned_indices(test::convert_args(in, o), nullptr);
+    ASSERT_TRUE(status.ok()) << status.message();
+    EXPECT_EQ(o.error, (std::vector<int32_t>{0, -1, 0}));
+    EXPECT_EQ(o.swa_lens, (std::vector<int32_t>{127, 128, 128, 128}));
+    EXPECT_EQ(o.hca_seq_lens, (std::vector<int32_t>{129, 257}));
+    const int32_t windows[4] = {127, 128, 128, 128}, slots[4] = {0, 1, 128, 129};
+    for (int64_t t = 0; t < 4; ++t) {
+      for (int c = 0; c < kSwaColumns; ++c) {
+        const int32_t want = c < windows[t] ? in.indices[t * in.stride + c] : 0;
+        ASSERT_EQ(o.swa_rows[t * kSwaColumns + c], want) << "token " << t << " column " << c;
+      }
+      for (int32_t k = 0; k < pages; ++k) {
+        const int32_t want = k * ps < slots[t] ? static_cast<int32_t>((t * pages + k + 5) % 32) : 0;
+        ASSERT_EQ(o.block_table[t * pages + k], want) << "token " << t << " page " << k;
+      }
+    }
+    if (first_table.empty()) first_table = o.block_table;
+    EXPECT_EQ(o.block_table, first_table) << "padding the table changed the block table";
   }
-  for (int c = 0, k = 0; c < 50; ++c) {
-    if (c != 7) want_rows[kSwaColumns + k++] = 1000 + c;
-  }
+}
+
+INSTANTIATE_TEST_SUITE_P(PageSizes, Dsv4HcaConvertFlashInferCase, ::testing::Values(16, 32, 128),
+                         [](const auto& info) { return "page_size_" + std::to_string(info.param); });
+
+// FlashInfer's documented case without compressed slots: one token that
+// sees 1 position, a table of only the window, page size 128: swa_lens 1,
+// one block-table column of padding, hca_seq_lens 128.
+TEST(Dsv4HcaConvert, NoCompressedSlots) {
+  reference::ConvertInput in;
+  in.q_len = 1;
+  in.seq_lens = {1};
+  in.lens = {128};
+  in.page_size = 128;
+  in.swa_pool_rows = 128;
+  in.compressed_pool_pages = 1;
+  in.width = kSwaColumns;
+  in.stride = kSwaColumns;
+  in.max_pages = convert_max_pages(1, 128);
+  ASSERT_EQ(in.max_pages, 1);
+  in.indices.assign(kSwaColumns, kInactive);
+  in.indices[0] = 77;
+  ConvertOutputs o(in);
+  const Status status = convert_page_aligned_indices(test::convert_args(in, o), nullptr);
+  ASSERT_TRUE(status.ok()) << status.message();
+  std::vector<int32_t> want_rows(kSwaColumns, 0);
+  want_rows[0] = 77;
   EXPECT_EQ(o.swa_rows, want_rows);
-  EXPECT_EQ(o.swa_lens, (std::vector<int32_t>{48, 49}));
-  EXPECT_EQ(o.block_table, (std::vector<int32_t>{7, 13, -1, -1, -1, -1}));
-  EXPECT_EQ(o.hca_seq_lens, (std::vector<int32_t>{kSwaColumns + 5}));
+  EXPECT_EQ(o.swa_lens, (std::vector<int32_t>{1}));
+  EXPECT_EQ(o.block_table, (std::vector<int32_t>{0}));
+  EXPECT_EQ(o.hca_seq_lens, (std::vector<int32_t>{128}));
+}
+
+// One request of two tokens that see 1152 and 1153 positions (9 slots each),
+// page size 4: pages 7, 3, 12 for token 0 and 2, 2, 9 for token 1 (a page
+// may repeat); one tile of 128 slots = 32 block-table columns.
+TEST(Dsv4HcaConvert, SmallTableWorkedByHand) {
+  reference::ConvertInput in;
+  in.q_len = 2;
+  in.seq_lens = {1153};
+  in.lens = {137, 137};
+  in.page_size = 4;
+  in.swa_pool_rows = 5000;
+  in.compressed_pool_pages = 13;
+  in.width = 140;
+  in.stride = 144;
+  in.max_pages = 32;
+  in.indices.assign(2 * in.stride, -1);  // -1 past the slots and in the stride padding: never read
+  const int32_t pages[2][3] = {{7, 3, 12}, {2, 2, 9}};
+  for (int64_t t = 0; t < 2; ++t) {
+    for (int c = 0; c < kSwaColumns; ++c) in.indices[t * in.stride + c] = static_cast<int32_t>(4000 + 100 * t + c);
+    for (int j = 0; j < 9; ++j) in.indices[t * in.stride + kSwaColumns + j] = pages[t][j / 4] * 4 + j % 4;
+  }
+  ConvertOutputs o(in, /*swa_pad=*/4, /*table_pad=*/3);
+  const Status status = convert_page_aligned_indices(test::convert_args(in, o), nullptr);
+  ASSERT_TRUE(status.ok()) << status.message();
+  EXPECT_EQ(o.swa_lens, (std::vector<int32_t>{128, 128}));
+  EXPECT_EQ(o.hca_seq_lens, (std::vector<int32_t>{137}));
+  for (int64_t t = 0; t < 2; ++t) {
+    for (int c = 0; c < kSwaColumns; ++c) EXPECT_EQ(o.swa_rows[t * 132 + c], 4000 + 100 * t + c);
+    for (int c = kSwaColumns; c < 132; ++c) EXPECT_EQ(o.swa_rows[t * 132 + c], ConvertOutputs::kPoison);
+    for (int k = 0; k < 35; ++k) {
+      const int32_t want = k < 3 ? pages[t][k] : k < 32 ? 0 : ConvertOutputs::kPoison;
+      EXPECT_EQ(o.block_table[t * 35 + k], want) << "token " << t << " column " << k;
+    }
+  }
+}
+
+// FlashInfer's block-table width: the longest sequence's slots floor(len /
+// 128), in whole tiles of 128 slots, in pages; at least 1.
+TEST(Dsv4HcaConvert, MaxPages) {
+  EXPECT_EQ(convert_max_pages(0, 2), 1);
+  EXPECT_EQ(convert_max_pages(-5, 2), 1);
+  EXPECT_EQ(convert_max_pages(255, 64), 2);           // 1 slot: one tile of 2 pages
+  EXPECT_EQ(convert_max_pages(127, 64), 1);           // no slot
+  EXPECT_EQ(convert_max_pages(128 * 128, 2), 64);     // 128 slots: one tile
+  EXPECT_EQ(convert_max_pages(128 * 129 - 1, 2), 64); // still 128 slots
+  EXPECT_EQ(convert_max_pages(128 * 129, 2), 128);    // 129 slots: two tiles
+  EXPECT_EQ(convert_max_pages(16512, 128), 2);
+  EXPECT_EQ(convert_max_pages(INT32_MAX, 2), 131072 * 64);  // 16777215 slots: 131072 tiles
+  for (int64_t bad : {-2, 0, 1, 3, 48, 256}) EXPECT_EQ(convert_max_pages(1000, bad), 0) << "page_size " << bad;
 }
 
 // ---------------------------------------------------------------------------
-// Random canonical tables: conversion then HCA gives section 1's doubles.
+// Random tables: the reference's outputs, and the report of an accepted table.
 
 struct RandomCase {
   int64_t page_size;
-  bool varlen;
+  int32_t q_len;
+  int32_t extra_width, stride_pad, extra_pages, swa_pad, table_pad;
 };
 void PrintTo(const RandomCase& c, std::ostream* os) {
-  *os << "page_size " << c.page_size << (c.varlen ? " varlen" : "");
+  *os << "page_size " << c.page_size << " q_len " << c.q_len << " +" << c.extra_width << " columns, stride +"
+      << c.stride_pad << ", +" << c.extra_pages << " pages";
 }
 
 class Dsv4HcaConvertRandom : public ::testing::TestWithParam<RandomCase> {};
 
-TEST_P(Dsv4HcaConvertRandom, HcaOfTheConversionEqualsSection1) {
-  const uint64_t seed = test::fresh_seed();
-  SCOPED_TRACE(test::seed_message(seed));
-  std::mt19937_64 rng(seed);
-  testing::Dsv4HcaProblemConfig c;
-  c.seed = seed;
-  c.heads = 8;
-  c.tokens = 6;
-  c.q_len = 3;
-  c.varlen = GetParam().varlen;
-  c.page_size = GetParam().page_size;
-  c.max_pages = static_cast<int32_t>(std::max<int64_t>(1, 200 / c.page_size));
-  c.compressed_pages = 2 * c.max_pages;
-  testing::Dsv4HcaProblem p = testing::make_dsv4_hca_problem(c);
-  // Token 0 has a full live window that seq_lens will cut (p + 1 <= 91 < 128).
-  p.swa_lens[0] = kSwaColumns;
-  for (int col = 0; col < kSwaColumns; ++col) {
-    int32_t& row = p.swa_rows[col];
-    if (row < 0 || row >= c.swa_rows) row = static_cast<int32_t>(rng() % c.swa_rows);
-    p.fill_row(false, row, rng());
+TEST_P(Dsv4HcaConvertRandom, OutputsAreTheReferences) {
+  const RandomCase& rc = GetParam();
+  for (int round = 0; round < 4; ++round) {
+    const uint64_t seed = test::fresh_seed();
+    SCOPED_TRACE(test::seed_message(seed));
+    std::mt19937_64 rng(seed);
+    test::ConvertTableConfig c;
+    c.requests = 1 + static_cast<int32_t>(rng() % 4);
+    c.q_len = rc.q_len;
+    c.page_size = rc.page_size;
+    c.extra_width = rc.extra_width;
+    c.stride_pad = rc.stride_pad;
+    c.extra_pages = rc.extra_pages;
+    const reference::ConvertInput in = test::make_convert_table(c, rng);
+    const reference::ConvertOutput want = reference::convert_reference(in);
+    ASSERT_EQ(want.refused, 0) << "the table generator made a table FlashInfer refuses";
+    EXPECT_EQ(in.max_pages, want.flashinfer_max_pages + rc.extra_pages);
+    ConvertOutputs o(in, rc.swa_pad, rc.table_pad);
+    const Status status = convert_page_aligned_indices(test::convert_args(in, o), nullptr);
+    ASSERT_TRUE(status.ok()) << status.message();
+    EXPECT_EQ(o.error, (std::vector<int32_t>{0, -1, 0}));
+    test::expect_outputs_match(o, want, in);
   }
-  testing::Dsv4HcaExpansion e = testing::expand_to_section1(p);
-  const int32_t W = e.width;
-  const int64_t ps = c.page_size;
-
-  // The expansion is canonical; make it a table a serving engine could hold.
-  std::vector<int32_t> seq_lens(p.num_requests);
-  for (int32_t b = 0; b < p.num_requests; ++b)
-    seq_lens[b] = static_cast<int32_t>(c.q_len + rng() % (b == 0 ? 88 : 160));
-  int64_t out_of_range_pages = 0;
-  for (int64_t t = 0; t < c.tokens; ++t) {
-    int32_t* row = &e.indices[t * W];
-    for (int k = 0; k < 3; ++k)
-      row[rng() % kSwaColumns] = rng() % 2 ? -1 : static_cast<int32_t>(c.swa_rows + rng() % 9);
-    switch (t == 0 ? 3 : rng() % 4) {
-      case 0:  // lens below 128
-        e.lens[t] = static_cast<int32_t>(rng() % kSwaColumns);
-        break;
-      case 1: {  // lens past the width: every compressed column active, on live pages
-        e.lens[t] = W + 1 + static_cast<int32_t>(rng() % 100);
-        for (int64_t j = 0; j < W - kSwaColumns; ++j) {
-          const int64_t page =
-              (j % ps == 0) ? static_cast<int64_t>(rng() % c.compressed_pages) : row[kSwaColumns + j - 1] / ps;
-          row[kSwaColumns + j] = static_cast<int32_t>(page * ps + j % ps);
-          p.fill_row(true, row[kSwaColumns + j], rng());
-        }
-        break;
-      }
-      case 2:  // a page past the pool, still canonical
-        if (e.lens[t] > kSwaColumns) {
-          const int64_t first = (rng() % (e.lens[t] - kSwaColumns)) / ps * ps;
-          const int64_t page = c.compressed_pages + static_cast<int64_t>(rng() % 4);
-          for (int64_t j = first; j < std::min<int64_t>(first + ps, e.lens[t] - kSwaColumns); ++j) {
-            row[kSwaColumns + j] = static_cast<int32_t>(page * ps + j % ps);
-            ++out_of_range_pages;
-          }
-        }
-        break;
-      default:
-        break;
-    }
-    for (int64_t col = std::max(e.lens[t], kSwaColumns); col < W; ++col) row[col] = static_cast<int32_t>(rng());
-  }
-  std::vector<uint16_t> out(c.tokens * c.heads * kHeadDim);  // for validate(): the references write nothing
-  Dsv4DecodeArgs s = e.args(p, out.data(), nullptr);
-  s.seq_lens = seq_lens.data();
-  s.num_requests = p.num_requests;
-  s.cum_seq_lens_q = c.varlen ? p.cum_seq_lens_q.data() : nullptr;
-  s.q_len = c.varlen ? 0 : c.q_len;
-  s.max_q_len = c.varlen ? c.q_len : 0;
-  ASSERT_TRUE(validate(s).ok()) << validate(s).message();
-
-  const int32_t max_pages = static_cast<int32_t>((W - kSwaColumns + ps - 1) / ps);
-  Outputs o(c.tokens, max_pages, p.num_requests);
-  const Status status = convert_page_aligned_indices(convert_args(s, ps, max_pages, o), nullptr);
-  ASSERT_TRUE(status.ok()) << status.message();
-
-  Dsv4HcaDecodeArgs h = p.host_args(out.data(), nullptr);
-  h.swa_rows = o.swa_rows.data();
-  h.swa_lens = o.swa_lens.data();
-  h.block_table = o.block_table.data();
-  h.max_pages = max_pages;
-  h.block_table_stride = max_pages;
-  h.hca_seq_lens = o.hca_seq_lens.data();
-  h.lens = e.lens.data();
-  ASSERT_TRUE(validate(h).ok()) << validate(h).message();
-  const reference::Dsv4Result section1 = reference::dsv4_decode(s);
-  test::expect_same_result(reference::dsv4_decode_hca(h), section1, "HCA of the conversion vs section 1");
-  EXPECT_GE(section1.out_of_range, out_of_range_pages);
-  EXPECT_GT(test::masked_by_seq_lens(s), 0) << "no window was cut by seq_lens: the case tests less than it should";
 }
 
-INSTANTIATE_TEST_SUITE_P(PageSizes, Dsv4HcaConvertRandom,
-                         ::testing::Values(RandomCase{1, false}, RandomCase{2, true}, RandomCase{61, false},
-                                           RandomCase{64, true}, RandomCase{256, false}),
+INSTANTIATE_TEST_SUITE_P(Tables, Dsv4HcaConvertRandom,
+                         ::testing::Values(RandomCase{2, 1, 0, 0, 0, 0, 0}, RandomCase{4, 3, 8, 4, 1, 4, 2},
+                                           RandomCase{8, 2, 0, 1, 0, 0, 0}, RandomCase{16, 4, 100, 0, 3, 0, 5},
+                                           RandomCase{32, 1, 4, 7, 0, 12, 0}, RandomCase{64, 2, 0, 0, 2, 0, 1},
+                                           RandomCase{128, 3, 512, 3, 0, 0, 0}, RandomCase{128, 1, 0, 0, 1, 8, 0}),
                          [](const auto& info) { return "case" + std::to_string(info.index); });
 
 // ---------------------------------------------------------------------------
-// Refusals: nothing written.
+// dsv4_decode_hca on the conversion computes dsv4_decode on the table.
 
-// A valid call over a small canonical table (2 requests of 2 tokens).
-struct SmallTable {
-  static constexpr int64_t kPageSize = 4;
-  static constexpr int32_t kWidth = kSwaColumns + 12;
-  std::vector<int32_t> indices = std::vector<int32_t>(4 * kWidth);
-  std::vector<int32_t> lens = std::vector<int32_t>(4, kWidth);
-  std::vector<int32_t> seq_lens = {300, 300};
-  Outputs outputs{4, 3, 2};
-  Dsv4HcaConvertArgs args;
-  SmallTable(const SmallTable&) = delete;  // args points into this object
-  SmallTable() {
-    for (int64_t t = 0; t < 4; ++t) {
-      for (int c = 0; c < kSwaColumns; ++c) indices[t * kWidth + c] = c;
-      for (int j = 0; j < kWidth - kSwaColumns; ++j) indices[t * kWidth + kSwaColumns + j] = (9 - j / 4) * 4 + j % 4;
+class Dsv4HcaConvertDecode : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(Dsv4HcaConvertDecode, HcaOfTheConversionEqualsSection1) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE(test::seed_message(seed));
+  std::mt19937_64 rng(seed);
+  test::ConvertTableConfig c;
+  c.requests = 3;
+  c.q_len = 2;
+  c.page_size = GetParam();
+  c.max_seq_len = 128 * 220;
+  c.extra_width = 12;
+  c.swa_pool_rows = 640;
+  c.compressed_pool_pages = 64 * 128 / c.page_size;
+  c.short_first = true;
+  c.long_last = true;
+  const reference::ConvertInput in = test::make_convert_table(c, rng);
+
+  testing::Dsv4HcaProblemConfig pc;  // q, pools and sinks; its own table is not used
+  pc.seed = seed;
+  pc.heads = 8;
+  pc.tokens = int64_t{c.requests} * c.q_len;
+  pc.q_len = c.q_len;
+  pc.page_size = c.page_size;
+  pc.max_pages = in.max_pages;
+  pc.compressed_pages = c.compressed_pool_pages;
+  pc.swa_rows = c.swa_pool_rows;
+  testing::Dsv4HcaProblem p = testing::make_dsv4_hca_problem(pc);
+  for (int64_t t = 0; t < pc.tokens; ++t) {  // every row the table makes active is live
+    const int32_t* row = &in.indices[t * in.stride];
+    for (int col = 0; col < in.lens[t]; ++col) {
+      const bool window = col < kSwaColumns;
+      if (window && col >= std::min<int64_t>(in.seq_lens[t / c.q_len] - c.q_len + t % c.q_len + 1, kSwaColumns)) {
+        continue;
+      }
+      p.fill_row(!window, row[col], seed ^ (static_cast<uint64_t>(row[col]) << 1 | window));
     }
-    Dsv4DecodeArgs s;
-    s.num_tokens = 4, s.indices = indices.data(), s.width = kWidth, s.indices_stride = kWidth, s.lens = lens.data();
-    s.seq_lens = seq_lens.data(), s.num_requests = 2, s.q_len = 2;
-    args = convert_args(s, kPageSize, 3, outputs);
   }
-};
 
-const int32_t kCumSeqLensQ[3] = {0, 2, 4};
+  std::vector<uint16_t> out(pc.tokens * pc.heads * kHeadDim);  // for validate(): the references write nothing
+  const Dsv4HcaDecodeArgs hca_base = p.host_args(out.data(), nullptr);
+  testing::Dsv4HcaExpansion table;  // the table in the expansion's form, for its section-1 arguments
+  ASSERT_EQ(in.stride, in.width);
+  table.indices = in.indices;
+  table.lens = in.lens;
+  table.width = in.width;
+  Dsv4DecodeArgs s = table.args(p, out.data(), nullptr);
+  s.seq_lens = in.seq_lens.data();
+  s.num_requests = c.requests;
+  s.q_len = c.q_len;
+  ASSERT_TRUE(validate(s).ok()) << validate(s).message();
 
-struct Refusal {
-  std::string label;
-  std::function<void(Dsv4HcaConvertArgs&, SmallTable&)> breaks;
-  std::string names;
-};
-void PrintTo(const Refusal& r, std::ostream* os) { *os << r.label; }
-
-std::vector<Refusal> refusals() {
-  using A = Dsv4HcaConvertArgs;
-  using S = SmallTable;
-  return {
-      {"memory", [](A& a, S&) { a.memory = static_cast<MemorySpace>(7); }, "memory"},
-      {"num_tokens_negative", [](A& a, S&) { a.num_tokens = -1; }, "num_tokens"},
-      {"width_124", [](A& a, S&) { a.width = 124; }, "width"},
-      {"width_not_multiple_of_4", [](A& a, S&) { a.width = 138; }, "width"},
-      {"width_too_large", [](A& a, S&) { a.width = kSwaColumns + 16384 + 4; }, "width"},
-      {"page_size_0", [](A& a, S&) { a.page_size = 0; }, "page_size"},
-      {"max_pages_short", [](A& a, S&) { a.max_pages = 2; },
-       "max_pages: expected >= max(1, ceil((width - 128) / page_size)) = 3"},
-      {"max_pages_0_at_width_128", [](A& a, S&) { a.width = kSwaColumns, a.max_pages = 0; }, "max_pages"},
-      {"indices_null", [](A& a, S&) { a.indices = nullptr; }, "indices: "},
-      {"indices_unaligned", [](A& a, S&) { a.indices += 1; }, "indices: "},
-      {"indices_stride_short", [](A& a, S&) { a.indices_stride = a.width - 4; }, "indices_stride"},
-      {"indices_stride_not_multiple_of_4", [](A& a, S&) { a.indices_stride = a.width + 2; }, "indices_stride"},
-      {"lens_null", [](A& a, S&) { a.lens = nullptr; }, "lens: "},
-      {"seq_lens_null", [](A& a, S&) { a.seq_lens = nullptr; }, "seq_lens: "},
-      {"num_requests_0", [](A& a, S&) { a.num_requests = 0; }, "num_requests"},
-      {"q_len_0", [](A& a, S&) { a.q_len = 0; }, "q_len"},
-      {"num_tokens_not_requests_times_q_len", [](A& a, S&) { a.q_len = 1; }, "num_tokens"},
-      {"swa_rows_null", [](A& a, S&) { a.swa_rows = nullptr; }, "swa_rows: "},
-      {"swa_rows_unaligned", [](A& a, S&) { a.swa_rows += 1; }, "swa_rows: "},
-      {"swa_rows_stride", [](A& a, S&) { a.swa_rows_stride = 127; }, "swa_rows_stride"},
-      {"swa_lens_null", [](A& a, S&) { a.swa_lens = nullptr; }, "swa_lens: "},
-      {"block_table_null", [](A& a, S&) { a.block_table = nullptr; }, "block_table: "},
-      {"block_table_stride", [](A& a, S&) { a.block_table_stride = 2; }, "block_table_stride"},
-      {"hca_seq_lens_null", [](A& a, S&) { a.hca_seq_lens = nullptr; }, "hca_seq_lens: "},
-      // The table's values: each non-canonical active compressed column.
-      {"hole_in_compressed", [](A&, S& s) { s.indices[1 * S::kWidth + kSwaColumns + 5] = -1; },
-       "indices: token 1 column 133 = -1: expected the canonical expansion page * page_size + 1"},
-      {"wrong_offset", [](A&, S& s) { s.indices[2 * S::kWidth + kSwaColumns + 2] += 1; },
-       "indices: token 2 column 130 = 39: expected the canonical expansion page * page_size + 2"},
-      {"page_changes_inside_a_page", [](A&, S& s) { s.indices[3 * S::kWidth + kSwaColumns + 7] -= 4; },
-       "indices: token 3 column 135 = 31 is in page 7: expected page 8 as column 132"},
-  };
+  ConvertOutputs o(in);
+  const Status status = convert_page_aligned_indices(test::convert_args(in, o), nullptr);
+  ASSERT_TRUE(status.ok()) << status.message();
+  Dsv4HcaDecodeArgs h = hca_base;
+  h.swa_rows = o.swa_rows.data();
+  h.swa_lens = o.swa_lens.data();
+  h.block_table = o.block_table.data();
+  h.max_pages = in.max_pages;
+  h.block_table_stride = o.block_table_stride;
+  h.hca_seq_lens = o.hca_seq_lens.data();
+  h.lens = in.lens.data();
+  ASSERT_TRUE(validate(h).ok()) << validate(h).message();
+  const reference::Dsv4Result section1 = reference::dsv4_decode(s);
+  test::expect_same_result(reference::dsv4_decode_hca(h), section1, "HCA of the conversion vs section 1");
+  EXPECT_GT(test::masked_by_seq_lens(s), 0) << "no window was cut by seq_lens: the case tests less than it should";
+  int64_t slots = 0;
+  for (int32_t l : in.lens) slots += l - kSwaColumns;
+  EXPECT_GT(slots, 0) << "no compressed slot: the case tests less than it should";
 }
 
-class Dsv4HcaConvertRefusal : public ::testing::TestWithParam<Refusal> {};
-
-TEST_P(Dsv4HcaConvertRefusal, NamesTheArgumentAndWritesNothing) {
-  const Refusal& r = GetParam();
-  SmallTable valid;  // the unbroken table converts
-  ASSERT_TRUE(convert_page_aligned_indices(valid.args, nullptr).ok());
-  SmallTable broken;
-  r.breaks(broken.args, broken);
-  for (MemorySpace memory : {MemorySpace::kHost, MemorySpace::kDevice}) {
-    if (r.label != "memory") broken.args.memory = memory;
-    const bool static_check = r.names.rfind("indices: token", 0) != 0;
-    SCOPED_TRACE(memory == MemorySpace::kHost ? "host memory" : "device memory");
-    const Status status = convert_page_aligned_indices(broken.args, nullptr);
-    if (!static_check && memory == MemorySpace::kDevice) {
-      // The table's values are device data: the device converter would check them on the device.
-      EXPECT_EQ(status.code(), StatusCode::kNotSupported) << status.message();
-    } else {
-      EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.message();
-      EXPECT_NE(status.message().find(r.names), std::string::npos) << "message: " << status.message();
-      EXPECT_NE(status.message().find("expected"), std::string::npos) << "message: " << status.message();
-      if (static_check) EXPECT_EQ(validate(broken.args).code(), StatusCode::kInvalidArgument);
-    }
-    EXPECT_TRUE(broken.outputs.untouched()) << "a refused conversion wrote its outputs";
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(EveryRefusal, Dsv4HcaConvertRefusal, ::testing::ValuesIn(refusals()),
-                         [](const auto& info) { return info.param.label; });
-
-// Inactive columns (past lens, past the window) need not be canonical; T = 0
-// writes nothing; a token that no request holds keeps nothing, unchecked.
-TEST(Dsv4HcaConvert, WhatIsNotChecked) {
-  SmallTable table;
-  table.lens[0] = kSwaColumns + 4;
-  table.indices[kSwaColumns + 4] = -1;  // past lens
-  table.indices[kSwaColumns + 9] = INT32_MIN;
-  ASSERT_TRUE(convert_page_aligned_indices(table.args, nullptr).ok());
-  EXPECT_EQ(table.outputs.block_table[0], 9);
-  EXPECT_EQ(table.outputs.block_table[1], -1);
-  EXPECT_EQ(table.outputs.hca_seq_lens, (std::vector<int32_t>{kSwaColumns + 12, kSwaColumns + 12}));
-
-  SmallTable empty;
-  empty.args.num_tokens = 0;
-  empty.args.indices = nullptr;
-  EXPECT_TRUE(convert_page_aligned_indices(empty.args, nullptr).ok());
-  EXPECT_TRUE(empty.outputs.untouched());
-
-  SmallTable padded;  // varlen offsets that stop at token 2: tokens 2 and 3 are padding
-  const int32_t cum[3] = {0, 1, 2};
-  padded.args.cum_seq_lens_q = cum, padded.args.max_q_len = 2, padded.args.q_len = 0;
-  padded.indices[3 * SmallTable::kWidth + kSwaColumns] = -1;  // not canonical, but no request holds it
-  ASSERT_TRUE(convert_page_aligned_indices(padded.args, nullptr).ok());
-  for (int64_t t : {2, 3}) {
-    EXPECT_EQ(padded.outputs.swa_lens[t], 0);
-    for (int k = 0; k < 3; ++k) EXPECT_EQ(padded.outputs.block_table[t * 3 + k], -1);
-  }
-  EXPECT_EQ(padded.outputs.swa_lens[0], kSwaColumns);
-}
+INSTANTIATE_TEST_SUITE_P(PageSizes, Dsv4HcaConvertDecode, ::testing::Values(2, 16, 64, 128),
+                         [](const auto& info) { return "page_size_" + std::to_string(info.param); });
 
 }  // namespace
 }  // namespace sparse_decode
