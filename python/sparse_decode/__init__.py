@@ -13,11 +13,15 @@
   as torch.library custom ops (torch.compile, CUDA graphs), registered on
   import when torch is installed.
 - Drop-ins (need torch):
-  `sparse_decode.flashinfer_compat.trtllm_batch_decode_sparse_mla_dsv4` for
-  FlashInfer's function of that name, and
-  `sparse_decode.flashmla_compat.flash_mla_with_kvcache` for FlashMLA's
+  `sparse_decode.flashinfer_compat.trtllm_batch_decode_sparse_mla_dsv4` (and
+  its alias `batch_decode_sparse_mla_dsv4`) for FlashInfer's function of that
+  name, `sparse_decode.flashmla_compat.flash_mla_with_kvcache` for FlashMLA's
   sparse FP8 decode, and `sparse_decode.step5_compat.sparse_decode_attention`
-  for vLLM Step5's DSA decode.
+  for vLLM Step5's DSA decode. They refuse what their upstream refuses, with
+  its exception types (docs/python.md).
+
+A refusal names the argument as the caller's signature spells it, with the
+expected value (docs/python.md).
 """
 
 from __future__ import annotations

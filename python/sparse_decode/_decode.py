@@ -6,7 +6,13 @@ import math
 import numbers
 from typing import Any, Optional, Tuple
 
-from . import _arrays, _ext
+from . import _arguments, _arrays, _errors, _ext
+from . import _names  # noqa: F401  (registers each entry point's names)
+
+_INT32_MAX = 2**31 - 1
+
+# Arrays the extension writes: they must be writable.
+_OUTPUTS = ("out", "lse", "out_of_range_count", "workspace", "swa_rows", "swa_lens", "block_table", "hca_seq_lens")
 
 
 def _plain(**arrays: Any) -> dict:
@@ -18,9 +24,9 @@ def _run_with_workspace(entry: Any, arguments: dict, workspace: Any, q: Any, str
     """Calls `entry` with the workspace given, or without one the scratch the call asks for
     (size_only), taken from torch's caching allocator on q's device (none for CPU arrays)."""
     if workspace is None:
-        nbytes = entry(**arguments, workspace=None, size_only=True)
+        nbytes = _arguments.call(entry, dict(arguments, workspace=None, size_only=True), _OUTPUTS)
         workspace = _arrays.cuda_scratch(q, nbytes, int(stream_handle)) if nbytes else None
-    entry(**arguments, **_plain(workspace=workspace))
+    _arguments.call(entry, dict(arguments, **_plain(workspace=workspace)), _OUTPUTS)
 
 
 def _check_page_layout(page_layout: str) -> None:
@@ -28,11 +34,19 @@ def _check_page_layout(page_layout: str) -> None:
         raise ValueError(f"page_layout: expected 'NHD' or 'HND', got {page_layout!r}")
 
 
+def _requests(q_len: Any, max_q_len: Any) -> Tuple[Optional[int], Optional[int]]:
+    """q_len and max_q_len as ints (or None); the library says which values it serves."""
+    low = -_INT32_MAX - 1
+    return _arguments.optional_integer(q_len, "q_len", low=low), _arguments.optional_integer(max_q_len, "max_q_len",
+                                                                                              low=low)
+
+
 def _check_float(value: Any, name: str) -> None:
     if not isinstance(value, numbers.Real):
         raise TypeError(f"{name}: expected a float, got {type(value).__name__}")
 
 
+@_errors.named("dsv4_decode")
 def dsv4_decode(
     q: Any,
     swa_kv: Any,
@@ -94,11 +108,16 @@ def dsv4_decode(
     ml_dtypes.bfloat16, or any 2-byte integer array holding BF16 bits (how
     NumPy without ml_dtypes and CuPy pass them).
 
-    Raises ValueError for bad arguments, NotImplementedError for valid calls
-    that this build does not serve (the message says why), RuntimeError for
-    CUDA errors; the message is the library's.
+    Raises ValueError for bad arguments, TypeError for an argument that is
+    not an array (None, a list, a read-only output) or a scalar of the wrong
+    type, NotImplementedError for valid calls that this build does not serve
+    (the message says why), RuntimeError for CUDA errors. The message names
+    the argument as this signature spells it (docs/python.md).
     """
+    _arguments.require(q=q, swa_kv=swa_kv, indices=indices, out=out)
     _check_page_layout(page_layout)
+    q_len, max_q_len = _requests(q_len, max_q_len)
+    stream = _arguments.stream(stream)
     bmm1_value, bmm1_array = _arrays.scale(bmm1_scale, "bmm1_scale")
     bmm2_value, bmm2_array = _arrays.scale(bmm2_scale, "bmm2_scale")
     context, stream_handle = _arrays.launch_context(q, stream)
@@ -121,6 +140,7 @@ def dsv4_decode(
         _run_with_workspace(_ext.dsv4_decode, arguments, workspace, q, stream_handle)
 
 
+@_errors.named("dsv4_decode_packed")
 def dsv4_decode_packed(
     q: Any,
     swa_cache: Any,
@@ -166,11 +186,15 @@ def dsv4_decode_packed(
     out_of_range_count: optional int32 [1], += active columns past their pool.
     workspace, enable_pdl, stream: as for dsv4_decode.
 
-    Raises ValueError for bad arguments, NotImplementedError for valid calls
-    that this build does not serve (e.g. device memory without a Hopper
-    GPU), RuntimeError for CUDA errors; the message is the library's.
+    Raises as dsv4_decode does (NotImplementedError e.g. for device memory
+    without a Hopper GPU), naming the argument as this signature spells it.
     """
+    _arguments.require(q=q, swa_cache=swa_cache, swa_indices=swa_indices, out=out)
+    if extra_indices is None and (extra_cache is not None or extra_lens is not None):
+        raise ValueError("extra_indices: expected an array (required with the extra segment: extra_cache or "
+                         "extra_lens is given), got None")
     _check_float(softmax_scale, "softmax_scale")
+    stream = _arguments.stream(stream)
     context, stream_handle = _arrays.launch_context(q, stream)
     with context:
         arguments = dict(
@@ -184,6 +208,7 @@ def dsv4_decode_packed(
         _run_with_workspace(_ext.dsv4_decode_packed, arguments, workspace, q, stream_handle)
 
 
+@_errors.named("dsv4_decode_hca")
 def dsv4_decode_hca(
     q: Any,
     swa_kv: Any,
@@ -243,14 +268,17 @@ def dsv4_decode_hca(
         small one on CUDA arrays is a ValueError naming workspace_bytes.
     enable_pdl, stream: as for dsv4_decode.
 
-    Raises ValueError for bad arguments (the message names the argument),
-    NotImplementedError for valid calls this build does not serve
-    (max_pages * page_size > 16384 on CUDA arrays), RuntimeError for CUDA
-    errors.
+    Raises as dsv4_decode does (NotImplementedError for max_pages *
+    page_size > 16384 on CUDA arrays), naming the argument as this
+    signature spells it.
     """
+    _arguments.require(q=q, swa_kv=swa_kv, compressed_kv=compressed_kv, swa_rows=swa_rows, swa_lens=swa_lens,
+                       block_table=block_table, lens=lens, hca_seq_lens=hca_seq_lens, out=out)
     _check_page_layout(page_layout)
     _check_float(bmm1_scale, "bmm1_scale")
     _check_float(bmm2_scale, "bmm2_scale")
+    q_len, max_q_len = _requests(q_len, max_q_len)
+    stream = _arguments.stream(stream)
     context, stream_handle = _arrays.launch_context(q, stream)
     with context:
         arguments = dict(
@@ -270,6 +298,7 @@ def dsv4_decode_hca(
         _run_with_workspace(_ext.dsv4_decode_hca, arguments, workspace, q, stream_handle)
 
 
+@_errors.named("convert_page_aligned_indices")
 def convert_page_aligned_indices(
     indices: Any,
     lens: Any,
@@ -306,42 +335,43 @@ def convert_page_aligned_indices(
     arrays. CPU arrays convert on the CPU; CUDA arrays raise
     NotImplementedError (the device converter is not written yet).
     """
-    if isinstance(page_size, bool) or not isinstance(page_size, numbers.Integral):
-        raise TypeError(f"page_size: expected an int, got {type(page_size).__name__}")
-    shape = tuple(int(d) for d in getattr(indices, "shape", ()))
+    _arguments.require(indices=indices, lens=lens, seq_lens=seq_lens)
+    page_size = _arguments.integer(page_size, "page_size", low=-_INT32_MAX - 1, high=2**63 - 1)
+    q_len, max_q_len = _requests(q_len, max_q_len)
+    max_pages = _arguments.optional_integer(max_pages, "max_pages", low=1)
+    stream = _arguments.stream(stream)
+    if not hasattr(indices, "shape"):
+        _arguments.diagnose(dict(indices=indices), ())
+    shape = tuple(int(d) for d in indices.shape)
     if len(shape) < 2:
         raise ValueError(f"indices: expected [T, W] (or [B, q_len, W]) int32, got shape {list(shape)}")
     tokens, width = math.prod(shape[:-1]), shape[-1]
-    if seq_lens is None:
-        raise ValueError("seq_lens: expected int32 [B], the KV length of each request (the converter needs it), got None")
-    if block_table is not None and max_pages is not None and int(block_table.shape[-1]) != int(max_pages):
+    if block_table is not None and max_pages is not None and int(block_table.shape[-1]) != max_pages:
         raise ValueError(
             f"max_pages: expected the width of block_table ({int(block_table.shape[-1])}) or None, got {max_pages}"
         )
-    requests = (
-        math.prod(seq_lens.shape) if seq_lens is not None else math.prod(cum_seq_lens_q.shape) - 1
-        if cum_seq_lens_q is not None else 0
-    )
+    requests = math.prod(seq_lens.shape) if hasattr(seq_lens, "shape") else 0
     if max_pages is None:
-        max_pages = max(1, -(-(width - 128) // max(int(page_size), 1)))
+        max_pages = max(1, -(-(width - 128) // max(page_size, 1)))
     if swa_rows is None:
         swa_rows = _arrays.empty_int32(indices, (tokens, 128))
     if swa_lens is None:
         swa_lens = _arrays.empty_int32(indices, (tokens,))
     if block_table is None:
-        block_table = _arrays.empty_int32(indices, (tokens, int(max_pages)))
+        block_table = _arrays.empty_int32(indices, (tokens, max_pages))
     if hca_seq_lens is None:
         hca_seq_lens = _arrays.empty_int32(indices, (requests,))
     context, stream_handle = _arrays.launch_context(indices, stream)
     with context:
-        _ext.convert_page_aligned_indices(
+        arguments = dict(
             **_plain(indices=indices, lens=lens, seq_lens=seq_lens, swa_rows=swa_rows, swa_lens=swa_lens,
                      block_table=block_table, hca_seq_lens=hca_seq_lens, cum_seq_lens_q=cum_seq_lens_q),
             q_len=q_len,
             max_q_len=max_q_len,
-            page_size=int(page_size),
+            page_size=page_size,
             stream=int(stream_handle),
         )
+        _arguments.call(_ext.convert_page_aligned_indices, arguments, _OUTPUTS)
     return swa_rows, swa_lens, block_table, hca_seq_lens
 
 
@@ -358,6 +388,7 @@ def dsa_workspace_size(rows: int, heads: int, splits: Optional[int] = None, *, o
     return _ext.dsa_workspace_size(int(rows), int(heads), splits, bool(on_gpu))
 
 
+@_errors.named("dsa_decode")
 def dsa_decode(
     q: Any,
     cache: Any,
@@ -412,20 +443,23 @@ def dsa_decode(
     stream: CUDA stream as an int; default: torch's (or CuPy's) current
         stream of q's device, else the legacy default stream.
 
-    Raises ValueError for bad arguments (the message names the argument),
-    NotImplementedError for valid calls this build does not serve,
-    RuntimeError for CUDA errors; the message is the library's.
+    Raises as dsv4_decode does, naming the argument as this signature
+    spells it.
     """
+    _arguments.require(q=q, cache=cache, regions=regions, block_table=block_table, positions=positions,
+                       active=active, out=out)
     _check_float(scale, "scale")
+    query_len = _arguments.integer(query_len, "query_len", low=-_INT32_MAX - 1)
     rows = int(q.shape[0]) if getattr(q, "shape", None) else 0
-    splits = dsa_splits_for(rows) if splits is None else int(splits)
+    splits = dsa_splits_for(rows) if splits is None else _arguments.integer(splits, "splits", low=-_INT32_MAX - 1)
+    stream = _arguments.stream(stream)
     context, stream_handle = _arrays.launch_context(q, stream)
     with context:
         arguments = dict(
             **_plain(q=q, cache=cache, regions=regions, block_table=block_table, positions=positions, active=active,
                      out=out),
             scale=float(scale),
-            query_len=int(query_len),
+            query_len=query_len,
             splits=splits,
             clear_inactive=bool(clear_inactive),
             **_plain(k_scale=k_scale, v_scale=v_scale, gate=gate),

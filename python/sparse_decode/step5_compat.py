@@ -11,6 +11,7 @@ workspace_size(args) bytes when the call needs them (CUDA tensors, splits >
 1); none with one split and on the CPU.
 """
 
+import numbers
 from typing import Optional
 
 import torch
@@ -49,9 +50,20 @@ def sparse_decode_attention(
     block ids (-1 unused); block_table: int32 [requests, max_blocks];
     positions / active: int32 [rows]; gate: optional BF16 or float32
     [tokens, G * heads]. Rows of one request are G * query_len consecutive
-    rows sharing a table row. Bad arguments raise ValueError naming the
-    argument (where the original asserts).
+    rows sharing a table row. Bad arguments raise AssertionError, as the
+    original asserts (also a ValueError), naming the argument as this
+    signature spells it.
     """
+    for name, value in (("query", query), ("cache", cache), ("regions", regions), ("block_table", block_table),
+                        ("positions", positions), ("active", active), ("output", output), ("k_scale", k_scale),
+                        ("v_scale", v_scale), ("gate", gate)):
+        if not isinstance(value, torch.Tensor) and (value is not None or name not in ("k_scale", "v_scale", "gate")):
+            raise TypeError(f"{name}: expected a torch.Tensor, got {type(value).__name__}")
+    for name, value, kind in (("scale", scale, numbers.Real), ("splits", splits, numbers.Integral),
+                              ("query_len", query_len, numbers.Integral)):
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise TypeError(f"{name}: expected {'a float' if kind is numbers.Real else 'an int'}, "
+                            f"got {type(value).__name__}")
     torch.ops.sparse_decode.dsa_decode(
         query,
         cache,
@@ -69,4 +81,5 @@ def sparse_decode_attention(
         v_scale,
         gate,
         False,  # enable_pdl: the original follows a module-level switch; off here
+        caller="step5",
     )

@@ -17,12 +17,17 @@ or a 1-element float32 tensor (`bmm1_scale_tensor`, read by the kernel at run
 time, so a replayed graph sees new values); the tensor wins when both are
 given. dsv4_decode_packed takes its `softmax_scale` as a float only (the C++
 API has no device-pointer form for it), so a captured graph keeps its value.
+
+Each op ends with `caller` (default ''): the drop-ins pass their key so that a
+refusal names the upstream's arguments and has its exception type; the
+renaming runs inside the op, so a compiled graph's refusals read the same.
 """
 
 from typing import List, Optional
 
 import torch
 
+from . import _errors
 from ._decode import dsv4_decode as _dsv4_decode
 from ._decode import dsv4_decode_packed as _dsv4_decode_packed
 from ._decode import dsv4_decode_hca as _dsv4_decode_hca
@@ -57,14 +62,18 @@ def dsv4_decode(
     bmm2_scale_tensor: Optional[torch.Tensor] = None,
     enable_pdl: bool = False,
     page_layout: str = "NHD",
+    caller: str = "",
 ) -> None:
-    """sparse_decode.dsv4_decode on torch tensors, on the current stream of q's device."""
+    """sparse_decode.dsv4_decode on torch tensors, on the current stream of q's device. caller: whose
+    names and exception types a refusal takes ('' this op's; a drop-in passes its own, see _names.py)."""
     arguments = dict(locals())  # the op's arguments, named as the low-level call names them
+    arguments.pop("caller")
     for name in ("bmm1_scale", "bmm2_scale"):
         tensor = arguments.pop(name + "_tensor")
         if tensor is not None:  # the tensor wins when both are given
             arguments[name] = tensor
-    _dsv4_decode(**arguments)
+    with _errors.entry(caller):
+        _dsv4_decode(**arguments)
 
 
 @torch.library.custom_op("sparse_decode::dsv4_decode_packed", mutates_args=_MUTATED)
@@ -83,13 +92,17 @@ def dsv4_decode_packed(
     extra_lens: Optional[torch.Tensor] = None,
     sinks: Optional[torch.Tensor] = None,
     enable_pdl: bool = False,
+    caller: str = "",
 ) -> None:
     """sparse_decode.dsv4_decode_packed on torch tensors, on the current stream of q's device.
 
     The mutated tensors come first as for dsv4_decode; softmax_scale follows
     them because it has no default (the packed call takes it by value).
+    caller: as for dsv4_decode.
     """
-    _dsv4_decode_packed(**locals())  # the op's arguments are the low-level call's, by name
+    arguments = dict(locals())  # the op's arguments are the low-level call's, by name
+    with _errors.entry(arguments.pop("caller")):
+        _dsv4_decode_packed(**arguments)
 
 
 @torch.library.custom_op("sparse_decode::dsv4_decode_hca", mutates_args=_MUTATED)
@@ -114,9 +127,13 @@ def dsv4_decode_hca(
     bmm2_scale: float = 1.0,
     enable_pdl: bool = False,
     page_layout: str = "NHD",
+    caller: str = "",
 ) -> None:
-    """sparse_decode.dsv4_decode_hca on torch tensors (float scales only, as the HCA set takes them)."""
-    _dsv4_decode_hca(**locals())  # the op's arguments are the low-level call's, by name
+    """sparse_decode.dsv4_decode_hca on torch tensors (float scales only, as the HCA set takes them).
+    caller: as for dsv4_decode."""
+    arguments = dict(locals())  # the op's arguments are the low-level call's, by name
+    with _errors.entry(arguments.pop("caller")):
+        _dsv4_decode_hca(**arguments)
 
 
 @torch.library.custom_op("sparse_decode::dsa_decode", mutates_args=("out", "workspace"))
@@ -137,12 +154,15 @@ def dsa_decode(
     v_scale: Optional[torch.Tensor] = None,
     gate: Optional[torch.Tensor] = None,
     enable_pdl: bool = False,
+    caller: str = "",
 ) -> None:
     """sparse_decode.dsa_decode on torch tensors, on the current stream of q's device. splits is explicit
     (sparse_decode.dsa_splits_for(rows) gives the default) so that a traced graph does not depend on a
     host-side choice. workspace None on CUDA tensors with splits > 1: taken from torch's caching allocator
-    (a torch.cuda.graph capture serves it from its pool), as for dsv4_decode."""
-    _dsa_decode(**locals())  # the op's arguments are the low-level call's, by name
+    (a torch.cuda.graph capture serves it from its pool), as for dsv4_decode. caller: as for dsv4_decode."""
+    arguments = dict(locals())  # the op's arguments are the low-level call's, by name
+    with _errors.entry(arguments.pop("caller")):
+        _dsa_decode(**arguments)
 
 
 @torch.library.custom_op("sparse_decode::merge_states", mutates_args=("out", "out_lse"))

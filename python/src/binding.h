@@ -88,6 +88,14 @@ Array view(const char* name, const nb::ndarray<Config...>& a) {
       stride *= std::max<int64_t>(v.shape[i], 1);
     }
   }
+  // A reversed view (NumPy's a[::-1]) addresses memory before its data
+  // pointer; the argument structs take non-negative strides only.
+  for (size_t i = 0; i < v.ndim(); ++i) {
+    if (v.shape[i] > 1 && v.strides[i] < 0) {
+      fail(std::string(name) + ": expected non-negative strides, got strides " + Array::dims_text(v.strides) +
+           " for shape " + v.shape_text() + " (a reversed view: pass a copy)");
+    }
+  }
   return v;
 }
 
@@ -294,29 +302,81 @@ inline KvPool pool_of(const Array& a, bool hnd) {
   return pool;
 }
 
+// The length of a per-request array (seq_lens, hca_seq_lens) against the
+// tokens: B = cum_seq_lens_q's offsets - 1, T / q_len for a given q_len, the
+// first dim of a [B, q_len, ...] query, or a divisor of T (uniform q_len).
+inline void check_request_count(const Array& a, const std::optional<Array>& cum, std::optional<int32_t> q_len,
+                                int32_t q_dim_len, int64_t tokens) {
+  const int64_t count = a.count();
+  const std::string got = ", got shape " + a.shape_text();
+  if (cum) {
+    if (count != cum->count() - 1) {
+      fail(std::string(a.name) + ": expected B = " + std::to_string(cum->count() - 1) +
+           " elements, one per request of cum_seq_lens_q (B + 1 = " + std::to_string(cum->count()) + " offsets)" + got);
+    }
+    return;
+  }
+  if (tokens == 0) return;
+  const int64_t per = q_len ? *q_len : q_dim_len;
+  if (per > 0) {
+    if (tokens % per == 0 && count != tokens / per) {
+      fail(std::string(a.name) + ": expected B = T / q_len = " + std::to_string(tokens / per) + " elements (T = " +
+           std::to_string(tokens) + " query tokens, q_len = " + std::to_string(per) +
+           (q_len ? ")" : " from the [B, q_len, ...] query)") + got);
+    }
+    return;
+  }
+  if (!q_len && (count == 0 || tokens % count != 0)) {
+    fail(std::string(a.name) + ": expected B elements with B dividing the T = " + std::to_string(tokens) +
+         " query tokens (uniform q_len = T / B; cum_seq_lens_q gives varlen requests)" + got);
+  }
+}
+
+// cum_seq_lens_q in host memory: offsets from 0, non-decreasing, each request
+// at most max_q_len tokens, the last offset at most T (tokens past it belong
+// to no request). Device offsets are not read: no host synchronization.
+inline void check_offsets(const Array& cum, int32_t max_q_len, int64_t tokens) {
+  const auto* offsets = static_cast<const int32_t*>(cum.data);
+  const int64_t n = cum.count();
+  bool ok = offsets[0] == 0 && offsets[n - 1] <= tokens;
+  for (int64_t b = 0; ok && b + 1 < n; ++b) {
+    const int64_t step = int64_t{offsets[b + 1]} - offsets[b];
+    ok = step >= 0 && (max_q_len <= 0 || step <= max_q_len);
+  }
+  if (ok) return;
+  std::string values = "[";
+  for (int64_t b = 0; b < std::min<int64_t>(n, 9); ++b) values += (b ? ", " : "") + std::to_string(offsets[b]);
+  values += n > 9 ? ", ...]" : "]";
+  fail("cum_seq_lens_q: expected offsets from 0, non-decreasing, each step <= max_q_len = " +
+       std::to_string(max_q_len) + ", the last <= T = " + std::to_string(tokens) + ", got " + values);
+}
+
 // The request mapping of the DeepSeek-V4 calls: `per_request` (int32 [B]:
 // seq_lens, hca_seq_lens) gives B, cum_seq_lens_q [B + 1] the varlen
 // offsets. Query lengths are given, else read off a [B, q_len, ...] array
 // (q_dim_len; 0 for a flat one, which with uniform requests divides T by B).
-// Whatever stays 0 is refused by the library with its name.
+// A per-request array whose length contradicts the tokens is refused here,
+// by its name; whatever stays 0 is refused by the library with its name.
 template <typename Args>
 const int32_t* set_requests(Args& args, const std::optional<Array>& per_request, const std::optional<Array>& cum,
                             std::optional<int32_t> q_len, std::optional<int32_t> max_q_len, int32_t q_dim_len) {
   const int32_t* data = nullptr;
+  if (cum) {
+    args.cum_seq_lens_q = vector_of<int32_t>(*cum, Kind::kInt32, "int32 [B + 1]", -1);
+    if (cum->count() < 2) fail("cum_seq_lens_q: expected B + 1 >= 2 offsets, got shape " + cum->shape_text());
+    args.num_requests = static_cast<int32_t>(cum->count() - 1);
+  }
   if (per_request) {
     data = vector_of<int32_t>(*per_request, Kind::kInt32, "int32", -1);
-    args.num_requests = static_cast<int32_t>(per_request->count());
-  }
-  if (cum) {
-    const int64_t expected = per_request ? args.num_requests + 1 : -1;
-    args.cum_seq_lens_q = vector_of<int32_t>(*cum, Kind::kInt32, "int32 [B + 1]", expected);
-    if (!per_request) args.num_requests = static_cast<int32_t>(cum->count() - 1);
+    if (!cum) args.num_requests = static_cast<int32_t>(per_request->count());
+    check_request_count(*per_request, cum, q_len, q_dim_len, args.num_tokens);
   }
   args.max_q_len = max_q_len.value_or(q_dim_len);
   args.q_len = q_len.value_or(q_dim_len);
   if (!q_len && q_dim_len == 0 && args.num_requests > 0 && args.num_tokens % args.num_requests == 0) {
     args.q_len = static_cast<int32_t>(args.num_tokens / args.num_requests);
   }
+  if (cum && args.memory == MemorySpace::kHost) check_offsets(*cum, args.max_q_len, args.num_tokens);
   return data;
 }
 

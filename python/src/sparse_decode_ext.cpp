@@ -29,6 +29,12 @@ NB_MODULE(_ext, m) {
   binding::add_dsa_decode(m);
   binding::add_merge_states(m);
 
+  // Whether an object converts to an argument array, read-only or writable:
+  // a failed call's TypeError is traced to the argument that caused it
+  // (sparse_decode/_arguments.py), so that the caller sees its name.
+  m.def("_is_array", [](const binding::InArray&) { return true; });
+  m.def("_is_writable_array", [](const binding::OutArray&) { return true; });
+
   // Lets the tests check the Status -> exception mapping for codes that a
   // machine without a GPU cannot provoke (kNotSupported, kCudaError).
   m.def("_raise_status",

@@ -104,32 +104,37 @@ def test_without_seq_lens_and_compressed_pool(rng, seed):
     assert_matches_exactly_rounded(bits(out), reference(p)[0], seed)
 
 
+PACKED_ONLY = "an argument of the packed-row \\(SM120 'sparse'\\) set"
+HCA_ONLY = "backend='trtllm-gen' does not accept it \\(an argument of the HCA set"
+
+
 @pytest.mark.parametrize(
-    "name, value",
+    "name, value, message",
     [
-        ("swa_topk_lens", "tensor"),
-        ("extra_sparse_indices", "tensor"),
-        ("extra_sparse_topk_lens", "tensor"),
-        ("hca_swa_indices", "tensor"),
-        ("hca_compressed_block_tables", "tensor"),
-        ("hca_seq_lens", "tensor"),
-        ("hca_is_causal", False),
-        ("hca_use_persistent", True),
-        ("hca_sparse_indices_format", "compressed-page-aligned"),
+        ("swa_topk_lens", "tensor", PACKED_ONLY),
+        ("extra_sparse_indices", "tensor", PACKED_ONLY),
+        ("extra_sparse_topk_lens", "tensor", PACKED_ONLY),
+        ("hca_swa_indices", "tensor", HCA_ONLY),
+        ("hca_compressed_block_tables", "tensor", HCA_ONLY),
+        ("hca_seq_lens", "tensor", HCA_ONLY),
+        ("hca_is_causal", False, HCA_ONLY),
+        ("hca_use_persistent", True, HCA_ONLY),
+        ("hca_sparse_indices_format", "compressed-page-aligned", HCA_ONLY),
     ],
 )
-def test_other_backends_arguments_are_not_implemented(rng, name, value):
+def test_other_argument_sets_arguments_are_refused_as_flashinfer_refuses_them(rng, name, value, message):
+    # FlashInfer raises ValueError for an argument the resolved backend does not accept.
     p = make_problem(rng, layout="HND")
     value = torch.zeros(p.tokens, dtype=torch.int32) if value == "tensor" else value
-    with pytest.raises(NotImplementedError, match=f"^{name}: an argument of FlashInfer's .* backend"):
-        trtllm_batch_decode_sparse_mla_dsv4(**flashinfer_args(p), **{name: value})
+    with pytest.raises(ValueError, match=f"^{name}: {message}"):
+        trtllm_batch_decode_sparse_mla_dsv4(**flashinfer_args(p), backend="trtllm-gen", **{name: value})
 
 
-@pytest.mark.parametrize("backend", ["fa3"])  # "sparse": test_flashinfer_packed.py; "cute-dsl": test_hca.py
-def test_other_backends_are_not_implemented(rng, backend):
+def test_unknown_backend_is_a_value_error(rng):
     p = make_problem(rng, layout="HND")
-    with pytest.raises(NotImplementedError, match=f"^backend='{backend}': sparse_decode serves the trtllm-gen"):
-        trtllm_batch_decode_sparse_mla_dsv4(**flashinfer_args(p), backend=backend)
+    with pytest.raises(ValueError, match=r"^backend: expected one of 'auto', 'trtllm-gen', 'cute-dsl', 'sparse', "
+                                         r"got 'fa3'$"):
+        trtllm_batch_decode_sparse_mla_dsv4(**flashinfer_args(p), backend="fa3")
 
 
 def test_trtllm_gen_backend_is_served(rng, seed):
@@ -150,10 +155,10 @@ def test_trtllm_gen_backend_is_served(rng, seed):
         ),
         (
             dict(bmm1_scale=torch.tensor([0.1], dtype=torch.float64)),
-            ValueError,
-            r"^bmm1_scale: a tensor scale must be one float32 element",
+            TypeError,  # as FlashInfer: a tensor scale must be float32
+            r"^bmm1_scale: expected a float or a float32 tensor, got a torch\.float64 tensor$",
         ),
-        (dict(bmm2_scale=torch.ones(2)), ValueError, r"^bmm2_scale: a tensor scale must be one float32 element"),
+        (dict(bmm2_scale=torch.ones(2)), ValueError, r"^bmm2_scale: expected a float32 tensor of one element"),
         (
             dict(query="2-D"),
             ValueError,
@@ -178,12 +183,13 @@ def test_library_errors_carry_the_library_message(rng):
     p = make_problem(rng, layout="NHD")
     args = flashinfer_args(p)
     args["sparse_indices"] = to_torch(np.ascontiguousarray(p.indices[:, :130]))
-    with pytest.raises(ValueError, match=r"^width: expected a multiple of 4 in \[128, 16512\], got 130$"):
+    with pytest.raises(ValueError, match=r"^sparse_indices \(width\): expected a multiple of 4 in \[128, 16512\], "
+                                         r"got 130$"):
         trtllm_batch_decode_sparse_mla_dsv4(**args)
 
 
 def test_split_scratch_is_the_aligned_upper_half_of_the_workspace_buffer():
-    from sparse_decode.flashinfer_compat import _split_scratch
+    from sparse_decode._flashinfer_common import split_scratch as _split_scratch
 
     buffer = torch.zeros(1000, dtype=torch.int32)  # 4000 bytes
     scratch = _split_scratch(buffer)

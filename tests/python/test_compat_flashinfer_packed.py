@@ -71,24 +71,27 @@ def test_varlen_query_arguments_are_accepted(rng, seed):
 
 
 @pytest.mark.parametrize(
-    "change, message",
+    "change, exception, message",
     [
-        (dict(bmm2_scale=2.0), r"^bmm2_scale: must be 1\.0 with packed caches \(docs/spec\.md, section 2\), got 2\.0$"),
-        (dict(bmm1_scale=torch.tensor([0.1])), r"^bmm1_scale/bmm2_scale: tensor scales are not served"),
-        (dict(bmm2_scale=torch.tensor([1.0])), r"^bmm1_scale/bmm2_scale: tensor scales are not served"),
-        (
-            dict(sparse_topk_lens=torch.zeros(5, dtype=torch.int32)),
-            r"^sparse_topk_lens: an argument of FlashInfer's trtllm-gen",
-        ),
-        (dict(seq_lens=torch.ones(5, dtype=torch.int32)), r"^seq_lens: an argument of FlashInfer's trtllm-gen"),
-        (dict(hca_seq_lens=torch.ones(5, dtype=torch.int32)), r"^hca_seq_lens: an argument of FlashInfer's HCA"),
-        (dict(backend="fa3"), r"^backend='fa3': sparse_decode serves the trtllm-gen argument set"),
+        # Refused by FlashInfer's SM120 path too: the same type.
+        (dict(bmm2_scale=2.0), ValueError,
+         r"^bmm2_scale: expected 1\.0 with packed caches \(docs/spec\.md, section 2\), got 2\.0$"),
+        (dict(bmm1_scale=torch.tensor([0.1])), ValueError, r"^bmm1_scale: the packed-row .* takes a Python float"),
+        (dict(bmm2_scale=torch.tensor([1.0])), ValueError, r"^bmm2_scale: the packed-row .* takes a Python float"),
+        (dict(hca_seq_lens=torch.ones(5, dtype=torch.int32)), ValueError,
+         r"^hca_seq_lens: backend='sparse' does not accept it"),
+        (dict(backend="fa3"), ValueError, r"^backend: expected one of 'auto', 'trtllm-gen', 'cute-dsl', 'sparse'"),
+        # Accepted by FlashInfer, not served by this build yet.
+        (dict(sparse_topk_lens=torch.zeros(5, dtype=torch.int32)), NotImplementedError,
+         r"^sparse_topk_lens: not served with packed caches"),
+        (dict(seq_lens=torch.ones(5, dtype=torch.int32)), NotImplementedError,
+         r"^seq_lens: not served with packed caches"),
     ],
 )
-def test_not_implemented(rng, change, message):
+def test_refusals(rng, change, exception, message):
     p = make_packed_problem(rng)
     out = torch.full(p.q.shape, float("nan"), dtype=torch.bfloat16)
-    with pytest.raises(NotImplementedError, match=message):
+    with pytest.raises(exception, match=message):
         trtllm_batch_decode_sparse_mla_dsv4(**{**sm120_args(p), **change}, out=out)
     assert torch.isnan(out.float()).all(), "nothing is written when a call is refused"
 
@@ -102,15 +105,19 @@ def test_argument_errors(rng):
         trtllm_batch_decode_sparse_mla_dsv4(**{**args, "sparse_indices": None})
     with pytest.raises(ValueError, match=r"^swa_kv_cache: expected HND \[pages, 1, page_size, 584\]"):
         trtllm_batch_decode_sparse_mla_dsv4(**{**sm120_args(p, "NHD"), "kv_layout": "HND"})
-    # The library's message, as FlashInfer requires extra_sparse_topk_lens with extra_sparse_indices.
-    with pytest.raises(ValueError, match=r"^extra\.lens: expected a non-null pointer"):
+    # FlashInfer requires extra_sparse_topk_lens with extra_sparse_indices, and the reverse (ValueError).
+    with pytest.raises(ValueError, match=r"^extra_sparse_topk_lens: expected a tensor together with extra_sparse_ind"):
         trtllm_batch_decode_sparse_mla_dsv4(**{**args, "extra_sparse_topk_lens": None})
+    with pytest.raises(ValueError, match=r"^extra_sparse_indices: expected a tensor together with extra_sparse_topk"):
+        trtllm_batch_decode_sparse_mla_dsv4(**{**args, "extra_sparse_indices": None})
+    with pytest.raises(ValueError, match=r"^compressed_kv_cache: expected the packed pool of extra_sparse_indices"):
+        trtllm_batch_decode_sparse_mla_dsv4(**{**args, "compressed_kv_cache": None})
 
 
 def test_sparse_backend_with_plain_caches_is_refused(rng):
     p = make_plain_problem(rng, dtype="bf16", layout="NHD")
     k = plain_torch_kwargs(p)
-    with pytest.raises(ValueError, match=r"^swa_cache: expected uint8 \(1-byte elements"):
+    with pytest.raises(ValueError, match=r"^swa_kv_cache: expected uint8 \(1-byte elements"):
         trtllm_batch_decode_sparse_mla_dsv4(
             k["q"], k["swa_kv"], torch.zeros(16, dtype=torch.uint8), k["indices"], kv_layout="NHD", backend="sparse"
         )

@@ -33,6 +33,9 @@ FLASHMLA_PARAMETERS = [
     ("extra_indices_in_kvcache", None),
     ("topk_length", None),
     ("extra_topk_length", None),
+    # The older interface's, after the current signature (callers pass them by keyword).
+    ("descale_q", None),
+    ("descale_k", None),
 ]
 
 
@@ -157,15 +160,18 @@ def test_dense_path_arguments_are_accepted_on_the_sparse_path(rng, seed):
     [
         (dict(indices=None), NotImplementedError, r"^indices: None selects FlashMLA's dense decode"),
         ("v3.2", NotImplementedError, r"^k_cache: the DeepSeek-V3\.2 \(656 bytes per token\) cache format"),
-        (dict(causal=True), ValueError, r"^causal: must be False when indices are given"),
-        (dict(is_fp8_kvcache=False), ValueError, r"^is_fp8_kvcache: must be True"),
-        (dict(head_dim_v=576), ValueError, r"^head_dim_v: expected 512, got 576$"),
-        (dict(extra_k_cache=None), ValueError, r"^extra_k_cache and extra_indices_in_kvcache: give both or neither"),
-        (dict(extra_indices_in_kvcache=None), ValueError, r"^extra_k_cache and extra_indices_in_kvcache"),
-        (dict(topk_length=torch.zeros(3, dtype=torch.int32)), ValueError, r"^topk_length: expected \[2\]"),
-        ("q 3-D", ValueError, r"^q: expected \[b, s_q, h_q, 512\]"),
-        ("fp8 q", ValueError, r"^q: expected bfloat16"),
-        ("odd pages", ValueError, r"^swa\.pool\.page_stride: expected a multiple of 16 bytes, got 35624$"),
+        # FlashMLA's Python asserts: AssertionError.
+        (dict(causal=True), AssertionError, r"^causal: expected False when indices are given"),
+        (dict(is_fp8_kvcache=False), AssertionError, r"^is_fp8_kvcache: expected True"),
+        # FlashMLA's C++ checks (TORCH_CHECK): RuntimeError.
+        (dict(head_dim_v=576), RuntimeError, r"^head_dim_v: expected 512, got 576$"),
+        (dict(extra_k_cache=None), RuntimeError, r"^extra_indices_in_kvcache: expected None without extra_k_cache$"),
+        (dict(extra_indices_in_kvcache=None), RuntimeError,
+         r"^extra_indices_in_kvcache: expected a tensor with extra_k_cache, got None$"),
+        (dict(topk_length=torch.zeros(3, dtype=torch.int32)), RuntimeError, r"^topk_length: expected \[2\]"),
+        ("q 3-D", RuntimeError, r"^q: expected \[b, s_q, h_q, 512\]"),
+        ("fp8 q", RuntimeError, r"^q: expected bfloat16"),
+        ("odd pages", RuntimeError, r"^k_cache \(page stride\): expected a multiple of 16 bytes, got 35624$"),
     ],
 )
 def test_argument_errors(rng, change, exception, message):
@@ -186,7 +192,7 @@ def test_argument_errors(rng, change, exception, message):
 
 def test_extra_topk_length_without_extra_cache(rng):
     p = make_packed_problem(rng, tokens=2, extra_width=None)
-    with pytest.raises(ValueError, match=r"^extra_topk_length: given without extra_k_cache$"):
+    with pytest.raises(RuntimeError, match=r"^extra_topk_length: expected None without extra_k_cache$"):
         flashmla_call(p, 2, 1, extra_topk_length=torch.zeros(2, dtype=torch.int32))
 
 

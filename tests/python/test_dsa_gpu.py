@@ -98,7 +98,7 @@ def test_given_workspace_same_bits_and_too_small_is_refused(rng, seed):
     size = sparse_decode.dsa_workspace_size(rows, p.heads, splits)
     # Refused before anything runs (already before the kernel exists): the library's message, nothing written.
     out = poisoned_out(p)
-    with pytest.raises(ValueError, match=r"^workspace_bytes: expected >= workspace_size\(args\)"):
+    with pytest.raises(ValueError, match=r"^workspace: expected >= workspace_size\(args\)"):
         sparse_decode.dsa_decode(**cuda_kwargs(p), out=out, splits=splits,
                                  workspace=torch.empty(size - 1, dtype=torch.uint8, device="cuda"))
     torch.cuda.synchronize()

@@ -79,8 +79,9 @@ def test_splits_for():
         (lambda p: dict(active=p.active.astype(bool)), r"^active: expected int32"),
         (lambda p: dict(gate=np.zeros((4, 3), np.float32)), r"^gate: expected \[tokens, G \* heads\] = \[4, 8\]"),
         (lambda p: dict(splits=33), r"^splits: expected 1\.\.32"),
-        (lambda p: dict(query_len=3), r"^num_rows: expected a multiple of num_groups \* query_len"),
-        (lambda p: dict(cache=p.cache.view(np.uint8)[..., :384], k_scale=None), r"^k_scale: expected a non-null"),
+        (lambda p: dict(query_len=3), r"^q \(rows\): expected a multiple of num_groups \* query_len"),
+        (lambda p: dict(cache=p.cache.view(np.uint8)[..., :384], k_scale=None),
+         r"^k_scale: expected an array with an FP8 cache, got None$"),
         (lambda p: dict(workspace=np.zeros(64, np.uint8)[::2]), r"^workspace: expected a contiguous array"),
     ],
 )

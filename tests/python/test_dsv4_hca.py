@@ -82,7 +82,8 @@ def test_torch_cpu_same_bits_as_numpy(rng, seed):
         (lambda p: dict(block_table=p.block_table.astype(np.int64)), r"^block_table: expected int32"),
         (lambda p: dict(lens=p.lens[:3]), r"^lens: expected 6 elements"),
         (lambda p: dict(swa_lens=p.swa_lens.astype(np.float32)), r"^swa_lens: expected int32"),
-        (lambda p: dict(hca_seq_lens=p.hca_seq_lens[:2]), r"^num_tokens: expected num_requests \* q_len"),
+        (lambda p: dict(hca_seq_lens=p.hca_seq_lens[:2]),
+         r"^hca_seq_lens: expected B = T / q_len = 3 elements \(T = 6 query tokens, q_len = 2\), got shape \[2\]$"),
         (lambda p: dict(bmm1_scale=float("nan")), r"^bmm1_scale: expected a number, got NaN$"),
         (lambda p: dict(page_layout="HDN"), r"^page_layout: expected 'NHD' or 'HND'"),
     ],
@@ -223,11 +224,11 @@ def test_flashinfer_cute_dsl_argument_errors(rng):
                 hca_seq_lens=to_torch(p.hca_seq_lens), swa_topk_lens=to_torch(p.swa_lens))
     with pytest.raises(ValueError, match=r"^swa_topk_lens: required by the HCA argument set"):
         trtllm_batch_decode_sparse_mla_dsv4(**{**args, "swa_topk_lens": None})
-    with pytest.raises(ValueError, match=r"^sparse_indices: pass None with the explicit HCA metadata"):
+    with pytest.raises(ValueError, match=r"^sparse_indices: expected None with the explicit HCA metadata"):
         trtllm_batch_decode_sparse_mla_dsv4(**args, sparse_indices=args["hca_swa_indices"])
-    with pytest.raises(NotImplementedError, match=r"^bmm1_scale/bmm2_scale: the HCA argument set takes"):
+    with pytest.raises(ValueError, match=r"^bmm1_scale: the HCA argument set \(backend='cute-dsl'\) takes a Python"):
         trtllm_batch_decode_sparse_mla_dsv4(**args, bmm1_scale=torch.ones(1))
-    with pytest.raises(NotImplementedError, match=r"^hca_is_causal: must be True"):
+    with pytest.raises(ValueError, match=r"^hca_is_causal: backend='cute-dsl' supports causal HCA only"):
         trtllm_batch_decode_sparse_mla_dsv4(**args, hca_is_causal=False)
     with pytest.raises(ValueError, match=r"^hca_swa_indices: produced by the compressed-page-aligned conversion"):
         trtllm_batch_decode_sparse_mla_dsv4(**args, hca_sparse_indices_format="compressed-page-aligned")
@@ -335,13 +336,13 @@ def test_gpu_workspace_too_small_is_refused_and_the_converter_is_not_served(rng,
 
     p = make_hca_problem(rng, tokens=6, q_len=2, page_size=64, max_pages=2)
     out = torch.full(p.q.shape, float("nan"), dtype=torch.bfloat16, device="cuda")
-    with pytest.raises(ValueError, match=r"^workspace_bytes: "):
+    with pytest.raises(ValueError, match=r"^workspace: dsv4_decode_hca on device memory needs"):
         sparse_decode.dsv4_decode_hca(**cuda_tensors(p, to_torch), out=out,
                                       workspace=torch.empty(16, dtype=torch.uint8, device="cuda"))
     torch.cuda.synchronize()
     assert torch.isnan(out.float()).all(), "nothing is written when refused"
     q = make_hca_problem(rng, tokens=2, q_len=1, page_size=4, max_pages=4097)  # 16388 > 16384 slots
-    with pytest.raises(NotImplementedError, match=r"^max_pages: the GPU path expands"):
+    with pytest.raises(NotImplementedError, match=r"^block_table \(width\): the GPU path expands"):
         sparse_decode.dsv4_decode_hca(**cuda_tensors(q, to_torch),
                                       out=torch.empty(q.q.shape, dtype=torch.bfloat16, device="cuda"))
     t = make_canonical_table(rng)

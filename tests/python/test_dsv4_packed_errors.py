@@ -31,14 +31,14 @@ def odd_pages_without_padding(rng):
 
 def test_odd_page_size_needs_padded_pages(rng):
     p, cache = odd_pages_without_padding(rng)
-    refused(p, ValueError, r"^swa\.pool\.page_stride: expected a multiple of 16 bytes, got 35624$", swa_cache=cache)
+    refused(p, ValueError, r"^swa_cache \(page stride\): expected a multiple of 16 bytes, got 35624$", swa_cache=cache)
 
 
 def test_unaligned_pool(problem):
     pages, stride = problem.swa.pool.storage.shape
     shifted = problem.swa.pool.storage.reshape(-1)[8 : 8 + (pages - 1) * stride].reshape(pages - 1, stride)
     cache = shifted[:, : 16 * ROW_BYTES].reshape(pages - 1, 16, ROW_BYTES)
-    refused(problem, ValueError, r"^swa\.pool\.data: expected a 16-byte aligned pointer$", swa_cache=cache)
+    refused(problem, ValueError, r"^swa_cache: expected a 16-byte aligned pointer$", swa_cache=cache)
 
 
 @pytest.mark.parametrize(
@@ -71,23 +71,28 @@ def test_unaligned_pool(problem):
         ("sinks", lambda p: p.sinks.astype(np.float64), r"^sinks: expected float32, got float64$"),
         # The library's own messages.
         ("softmax_scale", lambda p: float("nan"), r"^softmax_scale: expected a number, got NaN$"),
-        ("extra_cache", lambda p: None, r"^extra\.pool\.data: expected a non-null pointer$"),
+        ("extra_cache", lambda p: None, r"^extra_cache: expected an array, got None$"),
         (
             "extra_lens",
             lambda p: None,
-            r"^extra\.lens: expected a non-null pointer \(required with the extra segment\)$",
+            r"^extra_lens: expected an array \(required with the extra segment\), got None$",
         ),
         (
             "extra_indices",
             lambda p: None,
-            r"^extra\.width: expected 1\.\.16384, got 0 \(the extra segment is present: some field of it is set\)$",
+            r"^extra_indices: expected an array \(required with the extra segment: extra_cache or extra_lens is "
+            r"given\), got None$",
         ),
         (
             "swa_indices",
             lambda p: np.ascontiguousarray(p.swa.indices[:, :126]),
-            r"^swa\.indices_stride: expected a multiple of 4 that is >= width = 126, got 126$",
+            r"^swa_indices \(row stride\): expected a multiple of 4 that is >= width = 126, got 126$",
         ),
-        ("swa_indices", lambda p: np.zeros((3, 16385), np.int32), r"^swa\.width: expected 1\.\.16384, got 16385$"),
+        (
+            "swa_indices",
+            lambda p: np.zeros((3, 16385), np.int32),
+            r"^swa_indices \(width\): expected 1\.\.16384, got 16385$",
+        ),
     ],
 )
 def test_messages(problem, name, value, message):
@@ -97,7 +102,7 @@ def test_messages(problem, name, value, message):
 def test_library_message_for_head_count(problem):
     q = np.ascontiguousarray(problem.q[:, :12])
     out, lse = np.full(q.shape, 0x7FC0, np.uint16), np.full(q.shape[:2], np.nan, np.float32)
-    message = r"^num_heads: expected one of 8, 16, 32, 64, 128, got 12$"
+    message = r"^q \(heads\): expected one of 8, 16, 32, 64, 128, got 12$"
     refused(problem, ValueError, message, q=q, out=out, lse=lse, sinks=None)
 
 

@@ -1,0 +1,181 @@
+"""FlashInfer's HCA (backend="cute-dsl") argument set on sparse_decode::dsv4_decode_hca, and its converter."""
+
+from typing import Literal, NamedTuple, Optional
+
+import torch
+
+from . import _errors
+from . import torch_ops  # noqa: F401  (registers torch.ops.sparse_decode.*)
+from ._decode import convert_page_aligned_indices
+from ._flashinfer_common import check_kv_layout, float_scales, output, split_scratch, tensor
+
+
+class DSV4HCAMetadata(NamedTuple):
+    """The HCA metadata of a converted table, named as the arguments that take it:
+    trtllm_batch_decode_sparse_mla_dsv4(..., backend="cute-dsl", **metadata._asdict())."""
+
+    hca_swa_indices: torch.Tensor  # int32 [sum_q, 128]
+    hca_compressed_block_tables: torch.Tensor  # int32 [sum_q, max_pages]
+    hca_seq_lens: torch.Tensor  # int32 [B]
+    swa_topk_lens: torch.Tensor  # int32 [sum_q]
+    hca_is_causal: bool = True  # as FlashInfer's: HCA rows are per query token
+
+
+def _page_size(cache: Optional[torch.Tensor], kv_layout: str) -> int:
+    """Slots per page of a [pages, page_size, 512] pool or a 4-D one in kv_layout."""
+    if cache is not None and cache.dim() == 4:
+        return int(cache.shape[2] if kv_layout == "HND" else cache.shape[1])
+    if cache is not None and cache.dim() == 3:
+        return int(cache.shape[1])
+    shape = None if cache is None else list(cache.shape)
+    raise ValueError(f"compressed_kv_cache: expected a 3-D or 4-D paged pool (its page size is needed), got {shape}")
+
+
+def _convert(sparse_indices, sparse_topk_lens, seq_lens, swa_kv_cache, compressed_kv_cache, kv_layout, **requests):
+    """sparse_decode.convert_page_aligned_indices with outputs allocated on the table's device."""
+    for name, value in (
+        ("sparse_indices", sparse_indices),
+        ("sparse_topk_lens", sparse_topk_lens),
+        ("seq_lens", seq_lens),
+    ):
+        if value is None:
+            raise ValueError(f"{name}: required by the compressed-page-aligned conversion")
+        tensor(value, name)
+    # The caches give the page size only, but live where the table does, as FlashInfer requires.
+    for name, cache in (("swa_kv_cache", swa_kv_cache), ("compressed_kv_cache", compressed_kv_cache)):
+        if isinstance(cache, torch.Tensor) and cache.device != sparse_indices.device:
+            raise ValueError(f"{name}: expected a tensor on sparse_indices' device ({sparse_indices.device}), "
+                             f"got {cache.device}")
+    page_size = _page_size(compressed_kv_cache, kv_layout)
+    rows, lens, pages, hca_seq_lens = convert_page_aligned_indices(
+        sparse_indices, sparse_topk_lens, seq_lens, page_size=page_size, **requests
+    )
+    return DSV4HCAMetadata(rows, pages, hca_seq_lens, lens)
+
+
+@_errors.named("flashinfer.convert")
+def convert_compressed_page_aligned_sparse_indices_to_hca_metadata(
+    sparse_indices: torch.Tensor,
+    sparse_topk_lens: torch.Tensor,
+    seq_lens: torch.Tensor,
+    swa_kv_cache: torch.Tensor,
+    compressed_kv_cache: torch.Tensor,
+    *,
+    q_len: int,
+    kv_layout: Literal["HND", "NHD"] = "HND",
+) -> DSV4HCAMetadata:
+    """A trtllm-gen table -> reusable HCA metadata (FlashInfer's function of this name).
+
+    sparse_indices int32 [B * q_len, W] (or [B, q_len, W]): columns 0..127 are
+    absolute rows of swa_kv_cache (kept as they are: ring rotation and
+    wraparound are fine); the active compressed columns (128 + j, j <
+    min(sparse_topk_lens[t], W) - 128) must be the canonical expansion
+    page_id * page_size + j % page_size of compressed_kv_cache's pages
+    (ValueError naming the token and column otherwise). seq_lens int32 [B]
+    gives the sliding window (section 1's rule), folded into swa_topk_lens.
+    Returns DSV4HCAMetadata; pass its fields, with the same
+    sparse_topk_lens, to trtllm_batch_decode_sparse_mla_dsv4(backend="cute-dsl").
+
+    Allocates its outputs: not CUDA-graph safe; run it once during setup.
+    The signature is FlashInfer's documented one (swa_kv_cache is not read:
+    window rows are never rewritten; it must live on sparse_indices' device,
+    as FlashInfer requires: ValueError otherwise). FlashInfer also requires
+    dense causal top-k lengths; this conversion accepts any lens, and the
+    decode then reads exactly what the table's section-1 decode reads
+    (docs/formats/hca_layout.md). CPU tensors convert on the CPU; CUDA
+    tensors raise NotImplementedError until the device converter exists.
+    """
+    check_kv_layout(kv_layout)
+    return _convert(sparse_indices, sparse_topk_lens, seq_lens, swa_kv_cache, compressed_kv_cache, kv_layout,
+                    q_len=q_len)
+
+
+def hca(
+    query,
+    swa_kv_cache,
+    workspace_buffer,
+    sparse_indices,
+    compressed_kv_cache,
+    sparse_topk_lens,
+    seq_lens,
+    out,
+    bmm1_scale,
+    bmm2_scale,
+    sinks,
+    kv_layout,
+    cum_seq_lens_q,
+    max_q_len,
+    enable_pdl,
+    swa_topk_lens,
+    hca_swa_indices,
+    hca_compressed_block_tables,
+    hca_seq_lens,
+    hca_sparse_indices_format,
+) -> torch.Tensor:
+    """The HCA (backend='cute-dsl') argument set: refusals as FlashInfer's (ValueError), then the op."""
+    float_scales(bmm1_scale, bmm2_scale, "HCA argument set (backend='cute-dsl')")
+    if hca_sparse_indices_format not in (None, "compressed-page-aligned"):
+        raise ValueError(
+            f"hca_sparse_indices_format: expected None or 'compressed-page-aligned', got {hca_sparse_indices_format!r}"
+        )
+    explicit = (
+        ("hca_swa_indices", hca_swa_indices),
+        ("hca_compressed_block_tables", hca_compressed_block_tables),
+        ("hca_seq_lens", hca_seq_lens),
+        ("swa_topk_lens", swa_topk_lens),
+    )
+    if hca_sparse_indices_format is not None:
+        for name, value in explicit:
+            if value is not None:
+                raise ValueError(f"{name}: produced by the compressed-page-aligned conversion, pass None")
+        # One-shot compatibility path: allocates the metadata (not CUDA-graph safe).
+        requests = dict(cum_seq_lens_q=cum_seq_lens_q, max_q_len=max_q_len)
+        if cum_seq_lens_q is None and query.dim() == 4:
+            requests = dict(q_len=int(query.shape[1]))
+        with _errors.entry("flashinfer.convert-tagged"):
+            metadata = _convert(sparse_indices, sparse_topk_lens, seq_lens, swa_kv_cache, compressed_kv_cache,
+                                kv_layout, **requests)
+        hca_swa_indices, hca_compressed_block_tables = metadata.hca_swa_indices, metadata.hca_compressed_block_tables
+        hca_seq_lens, swa_topk_lens = metadata.hca_seq_lens, metadata.swa_topk_lens
+    else:
+        if sparse_indices is not None:
+            raise ValueError(
+                "sparse_indices: expected None with the explicit HCA metadata (backend='cute-dsl'), or set "
+                "hca_sparse_indices_format='compressed-page-aligned' to convert a combined table"
+            )
+        if seq_lens is not None:
+            raise ValueError(
+                "seq_lens: expected None: the explicit HCA metadata (backend='cute-dsl') uses hca_seq_lens "
+                "(seq_lens is read only with hca_sparse_indices_format='compressed-page-aligned')"
+            )
+        for name, value in explicit + (
+            ("sparse_topk_lens", sparse_topk_lens),
+            ("compressed_kv_cache", compressed_kv_cache),
+        ):
+            if value is None:
+                raise ValueError(f"{name}: required by the HCA argument set (backend='cute-dsl')")
+    out = output(out, query)
+    torch.ops.sparse_decode.dsv4_decode_hca(
+        query,
+        swa_kv_cache,
+        compressed_kv_cache,
+        hca_swa_indices,
+        swa_topk_lens,
+        hca_compressed_block_tables,
+        sparse_topk_lens,
+        hca_seq_lens,
+        out,
+        None,  # lse: not an output of this FlashInfer function
+        None,  # out_of_range_count
+        split_scratch(workspace_buffer),  # CUDA: the expanded table, its lens and the split scratch
+        cum_seq_lens_q,
+        None,  # q_len: the 4-D query's second dim, or sum_q / B
+        max_q_len,
+        sinks,
+        float(bmm1_scale),
+        float(bmm2_scale),
+        bool(enable_pdl),
+        kv_layout,
+        caller="flashinfer.cute-dsl",
+    )
+    return out
