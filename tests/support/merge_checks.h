@@ -94,14 +94,18 @@ struct MergeCase {
       a.lse_base = lse_base;
       a.lse_rank_stride = c.tokens * c.heads;
     } else {
-      partial_list_.clear();
-      lse_list_.clear();
+      // One pair of lists a memory space: host_args() must not repoint the
+      // lists of device arguments made before it.
+      std::vector<const void*>& partial_list = partial_lists_[memory == MemorySpace::kHost];
+      std::vector<const float*>& lse_list = lse_lists_[memory == MemorySpace::kHost];
+      partial_list.clear();
+      lse_list.clear();
       for (int r = 0; r < c.ranks; ++r) {
-        partial_list_.push_back(static_cast<const char*>(partial_base) + r * rank_stride * element_bytes());
-        lse_list_.push_back(lse_base + r * c.tokens * c.heads);
+        partial_list.push_back(static_cast<const char*>(partial_base) + r * rank_stride * element_bytes());
+        lse_list.push_back(lse_base + r * c.tokens * c.heads);
       }
-      a.partials = partial_list_.data();
-      a.lses = lse_list_.data();
+      a.partials = partial_list.data();
+      a.lses = lse_list.data();
     }
     a.out_dtype = c.out_dtype;
     a.out = out;
@@ -117,8 +121,8 @@ struct MergeCase {
   }
 
  private:
-  std::vector<const void*> partial_list_;
-  std::vector<const float*> lse_list_;
+  std::vector<const void*> partial_lists_[2];  // [device, host]
+  std::vector<const float*> lse_lists_[2];
 };
 
 inline MergeCase make_merge_case(const MergeCaseConfig& c) {
