@@ -74,7 +74,8 @@ __device__ __forceinline__ void write_output(const DsaParams& p, const SplitSmem
     const float factor = sum > 0.0f ? v_scale / sum : 0.0f;
     const float4 mean = make_float4(acc.x * factor, acc.y * factor, acc.z * factor, acc.w * factor);
     if (p.splits == 1) {
-      const float gate = gate_factor(p, row, head);
+      // A row without a key stays exactly zero whatever its gate (NaN included), as the combine does.
+      const float gate = sum > 0.0f ? gate_factor(p, row, head) : 1.0f;
       store_out4(p.out + row * p.out_row_stride + head * p.out_head_stride + dim,
                  make_float4(mean.x * gate, mean.y * gate, mean.z * gate, mean.w * gate));
     } else {
