@@ -137,9 +137,10 @@ RowComparison compare_row(const double* expected, const uint16_t* got, int n) {
     }
     return c;
   }
-  double err2 = 0.0, ref2 = 0.0, floor2 = 0.0;
+  double err2 = 0.0, ref2 = 0.0, floor2 = 0.0, got2 = 0.0;
   for (int i = 0; i < n; ++i) {
     const double g = reference::decode_bf16(got[i]);
+    got2 += g * g;
     if (!std::isfinite(g) || (zero && g != 0.0)) {
       c.verdict = RowVerdict::kMismatch;
       c.relative_error = std::numeric_limits<double>::infinity();
@@ -156,10 +157,11 @@ RowComparison compare_row(const double* expected, const uint16_t* got, int n) {
   if (zero) return c;
   c.relative_error = std::sqrt(err2 / ref2);
   c.rounding_floor = std::sqrt(floor2 / ref2);
-  if (c.relative_error > row_error_bound(c.rounding_floor)) {
+  if (c.relative_error > row_error_bound(c.rounding_floor) && std::sqrt(err2 / n) > kFlushToZeroRms) {
     c.verdict = RowVerdict::kMismatch;
     c.detail = format("relative L2 error %.3g > bound %.3g", c.relative_error, row_error_bound(c.rounding_floor)) +
-               format(" (BF16 rounding floor %.3g)", c.rounding_floor);
+               format(" (BF16 rounding floor %.3g;", c.rounding_floor) +
+               format(" rms: reference %.3g,", std::sqrt(ref2 / n)) + format(" got %.3g)", std::sqrt(got2 / n));
   }
   return c;
 }
