@@ -15,11 +15,16 @@ __device__ __forceinline__ void cluster_arrive_release() {
 }
 // Relaxed form: no fence. It publishes an mbarrier initialization fenced by
 // fence.mbarrier_init.release.cluster (mbarrier_init), as CUTLASS's pipelines
-// do. Used before peers overwrite a tile, it relies on every read of the tile
-// having been consumed (by an MMA) before the arrive in the SASS, which the
-// PTX model alone does not promise: see packed.md, "No GPU-scope fences".
+// do. Before peers overwrite a tile, fence_release_shared_cta() comes first.
 __device__ __forceinline__ void cluster_arrive_relaxed() {
   asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+// Release of this thread's accesses of its CTA's shared memory at cluster
+// scope, without the GPU-scope fence of cluster_arrive_release: put before
+// a relaxed arrive after which peers overwrite this CTA's tiles
+// (docs/memory_model.md, section 6).
+__device__ __forceinline__ void fence_release_shared_cta() {
+  asm volatile("fence.release.sync_restrict::shared::cta.cluster;\n" ::: "memory");
 }
 // Waits for the cluster barrier (acquire).
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }

@@ -75,4 +75,12 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
+// Release proxy fence: orders this thread's generic-proxy accesses of its
+// CTA's shared memory before async-proxy accesses (bulk copies) by the
+// threads it then synchronizes with: a consumer handing a tile back for a
+// refill, before its bar.arrive (docs/memory_model.md, section 4).
+__device__ __forceinline__ void fence_proxy_async_release() {
+  asm volatile("fence.proxy.async::generic.release.sync_restrict::shared::cta.cluster;\n" ::: "memory");
+}
+
 }  // namespace sparse_decode::ptx

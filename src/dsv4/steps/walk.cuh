@@ -193,9 +193,10 @@ __device__ __forceinline__ void walk_chunks_fed(ChunkSmem<Traits>& s, const Dsv4
     instrument::phase_mark(i, 1);
     instrument::phase_mark(i, 2);
     if (!instrument::skips(p, instrument::kSkipMath)) chunk_math<Traits>(s, scope, i, count, per_group, kv_tile, pv);
-    // The warp's reads of the tile are done (their values fed the MMAs), as
-    // when a consumer releases a stage in CUTLASS's TMA pipelines (no proxy fence).
+    // The warp's reads of the tile are done: release them to the producers'
+    // next bulk copy into it (async proxy) before the handoff.
     if (i + Traits::kKvTiles < count) {
+      ptx::fence_proxy_async_release();
       ptx::named_barrier_arrive(Traits::kTileFreeBarrier + kv_tile, Traits::kTileFreeThreads);
     }
   }
@@ -266,7 +267,8 @@ __device__ __forceinline__ void walk_chunks_after_scores(ChunkSmem<Traits>& s, c
     }
     mark(i, 7);
     if (i + kSlots < count) ptx::named_barrier_arrive(Traits::kProbsFreeBarrier + slot, kHandoff);
-    if (i + Traits::kKvTiles < count) {
+    if (i + Traits::kKvTiles < count) {  // released to the next bulk copy, as in the walk above
+      ptx::fence_proxy_async_release();
       ptx::named_barrier_arrive(Traits::kTileFreeBarrier + kv_tile, Traits::kTileFreeThreads);
     }
   }

@@ -105,8 +105,10 @@ __global__ void __launch_bounds__(ClusterTraits::kThreads, 2) cluster_kernel(con
   }
   ptx::cp_async_wait_all();  // q, when this CTA had no chunk
 
-  // This CTA no longer reads its KV tile (every read has fed an MMA) and its
-  // partials barrier is initialized (fenced at init): no release fence needed.
+  // This CTA no longer reads its KV tile: its accesses are released at
+  // cluster scope before peers' partials land there; the partials barrier
+  // was fenced at its initialization.
+  ptx::fence_release_shared_cta();
   ptx::cluster_arrive_relaxed();
   ptx::cluster_wait();  // nor does any other CTA: the partials may land in the KV tiles
   cluster::send_partials(s, acc, state, rank, ctas);

@@ -81,6 +81,7 @@ __global__ void __launch_bounds__(StreamTraits::kLaunchThreads, StreamTraits::kC
     stream::produce_chunks<kUnitCtas == 0, kGeneral>(s, p, token, first_chunk, walk,
                                                      p.out_of_range_count && first_head == 0);
     if constexpr (kUnitCtas == 2) {  // the producers take part in the barrier after the walks
+      ptx::fence_release_shared_cta();
       ptx::cluster_arrive_relaxed();
       ptx::cluster_wait();
     }
@@ -112,8 +113,10 @@ __global__ void __launch_bounds__(StreamTraits::kLaunchThreads, StreamTraits::kC
     } else {
       stream::accumulate_tail(s, buffer, acc);
     }
-    // The warp's reads of the KV tile are done: the producers may refill it.
+    // The warp's reads of the KV tile are done: released to the producers'
+    // next bulk copy into it (async proxy).
     if (i + Traits::kBuffers < walk) {
+      ptx::fence_proxy_async_release();
       ptx::named_barrier_arrive(Traits::kTileFreeBarrier + buffer, Traits::kLaunchThreads);
     }
   }
@@ -127,9 +130,11 @@ __global__ void __launch_bounds__(StreamTraits::kLaunchThreads, StreamTraits::kC
     stats[1] = stream::HeadStats{s.running_max[g + 8], s.running_sum[g + 8]};
     stream::store_output<kGeneral>(s, p, token, first_head, count, acc, exponent, stats, 0, 2);
   } else {
-    // Both walks are done: every read of the KV tiles has fed an MMA, and the
-    // exchange barrier was fenced at its initialization, so a relaxed
-    // barrier frees the KV tiles for the exchange.
+    // Both walks are done: this thread's accesses of the KV tiles are
+    // released at cluster scope (no GPU-scope fence), then the barrier frees
+    // the tiles for the peer's exchange; the exchange barrier was fenced at
+    // its initialization.
+    ptx::fence_release_shared_cta();
     ptx::cluster_arrive_relaxed();
     ptx::cluster_wait();
     stream::send_to_peer(s, acc, exponent, rank);
