@@ -99,7 +99,7 @@ HcaLayer make_hca_layer(const BenchLayer& plain, const KvPools& pools, int index
 void print_header(const BenchOptions& o, const KvPools& pools, const GraphTimer& timer, BenchMode mode) {
   print_mode_note(mode, true);
   std::printf("dsv4_decode_hca (SPEC section 3): FP8 rows; the compressed stream by pages of %lld rows (top-k = whole\n"
-              "pages%s), one request a token; beside dsv4_decode on the same rows (the table HCA's expansion writes)\n",
+              "pages%s), one request a token; beside dsv4_decode on the same rows (the table of HCA's expansion)\n",
               static_cast<long long>(kBenchPageSize),
               mode == BenchMode::kDistinct ? ", no page read twice in a layer" : "");
   std::printf("%d layers a graph, each its own indices and pool region; pools %.2f GiB; L2 flushed with %zu MiB\n",

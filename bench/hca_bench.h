@@ -1,7 +1,7 @@
 // `sparse-decode bench --layout hca`: dsv4_decode_hca (SPEC section 3) on
 // the plain bench's FP8 pools and layers with page-aligned top-k columns,
-// beside dsv4_decode on the same rows (the section-1 table that HCA's
-// expansion writes) and the plain gather of those rows.
+// beside dsv4_decode on the same rows (the section-1 table of HCA's
+// expansion) and the plain gather of those rows.
 #pragma once
 
 #include "bench/dsv4_bench.h"

@@ -87,28 +87,29 @@ struct Dsv4HcaDecodeArgs {
 Status validate(const Dsv4HcaDecodeArgs& args);
 
 // validate(), then whether a path of this build serves the call. Host memory
-// runs the CPU backend. Device memory runs the GPU path: a small kernel
-// expands the metadata into a section-1 table [T, W'] (W' = 128 + max_pages *
-// page_size rounded up to a multiple of 4) in the workspace, then section 1's
-// kernels run on it (docs/formats/hca_layout.md). NotSupported when max_pages *
-// compressed_kv.page_size > 16384 (section 1's widest table), when
-// compressed_kv has more than INT32_MAX rows, or where section 1's kernels
-// cannot serve the expanded call (no sm_90 device, grid size). T = 0: Ok.
+// runs the CPU backend. Device memory runs the GPU path: section 1's kernels
+// reading the columns from the metadata, on the rows of the expansion into a
+// section-1 table [T, W'] (W' = 128 + max_pages * page_size rounded up to a
+// multiple of 4), with no table in memory (docs/formats/hca_layout.md).
+// NotSupported when max_pages * compressed_kv.page_size > 16384 (section 1's
+// widest table), when compressed_kv has more than INT32_MAX rows, or where
+// section 1's kernels cannot serve that call (no sm_90 device, grid size).
+// T = 0: Ok.
 Status supports(const Dsv4HcaDecodeArgs& args);
 
-// Bytes of scratch memory that dsv4_decode_hca needs: 0 for host memory, T =
-// 0 and arguments that fail validate() or that the expansion cannot
-// represent; else the expanded table (T * W' * 4 bytes) and lens (T * 4,
-// rounded up to 16) plus section 1's workspace_size of the expanded call
-// (the split kernel's scratch: it depends on the current device, ask with
-// the arguments of the call; 0 without a device). Saturates at SIZE_MAX.
+// Bytes of scratch memory that dsv4_decode_hca asks for: 0 for host memory,
+// T = 0 and arguments that fail validate() or supports()' width and row
+// limits; else section 1's workspace_size on the same rows (the split
+// kernel's scratch: it depends on the current device, ask with the arguments
+// of the call; 0 without a device). Saturates at SIZE_MAX.
 size_t workspace_size(const Dsv4HcaDecodeArgs& args);
 
 // Runs the decode (host memory: synchronously on the CPU, `stream` and the
 // workspace ignored). Device memory: on `stream`, with no allocation and no
 // host synchronization (CUDA-graph safe); the workspace (device memory,
-// 16-byte aligned, contents ignored, overwritten) must hold
-// workspace_size(args) bytes, else InvalidArgument naming workspace_bytes.
+// 16-byte aligned, contents ignored, overwritten) serves the split path as
+// in dsv4_decode: where it is null, smaller than workspace_size(args) or
+// misaligned, the call runs without the split path (same bits).
 // With enable_pdl the kernels read `sinks` before waiting for the previous
 // kernel, as section 1's do. Nothing is written when it fails.
 Status dsv4_decode_hca(const Dsv4HcaDecodeArgs& args, void* workspace, size_t workspace_bytes,

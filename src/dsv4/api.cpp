@@ -18,7 +18,7 @@ Status supports(const Dsv4DecodeArgs& args) {
 
 size_t workspace_size(const Dsv4DecodeArgs& args) {
   if (args.memory == MemorySpace::kHost || !validate(args).ok()) return 0;
-  return dsv4::choose_kernel(args) == Dsv4Kernel::kSplit ? dsv4::split_workspace_bytes(args) : 0;
+  return dsv4::call_workspace_bytes(args);
 }
 
 Status dsv4_decode(const Dsv4DecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream_st* stream) {

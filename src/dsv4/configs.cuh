@@ -128,6 +128,9 @@ using StreamHalvesTraitsFp8H64 = Dsv4Traits<StreamHalvesFp8H64>;
 // The general form of a configuration's kernels (traits.cuh: kGeneralForm).
 template <class Traits>
 using GeneralTraits = Dsv4Traits<typename Traits::Config, true>;
+// The page-walk form of a configuration's kernels (traits.cuh: kPageWalkForm).
+template <class Traits>
+using PageWalkTraits = Dsv4Traits<typename Traits::Config, true, true>;
 
 static_assert(sizeof(ClusterSmem<ClusterTraitsFp8>) <= kMaxSmemPerCta &&
                   sizeof(StreamSmem<StreamTraitsFp8>) <= kMaxSmemPerCta &&

@@ -203,6 +203,10 @@ size_t split_workspace_bytes(const Dsv4DecodeArgs& args) {
   return static_cast<size_t>(validation::saturating_mul(validation::saturating_mul(units, groups), record));
 }
 
+size_t call_workspace_bytes(const Dsv4DecodeArgs& args) {
+  return choose_kernel(args) == Dsv4Kernel::kSplit ? split_workspace_bytes(args) : 0;
+}
+
 bool split_workspace_fits(const Dsv4DecodeArgs& args, const void* workspace, size_t workspace_bytes) {
   return workspace && workspace_bytes >= split_workspace_bytes(args) &&
          reinterpret_cast<uintptr_t>(workspace) % SplitWorkspace<Traits16>::kAlignment == 0;

@@ -51,6 +51,10 @@ Dsv4Kernel choose_kernel(const Dsv4DecodeArgs& args, bool split_workspace = true
 // whichever kernel is chosen.
 size_t split_workspace_bytes(const Dsv4DecodeArgs& args);
 
+// Bytes of workspace a validated call asks for (workspace_size): the split
+// path's when kAuto or the caller picks it, else 0.
+size_t call_workspace_bytes(const Dsv4DecodeArgs& args);
+
 // Whether `workspace` can serve the split path: large and aligned enough.
 bool split_workspace_fits(const Dsv4DecodeArgs& args, const void* workspace, size_t workspace_bytes);
 

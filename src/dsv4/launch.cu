@@ -41,7 +41,7 @@ CombineKernel combine_kernel_of(const void* kernel, int slices) {
   return {kernel, slices, SplitT::kHeads * SplitT::kGranules / slices};
 }
 
-// The plan sizes are the plain form's: the general form has the same plans.
+// The plan sizes are the plain form's: the other forms have the same plans.
 template <class ClusterT, class StreamT, class SplitT>
 KernelSet kernel_set(const void* cluster, const void* stream, const void* split, const void* (*combine)(bool, bool),
                      bool general) {
@@ -49,7 +49,7 @@ KernelSet kernel_set(const void* cluster, const void* stream, const void* split,
   static_assert(sizeof(StreamSmem<StreamT>) == sizeof(StreamSmem<GeneralTraits<StreamT>>) &&
                     sizeof(ClusterSmem<ClusterT>) == sizeof(ClusterSmem<GeneralTraits<ClusterT>>) &&
                     sizeof(SplitSmem<SplitT>) == sizeof(SplitSmem<GeneralTraits<SplitT>>),
-                "both forms of a kernel have one shared-memory plan");
+                "every form of a kernel has one shared-memory plan");
   return {cluster,
           stream_kernel_of<StreamT>(stream),
           split,
@@ -63,8 +63,9 @@ int set_kernel_attributes() {
   cudaError_t e = cudaSuccess;
   for (DType dtype : kServedDtypes) {
     for (int heads : kUnitHeads) {  // BF16 has 16-head kernels only: set twice
-      for (bool general : {false, true}) {
-        const KernelSet k = kernels_for(dtype, heads, general);
+      for (KernelForm form : {KernelForm::kPlain, KernelForm::kGeneral, KernelForm::kPageWalk}) {
+        if (form == KernelForm::kPageWalk && dtype != DType::kFloat8E4M3) continue;
+        const KernelSet k = kernels_for(dtype, heads, form);
         if (e == cudaSuccess) {
           e = cudaFuncSetAttribute(k.cluster, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    static_cast<int>(k.cluster_smem));
@@ -208,10 +209,40 @@ const StreamKernel& stream_kernel_for(const KernelSet& kernels, int64_t units, i
                                                           : kernels.stream;
 }
 
+// The page-walk form's kernels (FP8).
+template <class Traits>
+constexpr bool kPageWalkPlanIsPlain = sizeof(StreamSmem<Traits>) == sizeof(StreamSmem<PageWalkTraits<Traits>>) &&
+                                      sizeof(ClusterSmem<Traits>) == sizeof(ClusterSmem<PageWalkTraits<Traits>>) &&
+                                      sizeof(SplitSmem<Traits>) == sizeof(SplitSmem<PageWalkTraits<Traits>>);
+static_assert(kPageWalkPlanIsPlain<ClusterTraitsFp8> && kPageWalkPlanIsPlain<StreamTraitsFp8> &&
+                  kPageWalkPlanIsPlain<StreamDeepTraitsFp8> && kPageWalkPlanIsPlain<StreamPvWarpsTraitsFp8> &&
+                  kPageWalkPlanIsPlain<StreamHalvesTraitsFp8> && kPageWalkPlanIsPlain<SplitTraitsFp8> &&
+                  kPageWalkPlanIsPlain<StreamTraitsFp8H64> && kPageWalkPlanIsPlain<StreamHalvesTraitsFp8H64> &&
+                  kPageWalkPlanIsPlain<SplitTraitsFp8H64>,
+              "the page-walk form of a kernel has the plain form's shared-memory plan (kernel_set's sizes)");
+
+KernelSet page_walk_kernels(int unit_heads) {
+  if (unit_heads == StreamTraitsFp8H64::kHeads) {
+    KernelSet fp8 = kernel_set<ClusterTraitsFp8, StreamTraitsFp8H64, SplitTraitsFp8H64>(
+        page_walk_cluster_kernel_fp8_h16(), page_walk_stream_kernel_fp8_h64(), page_walk_split_kernel_fp8_h64(),
+        combine_kernel_fp8_h64, true);
+    fp8.stream_halves = stream_kernel_of<StreamHalvesTraitsFp8H64>(page_walk_stream_halves_kernel_fp8_h64());
+    return fp8;
+  }
+  KernelSet fp8 = kernel_set<ClusterTraitsFp8, StreamTraitsFp8, SplitTraitsFp8>(
+      page_walk_cluster_kernel_fp8_h16(), page_walk_stream_kernel_fp8_h16(), page_walk_split_kernel_fp8_h16(),
+      combine_kernel_fp8_h16, true);
+  fp8.stream_deep = stream_kernel_of<StreamDeepTraitsFp8>(page_walk_stream_deep_kernel_fp8_h16());
+  fp8.stream_pv_warps = stream_kernel_of<StreamPvWarpsTraitsFp8>(page_walk_stream_pv_warps_kernel_fp8_h16());
+  fp8.stream_halves = stream_kernel_of<StreamHalvesTraitsFp8>(page_walk_stream_halves_kernel_fp8_h16());
+  return fp8;
+}
+
 }  // namespace
 
-KernelSet kernels_for(DType dtype, int unit_heads, bool general) {
-  const bool g = general;
+KernelSet kernels_for(DType dtype, int unit_heads, KernelForm form) {
+  if (form == KernelForm::kPageWalk) return page_walk_kernels(unit_heads);
+  const bool g = form == KernelForm::kGeneral;
   if (dtype == DType::kBFloat16) {
     KernelSet bf16 = kernel_set<ClusterTraitsBf16, StreamTraitsBf16, SplitTraitsBf16>(
         cluster_kernel_bf16_h16(g), stream_kernel_bf16_h16(g), split_kernel_bf16_h16(g), combine_kernel_bf16_h16, g);
@@ -237,7 +268,8 @@ Status configure_kernels() {
   return configured.run();
 }
 
-Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream_st* stream) {
+Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream_st* stream,
+                   const PageWalkParams* pages) {
   if (Status status = configure_kernels(); !status.ok()) return status;
   Dsv4Kernel kernel = choose_kernel(args);
   if (kernel == Dsv4Kernel::kSplit && !split_workspace_fits(args, workspace, workspace_bytes)) {
@@ -245,9 +277,11 @@ Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace
   }
   const TokenLayout layout = token_layout(args);
   Dsv4Params p = kernel_params(args, kernel, layout);
+  if (pages) p.pages = *pages;
   const bool cluster = kernel == Dsv4Kernel::kCluster, split = kernel == Dsv4Kernel::kSplit;
   const ChunkPlan plan = chunk_plan(args.width);
-  const KernelSet kernels = kernels_for(args.dtype, unit_heads(args, kernel), layout.general);
+  const KernelForm form = pages ? KernelForm::kPageWalk : layout.general ? KernelForm::kGeneral : KernelForm::kPlain;
+  const KernelSet kernels = kernels_for(args.dtype, unit_heads(args, kernel), form);
   const int64_t units = args.num_tokens * p.head_groups;
   if (split) p.workspace = static_cast<uint8_t*>(workspace);
 

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 
+#include "dsv4/params.h"
 #include "sparse_decode/dsv4_decode.h"
 
 namespace sparse_decode::dsv4 {
@@ -53,9 +54,14 @@ struct KernelSet {
   StreamKernel stream_pv_warps = {};  // the deep kernel with P V warps
 };
 
-// The kernels of a dtype and head group size, in their general form
-// (traits.cuh: request views, a lens stride, lse with the sink) or plain.
-KernelSet kernels_for(DType dtype, int unit_heads, bool general = false);
+// The forms of a kernel (traits.cuh): plain; general (request views, a lens
+// stride, lse with the sink); page walk (the general form reading HCA
+// metadata instead of indices and lens: FP8 only).
+enum class KernelForm { kPlain, kGeneral, kPageWalk };
+
+// The kernels of a dtype and head group size in one form (the page walk's
+// combine kernels are the general form's: they read no column).
+KernelSet kernels_for(DType dtype, int unit_heads, KernelForm form = KernelForm::kPlain);
 
 // Raises the kernels' shared-memory limits and allows 16-CTA clusters, once
 // a device.
@@ -64,6 +70,10 @@ Status configure_kernels();
 // Launches the chosen kernel on `stream` (where kAuto's kSplit has no
 // workspace that fits, the choice without the split path); arguments must
 // have passed kernels_support(), and a forced kSplit split_workspace_fits().
-Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream_st* stream);
+// With `pages` the kernels' page-walk form runs: args give the rows' geometry
+// (width, pools, q, outputs, cum_seq_lens_q or q_len; indices, lens and
+// seq_lens unused) and `pages` the columns (dsv4_decode_hca).
+Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream_st* stream,
+                   const PageWalkParams* pages = nullptr);
 
 }  // namespace sparse_decode::dsv4

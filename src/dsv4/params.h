@@ -16,6 +16,21 @@ struct PoolParams {
   int64_t row_stride;       // bytes between rows of a page
 };
 
+// Read by the kernels' page-walk form only (Traits::kPageWalk: dsv4_decode_hca
+// on the device): where a token's columns come from instead of indices and
+// lens (steps/column_source.cuh). Metadata arrays are [T, ...], token-major.
+struct PageWalkParams {
+  const int32_t* swa_rows;       // [T, swa_rows_stride]: the index of window column c
+  int64_t swa_rows_stride;       // elements
+  const int32_t* swa_lens;       // [T]: window columns, clamped to 0..128
+  const int32_t* block_table;    // [T, block_table_stride]: the page of compressed column 128 + j
+  int64_t block_table_stride;    // elements
+  const int32_t* lens;           // [T]: 128 + compressed slots the token attends
+  const int32_t* hca_seq_lens;   // [B]: 128 + backing compressed slots of each request
+  FastDivisor page_size;         // of compressed_kv (<= 16384)
+  int32_t columns;               // 128 + max_pages * page_size: the columns that have an entry
+};
+
 struct Dsv4Params {
   const uint8_t* q;         // [T, H, 512] elements
   int64_t q_token_stride;   // bytes
@@ -66,6 +81,9 @@ struct Dsv4Params {
   int64_t out_request_stride;      // elements
   int64_t lse_request_stride;      // elements
   int32_t lse_with_sink;           // SinkTerm::kInOutputAndLse with sinks: lse counts the sink
+  // Read by the page-walk form only (Traits::kPageWalk), which also reads
+  // cum_seq_lens_q / q_len / num_requests for the token's request (seq_lens null).
+  PageWalkParams pages;
 };
 
 }  // namespace sparse_decode::dsv4

@@ -41,10 +41,13 @@ constexpr int resident_ctas(size_t smem_bytes) {
 // kGeneralForm: the kernel's general form, which serves what the plain form
 // leaves out (request views, a lens stride, lse with the sink: params.h);
 // the plain form keeps the instructions of the calls without them.
-template <class ConfigT, bool kGeneralForm = false>
+// kPageWalkForm: the general form whose columns come from HCA metadata
+// (swa_rows, block_table pages; steps/column_source.cuh) instead of indices.
+template <class ConfigT, bool kGeneralForm = false, bool kPageWalkForm = false>
 struct Dsv4Traits {
   using Config = ConfigT;
   static constexpr bool kGeneral = kGeneralForm;
+  static constexpr bool kPageWalk = kPageWalkForm;
   static constexpr int kHeads = Config::kHeads;  // query heads a CTA: 16 or 64 (one gathered KV tile serves them all)
   static constexpr int kHeadTiles = kHeads / 16;  // P V: mma.sync tiles of 16 heads (M = 16)
   static constexpr DType kDType = Config::kDType;
@@ -147,6 +150,8 @@ struct Dsv4Traits {
   }
   static constexpr int kReceiveSlots = max_receive_slots();
 
+  static_assert(!kPageWalk || (kGeneral && !kBf16),
+                "the page walk serves HCA calls: FP8 rows, tokens addressed as the general form does");
   static_assert(kHeads == 16 || kHeads == 64,
                 "P V: mma.sync has M = 16 (one head a row, kHeads / 16 tiles); Q K^T: wgmma N = kHeads (16 or 64)");
   static_assert(kHeads == 16 || !kBf16,

@@ -24,4 +24,16 @@ const void* stream_halves_kernel_fp8_h64(bool general);    // StreamHalvesFp8H64
 const void* split_kernel_fp8_h64(bool general);            // SplitFp8H64         split_fp8_h64.cu
 const void* combine_kernel_fp8_h64(bool few_units, bool general);
 
+// The page-walk form (traits.cuh: kPageWalkForm) of the FP8 kernels that
+// dsv4_decode_hca runs; its combine kernels are the general form's.
+const void* page_walk_cluster_kernel_fp8_h16();         // ClusterFp8          page_walk_cluster_fp8_h16.cu
+const void* page_walk_stream_kernel_fp8_h16();          // StreamFp8           page_walk_stream_fp8_h16.cu
+const void* page_walk_stream_deep_kernel_fp8_h16();     // StreamDeepFp8       page_walk_stream_deep_fp8_h16.cu
+const void* page_walk_stream_pv_warps_kernel_fp8_h16(); // StreamPvWarpsFp8    page_walk_stream_pv_warps_fp8_h16.cu
+const void* page_walk_stream_halves_kernel_fp8_h16();   // StreamHalvesFp8     page_walk_stream_halves_fp8_h16.cu
+const void* page_walk_split_kernel_fp8_h16();           // SplitFp8            page_walk_split_fp8_h16.cu
+const void* page_walk_stream_kernel_fp8_h64();          // StreamFp8H64        page_walk_stream_fp8_h64.cu
+const void* page_walk_stream_halves_kernel_fp8_h64();   // StreamHalvesFp8H64  page_walk_stream_halves_fp8_h64.cu
+const void* page_walk_split_kernel_fp8_h64();           // SplitFp8H64         page_walk_split_fp8_h64.cu
+
 }  // namespace sparse_decode::dsv4

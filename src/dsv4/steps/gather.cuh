@@ -10,7 +10,7 @@
 #include "common/ptx/sync.cuh"
 #include "dsv4/params.h"
 #include "dsv4/smem.cuh"
-#include "dsv4/steps/token_address.cuh"
+#include "dsv4/steps/column_source.cuh"
 #include "sparse_decode/types.h"
 
 namespace sparse_decode::dsv4 {
@@ -21,16 +21,8 @@ __device__ __forceinline__ int64_t row_offset(const PoolParams& pool, int64_t ro
   return (row / pool.page_size) * pool.page_stride + (row % pool.page_size) * pool.row_stride;
 }
 
-// The token's index at `column`, from global memory (-1 past the width).
-template <class Traits>
-__device__ __forceinline__ int32_t column_index(const Dsv4Params& p, int64_t token, int column) {
-  return column < p.width
-             ? p.indices[token_offset<Traits>(p, token, p.indices_stride, p.indices_request_stride) + column]
-             : -1;
-}
-
 // The index this thread's gather lane reads for the chunk at `column0`
-// (-1 past the width), from global memory: the first chunk's.
+// (-1 without an entry), from global memory: the first chunk's.
 template <class Traits>
 __device__ __forceinline__ int32_t chunk_index(const Dsv4Params& p, int64_t token, int column0) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -40,7 +32,7 @@ __device__ __forceinline__ int32_t chunk_index(const Dsv4Params& p, int64_t toke
 
 // The index a producer lane copies in chunk `chunk` of the token (lane l <
 // kProducerRows of producer warp w: column 64 chunk + kProducerRows w + l),
-// -1 past the width.
+// -1 without an entry.
 template <class Traits>
 __device__ __forceinline__ int32_t producer_index(const Dsv4Params& p, int64_t token, int chunk) {
   const int lane = threadIdx.x % 32;
@@ -49,8 +41,8 @@ __device__ __forceinline__ int32_t producer_index(const Dsv4Params& p, int64_t t
   return lane < Traits::kProducerRows ? column_index<Traits>(p, token, column) : -1;
 }
 
-// Copies the indices of the chunk at `column0` into staged.index[slot]
-// (lanes 0..7 of each warp, one index each): they travel with the previous
+// Copies the column entries of the chunk at `column0` into staged.index[slot]
+// (lanes 0..7 of each warp, one entry each): they travel with the previous
 // chunk's rows, so that issuing this chunk's row copies never waits on a load.
 template <class Traits>
 __device__ __forceinline__ void stage_chunk_indices(ChunkSmem<Traits>& s, const Dsv4Params& p, int64_t token,
@@ -59,18 +51,20 @@ __device__ __forceinline__ void stage_chunk_indices(ChunkSmem<Traits>& s, const 
   if (lane >= Traits::kGatherRowsPerWarp) return;
   const int offset = warp * Traits::kGatherRowsPerWarp + lane;
   const int column = column0 + offset;
-  const int32_t* src = p.indices + token_offset<Traits>(p, token, p.indices_stride, p.indices_request_stride) +
-                       (column < p.width ? column : 0);
-  ptx::cp_async_4(ptx::smem_address(&s.staged.index[slot][offset]), src, column < p.width ? 4u : 0u);
+  const bool has_entry = column_has_entry<Traits>(p, column);
+  const int32_t* src = column_entry<Traits>(p, token, has_entry ? column : 0);
+  ptx::cp_async_4(ptx::smem_address(&s.staged.index[slot][offset]), src, has_entry ? 4u : 0u);
 }
 
-// This thread's gather lane's index from staged.index[slot] (-1 past the width).
+// This thread's gather lane's index from the entry in staged.index[slot]
+// (-1 without an entry).
 template <class Traits>
 __device__ __forceinline__ int32_t staged_index(const ChunkSmem<Traits>& s, const Dsv4Params& p, int column0,
                                                 int slot) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int offset = warp * Traits::kGatherRowsPerWarp + lane % Traits::kGatherRowsPerWarp;
-  return column0 + offset < p.width ? s.staged.index[slot][offset] : -1;
+  const int column = column0 + offset;
+  return column_has_entry<Traits>(p, column) ? entry_index<Traits>(p, column, s.staged.index[slot][offset]) : -1;
 }
 
 // A row copy a lane issues later: see gather_chunk.

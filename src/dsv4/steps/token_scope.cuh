@@ -1,5 +1,6 @@
 // What the chunk walk of one token needs besides its chunks: lens, the SWA
-// window under seq_lens (with the varlen request search), the scale and the sink.
+// window under seq_lens (with the varlen request search), the scale and the
+// sink; in the page walk, lens and the window from the HCA metadata.
 #pragma once
 
 #include <cstdint>
@@ -10,9 +11,33 @@
 #include "dsv4/steps/gather.cuh"
 #include "dsv4/steps/query.cuh"
 #include "dsv4/steps/token_address.cuh"
+#include "dsv4_hca/expand_rules.h"
 #include "sparse_decode/types.h"
 
 namespace sparse_decode::dsv4 {
+
+// The request whose query range holds the token under varlen
+// cum_seq_lens_q (non-decreasing), -1 if none: the last of 256 evenly spaced
+// pivots at or below the token, then the requests between it and the next
+// pivot, all threads at once. Called by every thread of the CTA (barriers).
+template <class Traits>
+__device__ __forceinline__ int varlen_request(ChunkSmem<Traits>& s, const Dsv4Params& p, int64_t token) {
+  if (threadIdx.x == 0) s.request = 0;
+  __syncthreads();
+  const int stride = (p.num_requests + Traits::kThreads - 1) / Traits::kThreads;
+  const int pivot = threadIdx.x * stride;
+  if (pivot < p.num_requests && p.cum_seq_lens_q[pivot] <= token) atomicMax(&s.request, pivot);
+  __syncthreads();
+  const int first = s.request, last = min(first + stride, p.num_requests);
+  __syncthreads();
+  if (threadIdx.x == 0) s.request = -1;
+  __syncthreads();
+  for (int b = first + threadIdx.x; b < last; b += Traits::kThreads) {
+    if (p.cum_seq_lens_q[b] <= token && token < p.cum_seq_lens_q[b + 1]) s.request = b;
+  }
+  __syncthreads();
+  return s.request;
+}
 
 // SWA columns valid for the token under seq_lens: min(128, position + 1),
 // position = seq_lens[b] - q_len_b + (index of the token in request b).
@@ -24,29 +49,27 @@ __device__ __forceinline__ int swa_window(ChunkSmem<Traits>& s, const Dsv4Params
     const int64_t request = token / p.q_len;
     position = int64_t{p.seq_lens[request]} - p.q_len + (token - request * p.q_len);
   } else {
-    // Find the request whose query range holds the token (cum_seq_lens_q is
-    // non-decreasing): the last of 256 evenly spaced pivots at or below the
-    // token, then the requests between it and the next pivot, all threads at once.
-    if (threadIdx.x == 0) s.request = 0;
-    __syncthreads();
-    const int stride = (p.num_requests + Traits::kThreads - 1) / Traits::kThreads;
-    const int pivot = threadIdx.x * stride;
-    if (pivot < p.num_requests && p.cum_seq_lens_q[pivot] <= token) atomicMax(&s.request, pivot);
-    __syncthreads();
-    const int first = s.request, last = min(first + stride, p.num_requests);
-    __syncthreads();
-    if (threadIdx.x == 0) s.request = -1;
-    __syncthreads();
-    for (int b = first + threadIdx.x; b < last; b += Traits::kThreads) {
-      if (p.cum_seq_lens_q[b] <= token && token < p.cum_seq_lens_q[b + 1]) s.request = b;
-    }
-    __syncthreads();
-    const int b = s.request;
+    const int b = varlen_request<Traits>(s, p, token);
     if (b < 0) return 0;
     const int64_t begin = p.cum_seq_lens_q[b], end = p.cum_seq_lens_q[b + 1];
     position = int64_t{p.seq_lens[b]} - (end - begin) + (token - begin);
   }
   return static_cast<int>(position < 0 ? 0 : position + 1 < kSwaColumns ? position + 1 : kSwaColumns);
+}
+
+// The page walk's active columns of the token: 128 + n_t, n_t =
+// max(0, min(lens[t] - 128, hca_seq_lens[b] - 128, max_pages * page_size))
+// (0 for a token of no request), as the expansion's lens. Called by every
+// thread of the CTA (varlen: barriers).
+template <class Traits>
+__device__ __forceinline__ int page_walk_len(ChunkSmem<Traits>& s, const Dsv4Params& p, int64_t token) {
+  // Tokens are below 2^31 (the grid): a 32-bit division.
+  const int64_t request = p.cum_seq_lens_q ? varlen_request<Traits>(s, p, token)
+                                           : static_cast<uint32_t>(token) / static_cast<uint32_t>(p.q_len);
+  const int64_t slots = request >= 0 ? dsv4_hca::compressed_slots(p.pages.lens[token], p.pages.hca_seq_lens[request],
+                                                                   p.pages.columns - kSwaColumns)
+                                     : 0;
+  return static_cast<int>(kSwaColumns + slots);
 }
 
 // What the chunk walk of one token needs besides the chunks.
@@ -72,8 +95,13 @@ __device__ __forceinline__ TokenScope token_scope(ChunkSmem<Traits>& s, const Ds
   TokenScope scope;
   scope.first_index = first_column >= 0 ? chunk_index<Traits>(p, token, first_column) : -1;
   scope.token = token;
-  scope.len = p.lens ? p.lens[lens_offset<Traits>(p, token)] : p.width;
-  scope.window = p.seq_lens && has_swa_columns ? swa_window<Traits>(s, p, token) : kSwaColumns;
+  if constexpr (Traits::kPageWalk) {
+    scope.len = page_walk_len<Traits>(s, p, token);
+    scope.window = has_swa_columns ? dsv4_hca::window_columns(p.pages.swa_lens[token]) : kSwaColumns;
+  } else {
+    scope.len = p.lens ? p.lens[lens_offset<Traits>(p, token)] : p.width;
+    scope.window = p.seq_lens && has_swa_columns ? swa_window<Traits>(s, p, token) : kSwaColumns;
+  }
   scope.scale_log2 = (p.bmm1_scale_ptr ? *p.bmm1_scale_ptr : p.bmm1_scale) * kLog2e;
   scope.sink = sink;
   scope.count_out_of_range = p.out_of_range_count && heads.first == 0 && first_output_dim_block<Traits>() == 0;

@@ -1,13 +1,13 @@
-// The expand kernel's rules (src/dsv4_hca/expand_rules.h) on the CPU: the
-// table they give is testing::expand_to_section1's entry for entry, and the
-// varlen request search finds reference::locate_token's request. The kernel
-// runs the same functions per entry (and the search's pivots in parallel);
-// its threading is tested on the GPU (tests/gpu/dsv4_hca/test_decode.cpp).
+// The page walk's rules (src/dsv4_hca/expand_rules.h) on the CPU, column by
+// column as the kernels' page walk applies them (dsv4/steps/column_source.cuh:
+// an entry for columns below 128 + max_pages * page_size, a compressed
+// column's row from its page): the table they give is
+// testing::expand_to_section1's entry for entry. The kernels are tested on
+// the GPU against dsv4_decode on that table (tests/gpu/dsv4_hca/).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <climits>
-#include <random>
 #include <vector>
 
 #include "dsv4_hca/expand.h"
@@ -21,7 +21,7 @@ namespace {
 using testing::Dsv4HcaProblem;
 using testing::Dsv4HcaProblemConfig;
 
-// The table and lens of the expand kernel, entry by entry on the host.
+// The table and lens of the page walk, entry by entry on the host.
 testing::Dsv4HcaExpansion expand_by_rules(const Dsv4HcaProblem& p) {
   const auto& c = p.config;
   testing::Dsv4HcaExpansion e;
@@ -29,17 +29,26 @@ testing::Dsv4HcaExpansion expand_by_rules(const Dsv4HcaProblem& p) {
   e.indices.assign(static_cast<size_t>(c.tokens) * e.width, 0x55555555);
   e.lens.assign(c.tokens, 0x55555555);
   const int32_t ps = static_cast<int32_t>(c.page_size);
+  const int32_t columns = kSwaColumns + c.max_pages * ps;  // the columns with an entry
   for (int64_t t = 0; t < c.tokens; ++t) {
-    const int32_t b = p.cum_seq_lens_q.empty() ? static_cast<int32_t>(t / c.q_len)
-                                               : dsv4_hca::request_sequential(p.cum_seq_lens_q.data(), p.num_requests, t);
-    const int64_t slots = b >= 0 ? dsv4_hca::compressed_slots(p.lens[t], p.hca_seq_lens[b], int64_t{c.max_pages} * ps) : 0;
+    const int32_t b = p.cum_seq_lens_q.empty()
+                          ? static_cast<int32_t>(t / c.q_len)
+                          : reference::locate_token(t, p.num_requests, p.cum_seq_lens_q.data(), 0).request;
+    const int64_t slots = b >= 0 ? dsv4_hca::compressed_slots(p.lens[t], p.hca_seq_lens[b], columns - kSwaColumns) : 0;
+    const int32_t len = static_cast<int32_t>(kSwaColumns + slots);
     const int32_t window = dsv4_hca::window_columns(p.swa_lens[t]);
     int32_t* row = &e.indices[t * e.width];
-    for (int32_t col = 0; col < kSwaColumns; ++col) row[col] = col < window ? p.swa_rows[t * kSwaColumns + col] : -1;
-    for (int32_t j = 0; kSwaColumns + j < e.width; ++j) {
-      row[kSwaColumns + j] = dsv4_hca::compressed_index(&p.block_table[t * c.max_pages], ps, slots, j);
+    for (int32_t col = 0; col < e.width; ++col) {
+      int32_t index = -1;
+      if (col < kSwaColumns) {
+        index = col < window ? p.swa_rows[t * kSwaColumns + col] : -1;
+      } else if (col < columns && col < len) {
+        const int32_t j = col - kSwaColumns;
+        index = dsv4_hca::page_row(p.block_table[t * c.max_pages + j / ps], ps, j % ps);
+      }
+      row[col] = index;
     }
-    e.lens[t] = static_cast<int32_t>(kSwaColumns + slots);
+    e.lens[t] = len;
   }
   return e;
 }
@@ -53,7 +62,7 @@ void expect_same_expansion(const Dsv4HcaProblem& p) {
   }
 }
 
-class Dsv4HcaExpandRules : public test::HcaEdgeFixture<::testing::TestWithParam<int64_t>> {
+class Dsv4HcaPageWalkRules : public test::HcaEdgeFixture<::testing::TestWithParam<int64_t>> {
  protected:
   Dsv4HcaProblemConfig config(bool varlen) const {
     Dsv4HcaProblemConfig c;
@@ -70,7 +79,7 @@ class Dsv4HcaExpandRules : public test::HcaEdgeFixture<::testing::TestWithParam<
   }
 };
 
-TEST_P(Dsv4HcaExpandRules, EqualExpandToSection1) {
+TEST_P(Dsv4HcaPageWalkRules, EqualExpandToSection1) {
   SCOPED_TRACE(test::seed_message(seed_));
   for (bool varlen : {false, true}) {
     SCOPED_TRACE(varlen ? "varlen" : "uniform");
@@ -95,32 +104,11 @@ TEST_P(Dsv4HcaExpandRules, EqualExpandToSection1) {
   expect_same_expansion(test::with_unheld_tokens(c, 3));
 }
 
-INSTANTIATE_TEST_SUITE_P(PageSizes, Dsv4HcaExpandRules, ::testing::Values(1, 2, 61, 64, 256),
+INSTANTIATE_TEST_SUITE_P(PageSizes, Dsv4HcaPageWalkRules, ::testing::Values(1, 2, 61, 64, 256),
                          [](const auto& info) { return "page_size_" + std::to_string(info.param); });
 
-// The 128-ary search against locate_token's linear scan, on non-decreasing
-// offsets with empty requests, a first offset above 0 and tokens past the
-// last one, for request counts around the round sizes.
-TEST(Dsv4HcaExpandRequests, SearchFindsTheRequestThatHoldsTheToken) {
-  const uint64_t seed = test::fresh_seed();
-  SCOPED_TRACE(test::seed_message(seed));
-  std::mt19937_64 rng(seed);
-  for (int32_t requests : {1, 2, 3, 127, 128, 129, 130, 255, 16383, 16384, 16385, 40000}) {
-    SCOPED_TRACE(::testing::Message() << requests << " requests");
-    std::vector<int32_t> cum(requests + 1);
-    cum[0] = static_cast<int32_t>(rng() % 3);
-    for (int32_t b = 0; b < requests; ++b) cum[b + 1] = cum[b] + static_cast<int32_t>(rng() % 4);  // 0..3 tokens
-    const int64_t end = cum[requests] + 3;
-    const int64_t step = std::max<int64_t>(1, end / 3000);
-    for (int64_t t = 0; t < end; t += 1 + static_cast<int64_t>(rng() % step)) {
-      const int32_t want = reference::locate_token(t, requests, cum.data(), 0).request;
-      ASSERT_EQ(dsv4_hca::request_sequential(cum.data(), requests, t), want) << "token " << t;
-    }
-  }
-}
-
 // The width: 128 + max_pages * page_size rounded up to 4, 0 past 128 + 16384.
-TEST(Dsv4HcaExpandRequests, ExpandedWidth) {
+TEST(Dsv4HcaPageWalkRules, ExpandedWidth) {
   EXPECT_EQ(dsv4_hca::expanded_width(1, 1), 132);
   EXPECT_EQ(dsv4_hca::expanded_width(3, 61), 312);
   EXPECT_EQ(dsv4_hca::expanded_width(256, 64), 128 + 16384);

@@ -1,19 +1,15 @@
 // What the GPU tests of dsv4_decode_hca (SPEC section 3) share. The GPU path
-// expands the HCA metadata into a section-1 table in the workspace and runs
-// section 1's kernels on it (docs/formats/hca_layout.md, "The GPU path").
+// runs section 1's kernels in their page-walk form, which read the columns
+// from the HCA metadata (docs/formats/hca_layout.md, "The GPU path").
 // check_problem runs a problem twice on the device: dsv4_decode_hca on the
 // HCA arguments, and dsv4_decode on testing::expand_to_section1 of the same
 // problem (the host-side expansion, written independently). The two must
 // agree bit for bit (out, lse, the counter), and both match the fp64
 // reference (relative L2 <= 3e-3). FP8 only: section 3 has no BF16. Outputs
-// are poisoned before every run, and so is the workspace (an index the
-// expand kernel forgot to write would be counted past the pool or read a NaN
-// row). Every case draws fresh random inputs from a seed printed on failure
+// are poisoned before every run, and so is the workspace (the split path's
+// scratch, workspace_size of section 1 on the same rows). Every case draws fresh random inputs from a seed printed on failure
 // (SPARSE_DECODE_TEST_SEED=<seed> replays it). Without a CUDA device every
 // test reports SKIPPED.
-//
-// Run first: --gtest_filter='Dsv4HcaGpu.ExpandedTable*' (the expand kernel
-// alone, compared with expand_to_section1 entry for entry: test_expand.cpp).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -109,18 +105,16 @@ inline DeviceBuffer poisoned_workspace(size_t bytes) {
   return workspace;
 }
 
-// dsv4_decode_hca with a poisoned workspace of workspace_size(args) bytes;
-// the workspace is kept in `*kept` when given (the expanded-table test reads it).
-inline DeviceResult run_hca(DeviceProblem& d, cudaStream_t stream = nullptr, DeviceBuffer* kept = nullptr) {
+// dsv4_decode_hca with a poisoned workspace of workspace_size(args) bytes,
+// which is section 1's workspace_size on the same rows (the expansion).
+inline DeviceResult run_hca(DeviceProblem& d, cudaStream_t stream = nullptr) {
   prepare_outputs(d);
   const size_t bytes = workspace_size(d.hca);
-  EXPECT_TRUE(d.hca.num_tokens == 0 || bytes > 0);
+  EXPECT_EQ(bytes, workspace_size(d.section1)) << "workspace_size: HCA vs section 1 on the same rows";
   DeviceBuffer workspace = poisoned_workspace(bytes);
   const Status status = dsv4_decode_hca(d.hca, workspace.get(), bytes, stream);
   EXPECT_TRUE(status.ok()) << status.message();
-  DeviceResult r = download(d);
-  if (kept) *kept = std::move(workspace);
-  return r;
+  return download(d);
 }
 
 inline DeviceResult run_section1(DeviceProblem& d) {

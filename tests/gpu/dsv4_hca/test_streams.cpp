@@ -14,11 +14,10 @@
 namespace sparse_decode::gpu_test::dsv4_hca {
 namespace {
 
-// PDL: the expand kernel waits for the previous kernel before it reads the
+// PDL: the kernels wait for the previous kernel before they read the
 // metadata (a kernel writes block_table and lens late, releasing its
 // dependents at once); and two calls in a row on one workspace, both with
-// PDL, give each its own result (the second call's expand kernel must not
-// overwrite the table while the first call's kernels still read it).
+// PDL, give each its own result.
 TEST_F(Dsv4HcaGpu, PdlWaitsForTheKernelThatWritesTheMetadata) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE(test::seed_message(seed));

@@ -1,0 +1,12 @@
+// Explicit instantiation, page-walk form (traits.cuh: kPageWalkForm):
+// the deep stream kernel in two dim parts, FP8 E4M3, 16 heads
+// (StreamHalvesFp8).
+#include "dsv4/configs.cuh"
+#include "dsv4/instantiations/kernels.h"
+#include "dsv4/kernels/stream_kernel.cuh"
+
+namespace sparse_decode::dsv4 {
+const void* page_walk_stream_halves_kernel_fp8_h16() {
+  return reinterpret_cast<const void*>(&stream_kernel<PageWalkTraits<StreamHalvesTraitsFp8>>);
+}
+}  // namespace sparse_decode::dsv4
