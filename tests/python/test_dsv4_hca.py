@@ -1,8 +1,9 @@
 """dsv4_decode_hca (docs/spec.md section 3) and convert_page_aligned_indices from Python:
 NumPy / torch CPU against the float64 reference, errors, the FlashInfer
-cute-dsl drop-in, the converter round trip; GPU: the device path against the
-float64 reference and, bit for bit, against dsv4_decode on the expansion
-(docs/formats/hca_layout.md); the device converter is still refused."""
+cute-dsl drop-in, the converter (FlashInfer's outputs, padding and refusals,
+the round trip); GPU: the device path against the float64 reference and, bit
+for bit, against dsv4_decode on the expansion (docs/formats/hca_layout.md);
+the device converter against the host's and FlashInfer's rules."""
 
 import numpy as np
 import pytest
@@ -256,6 +257,32 @@ def test_flashinfer_page_aligned_format_matches_trtllm_gen(rng, seed, layout):
     assert np.array_equal(bits(explicit), bits(section1)), f"seed={seed}: precomputed metadata vs trtllm-gen"
 
 
+@pytest.mark.parametrize("rule, message", [
+    (3, r"^sparse_topk_lens\[3\] = \d+: expected 128 \+ floor\(visible / 128\)"),
+    (5, r"^sparse_indices: token 3 column 0 = 96: expected a row of the SWA pool in \[0, swa_pool_rows = 96\)"),
+    (6, r"^sparse_indices: token 3 column 128 = \d+ is in page \d+: expected a page of the compressed pool in "
+        r"\[0, compressed_pool_pages = 12\)"),
+    (1, r"^seq_lens\[1\] = 1: expected >= q_len = 2"),
+])
+def test_flashinfer_converter_shapes_and_refusals(rng, seed, rule, message):
+    torch = pytest.importorskip("torch")
+    from helpers import to_torch
+    from sparse_decode.flashinfer_compat import convert_compressed_page_aligned_sparse_indices_to_hca_metadata
+
+    t = make_canonical_table(rng, page_size=4, width=148)
+    pools = [to_torch(a, element="fp8")[:, :, None] for a in (t.swa, t.comp)]  # NHD
+    metadata = convert_compressed_page_aligned_sparse_indices_to_hca_metadata(
+        to_torch(t.indices), to_torch(t.lens), to_torch(t.seq_lens), pools[0], pools[1], q_len=2, kv_layout="NHD")
+    for got, expected in zip((metadata.hca_swa_indices, metadata.swa_topk_lens, metadata.hca_compressed_block_tables,
+                              metadata.hca_seq_lens), converted(t)):
+        assert got.shape == expected.shape and np.array_equal(got.numpy(), expected), f"seed={seed}"
+    break_rule(t, rule)
+    with pytest.raises(ValueError, match=message):
+        convert_compressed_page_aligned_sparse_indices_to_hca_metadata(
+            to_torch(t.indices), to_torch(t.lens), to_torch(t.seq_lens), pools[0], pools[1], q_len=2,
+            kv_layout="NHD")
+
+
 def test_flashinfer_cute_dsl_argument_errors(rng):
     torch = pytest.importorskip("torch")
     from helpers import to_torch
@@ -373,7 +400,7 @@ def test_gpu_matches_reference_and_section1_on_the_expansion(rng, seed, page_siz
 
 
 @pytest.mark.gpu
-def test_gpu_workspace_too_small_is_refused_and_the_converter_is_not_served(rng, seed):
+def test_gpu_workspace_too_small_is_refused(rng, seed):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device (GPU tests run on the H200)")
@@ -390,11 +417,74 @@ def test_gpu_workspace_too_small_is_refused_and_the_converter_is_not_served(rng,
     with pytest.raises(NotImplementedError, match=r"^block_table \(width\): the GPU path expands"):
         sparse_decode.dsv4_decode_hca(**cuda_tensors(q, to_torch),
                                       out=torch.empty(q.q.shape, dtype=torch.bfloat16, device="cuda"))
-    t = make_canonical_table(rng)
-    with pytest.raises(NotImplementedError, match=r"^convert_page_aligned_indices: device memory is not served"):
-        sparse_decode.convert_page_aligned_indices(
-            to_torch(t.indices, "cuda"), to_torch(t.lens, "cuda"), to_torch(t.seq_lens, "cuda"), q_len=2,
-            page_size=4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("page_size, width", [(2, 160), (16, 200), (128, 132)])
+def test_gpu_converter_equals_the_host_and_flashinfer(rng, seed, page_size, width):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device (GPU tests run on the H200)")
+    from helpers import to_torch
+
+    t = make_canonical_table(rng, page_size=page_size, width=width, tokens=8, q_len=2)
+    max_pages = sparse_decode.convert_max_pages(int(t.seq_lens.max()), page_size) + 3  # graph-safe: wider
+    outputs = [torch.full(shape, 9, dtype=torch.int32, device="cuda")
+               for shape in ((8, 128), (8,), (8, max_pages), (4,))]
+    error = torch.full((3,), 9, dtype=torch.int32, device="cuda")
+    sparse_decode.convert_page_aligned_indices(
+        to_torch(t.indices, "cuda"), to_torch(t.lens, "cuda"), to_torch(t.seq_lens, "cuda"), q_len=2,
+        page_size=page_size, swa_pool_rows=t.swa_rows, compressed_pool_pages=t.pages, swa_rows=outputs[0],
+        swa_lens=outputs[1], block_table=outputs[2], hca_seq_lens=outputs[3], error=error)
+    torch.cuda.synchronize()
+    assert error.tolist() == [0, -1, 0], f"seed={seed}: report"
+    for got, expected in zip(outputs, converted(t, max_pages=max_pages)):
+        assert np.array_equal(got.cpu().numpy(), expected), f"seed={seed}"
+    # A refused table: the report names the first token and rule; the outputs stay as they were.
+    token, _ = break_rule(t, 7)
+    outputs = [torch.full_like(o, 9) for o in outputs]
+    sparse_decode.convert_page_aligned_indices(
+        to_torch(t.indices, "cuda"), to_torch(t.lens, "cuda"), to_torch(t.seq_lens, "cuda"), q_len=2,
+        page_size=page_size, swa_pool_rows=t.swa_rows, compressed_pool_pages=t.pages, swa_rows=outputs[0],
+        swa_lens=outputs[1], block_table=outputs[2], hca_seq_lens=outputs[3], error=error)
+    torch.cuda.synchronize()
+    assert error.tolist()[1:] == [token, 7] and error[0] >= 1, f"seed={seed}: report {error.tolist()}"
+    assert all(bool((o == 9).all()) for o in outputs), f"seed={seed}: a refused conversion writes nothing"
+    assert sparse_decode.convert_refusal(error.tolist()).startswith(f"indices: token {token} ")
+
+
+@pytest.mark.gpu
+def test_gpu_flashinfer_converter_shapes_refusals_and_decode(rng, seed):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device (GPU tests run on the H200)")
+    from helpers import bits, to_torch
+    from sparse_decode.flashinfer_compat import (
+        convert_compressed_page_aligned_sparse_indices_to_hca_metadata, trtllm_batch_decode_sparse_mla_dsv4)
+
+    t = make_canonical_table(rng, page_size=4, width=148)
+    pools = [to_torch(a, "cuda", "fp8")[:, None] for a in (t.swa, t.comp)]  # HND
+    indices, lens, seq_lens = (to_torch(a, "cuda") for a in (t.indices, t.lens, t.seq_lens))
+    metadata = convert_compressed_page_aligned_sparse_indices_to_hca_metadata(
+        indices, lens, seq_lens, pools[0], pools[1], q_len=2, kv_layout="HND")
+    for got, expected in zip((metadata.hca_swa_indices, metadata.swa_topk_lens, metadata.hca_compressed_block_tables,
+                              metadata.hca_seq_lens), converted(t)):
+        assert got.shape == expected.shape and np.array_equal(got.cpu().numpy(), expected), f"seed={seed}"
+    common = dict(query=to_torch(t.q, "cuda", "fp8"), swa_kv_cache=pools[0], compressed_kv_cache=pools[1],
+                  workspace_buffer=torch.zeros(8 << 20, dtype=torch.uint8, device="cuda"), sparse_topk_lens=lens,
+                  bmm1_scale=t.bmm1_scale, sinks=to_torch(t.sinks, "cuda"), kv_layout="HND")
+    section1 = trtllm_batch_decode_sparse_mla_dsv4(**common, sparse_indices=indices, seq_lens=seq_lens)
+    converted_out = trtllm_batch_decode_sparse_mla_dsv4(**common, sparse_indices=indices, seq_lens=seq_lens,
+                                                        backend="cute-dsl",
+                                                        hca_sparse_indices_format="compressed-page-aligned")
+    explicit = trtllm_batch_decode_sparse_mla_dsv4(**common, backend="cute-dsl", **metadata._asdict())
+    torch.cuda.synchronize()
+    assert np.array_equal(bits(converted_out), bits(section1)), f"seed={seed}: converted path vs trtllm-gen"
+    assert np.array_equal(bits(explicit), bits(section1)), f"seed={seed}: precomputed metadata vs trtllm-gen"
+    token, _ = break_rule(t, 5)
+    with pytest.raises(ValueError, match=rf"^sparse_indices: token {token} "):
+        convert_compressed_page_aligned_sparse_indices_to_hca_metadata(
+            to_torch(t.indices, "cuda"), lens, seq_lens, pools[0], pools[1], q_len=2, kv_layout="HND")
 
 
 @pytest.mark.gpu
