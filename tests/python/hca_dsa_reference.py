@@ -218,6 +218,8 @@ def make_dsa_problem(rng, *, tokens=4, groups=2, heads=4, query_len=2, block=4, 
         p.gate = random_elements(rng, (tokens, groups * heads), "bf16")
     elif gate == "float32":
         p.gate = rng.uniform(-4, 4, (tokens, groups * heads)).astype(np.float32)
+    elif gate == "float16":
+        p.gate = rng.uniform(-4, 4, (tokens, groups * heads)).astype(np.float16)
     # Row 0 always sees a whole block of keys, so that no problem is empty.
     p.active[0], p.positions[0], p.regions[0, 0] = 1, max_blocks * block - 1, 0
     if not 0 <= p.block_table[0, 0] < pages:
@@ -267,8 +269,9 @@ def dsa_reference(p):
         if p.gate is not None:
             g = p.gate[r // p.groups, (r % p.groups) * p.heads:(r % p.groups + 1) * p.heads]
             x = decode(g) if g.dtype == np.uint16 else g.astype(np.float64)
-            sig = 1.0 / (1.0 + np.exp(-x))
-            out[r] *= (round_bf16(sig) if g.dtype == np.uint16 else sig.astype(np.float32).astype(np.float64))[:, None]
+            sig = 1.0 / (1.0 + np.exp(-x))  # rounded to the gate's dtype (BF16 gates are uint16 bits)
+            rounded = round_bf16(sig) if g.dtype == np.uint16 else sig.astype(g.dtype).astype(np.float64)
+            out[r] *= rounded[:, None]
     return out
 
 
