@@ -46,7 +46,6 @@ from ._merge import merge_states
 __version__ = "0.1.0"
 HEAD_DIM: int = _ext.HEAD_DIM
 SWA_COLUMNS: int = _ext.SWA_COLUMNS
-MAX_QUERY_LEN: int = _ext.MAX_QUERY_LEN
 PACKED_ROW_BYTES: int = _ext.PACKED_ROW_BYTES
 DSA_HEAD_DIM: int = _ext.DSA_HEAD_DIM
 DSA_MAX_SPLITS: int = _ext.DSA_MAX_SPLITS
@@ -65,7 +64,6 @@ __all__ = [
     "merge_states",
     "HEAD_DIM",
     "SWA_COLUMNS",
-    "MAX_QUERY_LEN",
     "PACKED_ROW_BYTES",
     "DSA_HEAD_DIM",
     "DSA_MAX_SPLITS",
