@@ -508,3 +508,46 @@ def test_gpu_flashinfer_cute_dsl_same_bits_as_low_level(rng, seed):
     torch.cuda.synchronize()
     assert out.shape == (3, 2, 16, 512)
     assert np.array_equal(bits(out).reshape(-1), bits(expected).reshape(-1)), f"seed={seed}"
+
+
+@pytest.mark.gpu
+def test_gpu_converter_in_a_captured_cuda_graph(rng, seed):
+    # The package converter and FlashInfer's read nothing on the host inside a capture: a replay converts
+    # new tables in place (FlashInfer's converter: a table as wide as sparse_indices can need).
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device (GPU tests run on the H200)")
+    from helpers import to_torch
+    from sparse_decode.flashinfer_compat import convert_compressed_page_aligned_sparse_indices_to_hca_metadata
+
+    t = make_canonical_table(rng, page_size=8, width=200, tokens=8, q_len=2)
+    inputs = [to_torch(a, "cuda") for a in (t.indices, t.lens, t.seq_lens)]
+    max_pages = sparse_decode.convert_max_pages((200 - 128) * 128 + 127, 8)
+    outputs = [torch.full(shape, 9, dtype=torch.int32, device="cuda")
+               for shape in ((8, 128), (8,), (8, max_pages), (4,))]
+    error = torch.full((3,), 9, dtype=torch.int32, device="cuda")
+    pools = [to_torch(a, "cuda", "fp8") for a in (t.swa, t.comp)]
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream):
+        with torch.cuda.graph(graph, stream=stream):
+            sparse_decode.convert_page_aligned_indices(
+                *inputs, q_len=2, page_size=8, swa_pool_rows=t.swa_rows, compressed_pool_pages=t.pages,
+                swa_rows=outputs[0], swa_lens=outputs[1], block_table=outputs[2], hca_seq_lens=outputs[3],
+                error=error)
+            metadata = convert_compressed_page_aligned_sparse_indices_to_hca_metadata(
+                *inputs, pools[0], pools[1], q_len=2, kv_layout="NHD")
+    for _ in range(2):  # new tables, the same tensors
+        fresh = make_canonical_table(rng, page_size=8, width=200, tokens=8, q_len=2)
+        for tensor, array in zip(inputs, (fresh.indices, fresh.lens, fresh.seq_lens)):
+            tensor.copy_(torch.from_numpy(array))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert error.tolist() == [0, -1, 0], f"seed={seed}: report"
+        expected = converted(fresh, max_pages=max_pages)
+        for got, want in zip(outputs, expected):
+            assert np.array_equal(got.cpu().numpy(), want), f"seed={seed}: package converter"
+        for got, want in zip((metadata.hca_swa_indices, metadata.swa_topk_lens,
+                              metadata.hca_compressed_block_tables, metadata.hca_seq_lens), expected):
+            assert np.array_equal(got.cpu().numpy(), want), f"seed={seed}: FlashInfer's converter"

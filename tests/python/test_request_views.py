@@ -246,3 +246,25 @@ def test_gpu_flashmla_padded_q_and_indices(rng, seed):
     assert_groups_close(bits(out).reshape(p.q.shape), packed_reference(p)[0], seed)
     assert np.array_equal(bits(out), bits(contiguous)), f"seed={seed}: views vs contiguous"
     assert torch.equal(lse, contiguous_lse), f"seed={seed}: lse"
+
+
+@pytest.mark.gpu
+def test_gpu_hca_views_same_bits_as_flat(rng, seed):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device (GPU tests run on the H200)")
+    from helpers import bits, served
+
+    p = make_hca_problem(rng, tokens=6, q_len=3)
+    k = {name: to_torch(value, "cuda", "fp8" if name in ("q", "swa_kv", "compressed_kv") else None)
+         if isinstance(value, np.ndarray) else value for name, value in hca_kwargs(p).items()}
+    flat = torch.full(p.q.shape, float("nan"), dtype=torch.bfloat16, device="cuda")
+    served(lambda: sparse_decode.dsv4_decode_hca(**k, out=flat))
+    q = to_torch(padded(p.q, 2, 3, 0, extra_last=0)[0], "cuda", "fp8")
+    out_view, _ = padded(np.full(p.q.shape, BF16_NAN, np.uint16), 2, 3, BF16_NAN, extra_last=0)
+    out = to_torch(out_view, "cuda", "bf16")
+    sparse_decode.dsv4_decode_hca(**dict(k, q=q, q_len=None), out=out)
+    torch.cuda.synchronize()
+    assert np.array_equal(bits(out).reshape(p.q.shape), bits(flat)), f"seed={seed}: views vs flat"
+    written = bits(out.as_strided((2, 5, p.heads, 512), (5 * p.heads * 512, p.heads * 512, 512, 1)))
+    assert np.all(written[:, 3:] == BF16_NAN), f"seed={seed}: the padding between requests is not written"
