@@ -215,6 +215,13 @@ inline Tokens tokens_of(const Array& a, size_t n, int64_t fallback) {
   return {flat.size, flat.stride, 0};
 }
 
+// tokens_of with `views`; without, the leading dims must merge.
+inline Tokens leading_of(const Array& a, size_t n, int64_t fallback, bool views) {
+  if (views) return tokens_of(a, n, fallback);
+  const Merged flat = merge_leading(a, n, fallback);
+  return {flat.size, flat.stride, 0};
+}
+
 inline int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
 // A [tokens..., H, dim] array (q, out; dim 512, or 192 for dsa_decode):
@@ -232,9 +239,7 @@ inline Rows rows_of(const Array& a, int64_t heads, int64_t dim = kHeadDim, bool 
   }
   if (a.strides[nd - 1] != 1) fail(std::string(a.name) + ": expected the " + d + " dims contiguous (last stride 1)");
   const int64_t head_stride = a.strides[nd - 2];
-  const int64_t fallback = round_up((heads - 1) * head_stride + dim, 16);
-  const Merged flat = views ? Merged{} : merge_leading(a, nd - 2, fallback);
-  const Tokens tokens = views ? tokens_of(a, nd - 2, fallback) : Tokens{flat.size, flat.stride, 0};
+  const Tokens tokens = leading_of(a, nd - 2, round_up((heads - 1) * head_stride + dim, 16), views);
   return {tokens.size, tokens.stride, head_stride, tokens.request_stride};
 }
 
@@ -253,9 +258,7 @@ inline IndexTable table_of(const Array& a, const char* shape, bool views = false
     fail(std::string(a.name) + ": expected " + shape + " int32 with contiguous columns, got " + a.shape_text());
   }
   const int32_t width = static_cast<int32_t>(a.shape.back());
-  const size_t n = a.ndim() - 1;
-  const Merged flat = views ? Merged{} : merge_leading(a, n, round_up(width, 4));
-  const Tokens rows = views ? tokens_of(a, n, round_up(width, 4)) : Tokens{flat.size, flat.stride, 0};
+  const Tokens rows = leading_of(a, a.ndim() - 1, round_up(width, 4), views);
   return {static_cast<const int32_t*>(a.data), width, rows.stride, rows.size, rows.request_stride};
 }
 
