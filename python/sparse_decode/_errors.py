@@ -62,6 +62,9 @@ _STRIDES = (
 
 _NULL = "expected a non-null pointer"
 
+# A stride field named in a message's text ("with a request stride (q_request_stride = 40960)").
+_STRIDE_IN_TEXT = re.compile(r"(?<![\w.])[A-Za-z_][\w.]*_(?:request|token|head)_stride(?![\w.])")
+
 
 class Entry:
     """How one entry point names its refusals: `arguments` are its own argument names (kept), `renames`
@@ -116,7 +119,9 @@ class Entry:
         return f"{renamed}: {self._text(rest)}"
 
     def _text(self, rest: str) -> str:
-        """Argument names in the message's text renamed (in_text entries)."""
+        """Stride fields in the message's text named by their argument; argument names renamed (in_text
+        entries)."""
+        rest = _STRIDE_IN_TEXT.sub(lambda field: self._name(field[0], None) or field[0], rest)
         if self._in_text is None:
             return rest
         return self._in_text.sub(lambda word: self._plain[word[1]], rest)
