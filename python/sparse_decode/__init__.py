@@ -6,7 +6,8 @@
   NumPy, CuPy); CPU arrays run the float64 CPU backend.
 - `dsv4_decode_hca(...)`: the HCA argument set (window rows + compressed pages,
   docs/spec.md section 3), with `convert_page_aligned_indices(...)` from a section-1
-  table (FlashInfer's conversion; `convert_max_pages`, `convert_refusal`); `dsa_decode(...)`: Step-style region-paged DSA decode
+  table (FlashInfer's conversion; `convert_max_pages`, `convert_refusal`);
+  `dsa_decode(...)`: Step-style region-paged DSA decode
   (docs/spec.md, section 4), with `dsa_splits_for(rows)` and `dsa_workspace_size(...)`.
 - `torch.ops.sparse_decode.dsv4_decode`, `...dsv4_decode_packed`,
   `...dsv4_decode_hca` and `...dsa_decode`: the same

@@ -49,7 +49,8 @@ def sparse_decode_attention(
     with float32 [1] k_scale and v_scale; regions: int32 [rows, R] logical
     block ids (-1 unused); block_table: int32 [requests, max_blocks];
     positions / active: int32 [rows]; gate: optional BF16, FP16 or float32
-    [tokens, G * heads] (the sigmoid rounded to its dtype, as the original). Rows of one request are G * query_len consecutive
+    [tokens, G * heads] (the sigmoid rounded to its dtype, as the
+    original). Rows of one request are G * query_len consecutive
     rows sharing a table row. Bad arguments raise AssertionError, as the
     original asserts (also a ValueError), naming the argument as this
     signature spells it.

@@ -461,7 +461,8 @@ template <typename Args>
 void set_query_and_output(Args& args, const Array& q, const Array& out) {
   if (q.ndim() != 3 && q.ndim() != 4) fail("q: expected [T, H, 512] or [B, q_len, H, 512], got " + q.shape_text());
   args.num_heads = static_cast<int32_t>(q.shape[q.ndim() - 2]);
-  const Rows q_rows = rows_of(q, args.num_heads, kHeadDim, true), out_rows = rows_of(out, args.num_heads, kHeadDim, true);
+  const Rows q_rows = rows_of(q, args.num_heads, kHeadDim, true);
+  const Rows out_rows = rows_of(out, args.num_heads, kHeadDim, true);
   args.num_tokens = q_rows.tokens;
   if (out_rows.tokens != args.num_tokens) {
     fail("out: expected " + std::to_string(args.num_tokens) + " tokens like q, got shape " + out.shape_text());

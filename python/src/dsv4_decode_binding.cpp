@@ -85,7 +85,8 @@ void add_dsv4_decode(nb::module_& m) {
         nb::arg("indices"), nb::arg("out"), nb::kw_only(), nb::arg("lens").none(), nb::arg("seq_lens").none(),
         nb::arg("cum_seq_lens_q").none(), nb::arg("q_len").none(), nb::arg("max_q_len").none(), nb::arg("sinks").none(),
         nb::arg("bmm1_scale"), nb::arg("bmm1_scale_array").none(), nb::arg("bmm2_scale"),
-        nb::arg("bmm2_scale_array").none(), nb::arg("sink_term"), nb::arg("lse").none(), nb::arg("out_of_range_count").none(),
+        nb::arg("bmm2_scale_array").none(), nb::arg("sink_term"), nb::arg("lse").none(),
+        nb::arg("out_of_range_count").none(),
         nb::arg("workspace").none(), nb::arg("enable_pdl"), nb::arg("hnd"), nb::arg("stream"),
         nb::arg("size_only") = false);
 }

@@ -106,7 +106,8 @@ void add_dsv4_decode_packed(nb::module_& m) {
         nb::arg("out"), nb::kw_only(), nb::arg("swa_lens").none(), nb::arg("extra_cache").none(),
         nb::arg("extra_indices").none(), nb::arg("extra_lens").none(), nb::arg("seq_lens").none(),
         nb::arg("cum_seq_lens_q").none(), nb::arg("q_len").none(), nb::arg("max_q_len").none(),
-        nb::arg("softmax_scale"), nb::arg("sinks").none(), nb::arg("sink_term"), nb::arg("lse").none(), nb::arg("out_of_range_count").none(),
+        nb::arg("softmax_scale"), nb::arg("sinks").none(), nb::arg("sink_term"), nb::arg("lse").none(),
+        nb::arg("out_of_range_count").none(),
         nb::arg("workspace").none(), nb::arg("enable_pdl"), nb::arg("stream"), nb::arg("size_only") = false);
 }
 

@@ -110,7 +110,8 @@ def test_seq_lens_and_sparse_topk_lens_are_accepted(rng, seed, mapping):
         (dict(hca_seq_lens=torch.ones(5, dtype=torch.int32)), ValueError,
          r"^hca_seq_lens: backend='sparse' does not accept it"),
         (dict(backend="fa3"), ValueError, r"^backend: expected one of 'auto', 'trtllm-gen', 'cute-dsl', 'sparse'"),
-        (dict(seq_lens=torch.ones(4, dtype=torch.int32)), ValueError, r"^seq_lens: expected B elements with B dividing"),
+        (dict(seq_lens=torch.ones(4, dtype=torch.int32)), ValueError,
+         r"^seq_lens: expected B elements with B dividing"),
     ],
 )
 def test_refusals(rng, change, exception, message):
