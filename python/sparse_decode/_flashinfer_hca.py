@@ -59,6 +59,8 @@ def _convert(sparse_indices, sparse_topk_lens, seq_lens, swa_kv_cache, compresse
         tensor(value, name)
     # The caches give the pools' sizes, and live where the table does, as FlashInfer requires.
     for name, cache in (("swa_kv_cache", swa_kv_cache), ("compressed_kv_cache", compressed_kv_cache)):
+        if cache is None:
+            raise ValueError(f"{name}: required by the compressed-page-aligned conversion (its pool's size)")
         tensor(cache, name)
         if cache.device != sparse_indices.device:
             raise ValueError(f"{name}: expected a tensor on sparse_indices' device ({sparse_indices.device}), "
