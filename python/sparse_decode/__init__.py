@@ -6,7 +6,8 @@
   NumPy, CuPy); CPU arrays run the float64 CPU backend.
 - `dsv4_decode_hca(...)`: the HCA argument set (window rows + compressed pages,
   docs/spec.md section 3), with `convert_page_aligned_indices(...)` from a section-1
-  table; `dsa_decode(...)`: Step-style region-paged DSA decode
+  table (FlashInfer's conversion; `convert_max_pages`, `convert_refusal`);
+  `dsa_decode(...)`: Step-style region-paged DSA decode
   (docs/spec.md, section 4), with `dsa_splits_for(rows)` and `dsa_workspace_size(...)`.
 - `torch.ops.sparse_decode.dsv4_decode`, `...dsv4_decode_packed`,
   `...dsv4_decode_hca` and `...dsa_decode`: the same
@@ -30,7 +31,10 @@ import importlib.util
 
 from . import _ext
 from ._decode import (
+    SINK_TERMS,
+    convert_max_pages,
     convert_page_aligned_indices,
+    convert_refusal,
     dsa_decode,
     dsa_splits_for,
     dsa_workspace_size,
@@ -43,7 +47,6 @@ from ._merge import merge_states
 __version__ = "0.1.0"
 HEAD_DIM: int = _ext.HEAD_DIM
 SWA_COLUMNS: int = _ext.SWA_COLUMNS
-MAX_QUERY_LEN: int = _ext.MAX_QUERY_LEN
 PACKED_ROW_BYTES: int = _ext.PACKED_ROW_BYTES
 DSA_HEAD_DIM: int = _ext.DSA_HEAD_DIM
 DSA_MAX_SPLITS: int = _ext.DSA_MAX_SPLITS
@@ -53,13 +56,15 @@ __all__ = [
     "dsv4_decode_packed",
     "dsv4_decode_hca",
     "convert_page_aligned_indices",
+    "convert_max_pages",
+    "convert_refusal",
+    "SINK_TERMS",
     "dsa_decode",
     "dsa_splits_for",
     "dsa_workspace_size",
     "merge_states",
     "HEAD_DIM",
     "SWA_COLUMNS",
-    "MAX_QUERY_LEN",
     "PACKED_ROW_BYTES",
     "DSA_HEAD_DIM",
     "DSA_MAX_SPLITS",

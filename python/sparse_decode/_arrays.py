@@ -121,3 +121,22 @@ def empty_int32(like: Any, shape: Tuple[int, ...]) -> Any:
         return numpy.zeros(shape, dtype=numpy.int32)
     raise TypeError(f"cannot allocate outputs like a {type(like).__name__}: pass swa_rows, swa_lens, block_table "
                     "and hca_seq_lens")
+
+
+def on_host(array: Any) -> bool:
+    """Whether `array` lives in host memory (NumPy, a CPU torch tensor, anything with no CUDA device)."""
+    framework = _framework(array)
+    if framework == "torch":
+        return not array.is_cuda
+    if framework == "cupy":
+        return False
+    return not hasattr(array, "__cuda_array_interface__")
+
+
+def host_values(array: Any) -> Any:
+    """The elements of a host array as a flat sequence of Python numbers."""
+    if _framework(array) == "torch":
+        return array.reshape(-1).tolist()
+    import numpy
+
+    return numpy.asarray(array).reshape(-1).tolist()

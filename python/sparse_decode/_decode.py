@@ -12,7 +12,8 @@ from . import _names  # noqa: F401  (registers each entry point's names)
 _INT32_MAX = 2**31 - 1
 
 # Arrays the extension writes: they must be writable.
-_OUTPUTS = ("out", "lse", "out_of_range_count", "workspace", "swa_rows", "swa_lens", "block_table", "hca_seq_lens")
+_OUTPUTS = ("out", "lse", "out_of_range_count", "workspace", "swa_rows", "swa_lens", "block_table", "hca_seq_lens",
+            "error")
 
 
 def _plain(**arrays: Any) -> dict:
@@ -41,6 +42,16 @@ def _requests(q_len: Any, max_q_len: Any) -> Tuple[Optional[int], Optional[int]]
                                                                                               low=low)
 
 
+# What the sinks add (docs/spec.md, section 1, "The sink term"): the library's SinkTerm values.
+SINK_TERMS = {"in_output": 0, "in_output_and_lse": 1, "none": 2}
+
+
+def _sink_term(value: Any) -> int:
+    if not isinstance(value, str) or value not in SINK_TERMS:
+        raise ValueError(f"sink_term: expected one of {', '.join(map(repr, SINK_TERMS))}, got {value!r}")
+    return SINK_TERMS[value]
+
+
 def _check_float(value: Any, name: str) -> None:
     if not isinstance(value, numbers.Real):
         raise TypeError(f"{name}: expected a float, got {type(value).__name__}")
@@ -60,6 +71,7 @@ def dsv4_decode(
     q_len: Optional[int] = None,
     max_q_len: Optional[int] = None,
     sinks: Any = None,
+    sink_term: str = "in_output",
     bmm1_scale: Any = 1.0,
     bmm2_scale: Any = 1.0,
     lse: Any = None,
@@ -76,7 +88,11 @@ def dsv4_decode(
     kernels. Nothing waits for the device and nothing is allocated but the
     workspace (see workspace), so the call can be captured in a CUDA graph.
 
-    q:  [T, H, 512] or [B, q_len, H, 512]; FP8 E4M3 or BF16 (see below).
+    q:  [T, H, 512] or [B, q_len, H, 512]; FP8 E4M3 or BF16 (see below). A
+        [B, q_len, ...] q, indices, lens, out or lse whose two leading dims
+        do not merge into one token stride (a view of a larger, padded
+        buffer) is read or written in place (a request view: uniform
+        q_len, no cum_seq_lens_q; docs/spec.md, section 1).
     swa_kv, compressed_kv: pools of 512-element rows of q's dtype, as
         [pages, page_size, 512], [rows, 512], or 4-D with one KV head:
         page_layout "NHD" [pages, page_size, 1, 512] or "HND"
@@ -84,11 +100,16 @@ def dsv4_decode(
     indices: int32 [T, W] (or [B, q_len, W]); columns 0..127 name rows of
         swa_kv, the others rows of compressed_kv; -1 = unused.
     out: BF16, q's shape (or [T, H, 512]). lse: optional float32 [T, H].
-    lens: optional int32 [T], active columns per token (SWA columns counted).
+    lens: optional int32 [T] (any stride, 0 included) or [B, q_len], active
+        columns per token (SWA columns counted).
     seq_lens: optional int32 [B] with cum_seq_lens_q int32 [B + 1] and
         max_q_len, or a uniform q_len (default: q.shape[1] of a 4-D q, else
-        T / B) for the sliding-window validity.
-    sinks: optional float32 [H].
+        T / B) for the sliding-window validity; any query length >= 1.
+    sinks: optional float32 [H]. sink_term: what the sinks add (docs/spec.md,
+        section 1): "in_output" (default: out's denominator only, lse
+        without the sink), "in_output_and_lse" (lse counts the sink too: the
+        one rank of a merge that adds it, see sparse_decode.distributed) or
+        "none" (the sinks are ignored: every other rank).
     bmm1_scale, bmm2_scale: a float, or a 1-element float32 array on q's
         device, read when the kernel runs (a captured graph sees new values).
     out_of_range_count: optional int32 [1]; active columns whose index is past
@@ -128,6 +149,7 @@ def dsv4_decode(
             q_len=q_len,
             max_q_len=max_q_len,
             **_plain(sinks=sinks),
+            sink_term=_sink_term(sink_term),
             bmm1_scale=bmm1_value,
             bmm1_scale_array=bmm1_array,
             bmm2_scale=bmm2_value,
@@ -151,8 +173,13 @@ def dsv4_decode_packed(
     extra_cache: Any = None,
     extra_indices: Any = None,
     extra_lens: Any = None,
+    seq_lens: Any = None,
+    cum_seq_lens_q: Any = None,
+    q_len: Optional[int] = None,
+    max_q_len: Optional[int] = None,
     softmax_scale: float,
     sinks: Any = None,
+    sink_term: str = "in_output",
     lse: Any = None,
     out_of_range_count: Any = None,
     enable_pdl: bool = False,
@@ -178,11 +205,18 @@ def dsv4_decode_packed(
     swa_indices, extra_indices: int32 [T, W] or [B, q_len, W]: rows of their
         pool (row r = page r // page_size, slot r % page_size), -1 unused.
     swa_lens (optional), extra_lens (required with the extra segment): int32
-        [T] or [B, q_len]: column c of token t is active iff c < lens[t] and
-        its index is in [0, rows of the pool).
+        [T] (any stride, 0 included) or [B, q_len]: column c of token t is
+        active iff c < lens[t] and its index is in [0, rows of the pool).
+    seq_lens: optional int32 [B], with cum_seq_lens_q / max_q_len or a
+        uniform q_len as for dsv4_decode: section 1's window rule on the SWA
+        segment (column c < 128 active only if c < min(128, p + 1)); the
+        extra segment is not touched by it.
+    q, the segments' indices and lens, out and lse may be [B, q_len, ...]
+        request views, read or written in place, as for dsv4_decode.
     softmax_scale: a float, applied to q.k (there is no bmm2 scale).
-    sinks: optional float32 [H]. lse: optional float32 [T, H] (natural log,
-        sink excluded, -inf for a token with no active column).
+    sinks: optional float32 [H]; sink_term as for dsv4_decode. lse: optional
+        float32 [T, H] (natural log, sink excluded by default, -inf for a
+        token with no active column).
     out_of_range_count: optional int32 [1], += active columns past their pool.
     workspace, enable_pdl, stream: as for dsv4_decode.
 
@@ -194,14 +228,20 @@ def dsv4_decode_packed(
         raise ValueError("extra_indices: expected an array (required with the extra segment: extra_cache or "
                          "extra_lens is given), got None")
     _check_float(softmax_scale, "softmax_scale")
+    q_len, max_q_len = _requests(q_len, max_q_len)
     stream = _arguments.stream(stream)
     context, stream_handle = _arrays.launch_context(q, stream)
     with context:
         arguments = dict(
             **_plain(q=q, swa_cache=swa_cache, swa_indices=swa_indices, out=out, swa_lens=swa_lens,
-                     extra_cache=extra_cache, extra_indices=extra_indices, extra_lens=extra_lens),
+                     extra_cache=extra_cache, extra_indices=extra_indices, extra_lens=extra_lens,
+                     seq_lens=seq_lens, cum_seq_lens_q=cum_seq_lens_q),
+            q_len=q_len,
+            max_q_len=max_q_len,
             softmax_scale=float(softmax_scale),
-            **_plain(sinks=sinks, lse=lse, out_of_range_count=out_of_range_count),
+            **_plain(sinks=sinks),
+            sink_term=_sink_term(sink_term),
+            **_plain(lse=lse, out_of_range_count=out_of_range_count),
             enable_pdl=bool(enable_pdl),
             stream=int(stream_handle),
         )
@@ -224,6 +264,7 @@ def dsv4_decode_hca(
     q_len: Optional[int] = None,
     max_q_len: Optional[int] = None,
     sinks: Any = None,
+    sink_term: str = "in_output",
     bmm1_scale: float = 1.0,
     bmm2_scale: float = 1.0,
     lse: Any = None,
@@ -254,8 +295,11 @@ def dsv4_decode_hca(
         j < max_pages * page_size), as row block_table[t, j // page_size] *
         page_size + j % page_size.
     cum_seq_lens_q (int32 [B + 1]) with max_q_len, or a uniform q_len
-        (default: q.shape[1] of a 4-D q, else T / B): the token -> request map.
-    sinks: optional float32 [H]. bmm1_scale, bmm2_scale: floats.
+        (default: q.shape[1] of a 4-D q, else T / B): the token -> request
+        map; any query length >= 1. q, out and lse may be [B, q_len, ...]
+        request views as for dsv4_decode (the metadata arrays are [T, ...]).
+    sinks: optional float32 [H]; sink_term as for dsv4_decode. bmm1_scale,
+        bmm2_scale: floats.
     lse: optional float32 [T, H]. out_of_range_count: optional int32 [1],
         += active rows/slots past their pool (negative ids are masked, uncounted).
     workspace: scratch of the GPU path (CUDA, contiguous, 16-byte aligned,
@@ -288,6 +332,7 @@ def dsv4_decode_hca(
             q_len=q_len,
             max_q_len=max_q_len,
             **_plain(sinks=sinks),
+            sink_term=_sink_term(sink_term),
             bmm1_scale=float(bmm1_scale),
             bmm2_scale=float(bmm2_scale),
             **_plain(lse=lse, out_of_range_count=out_of_range_count),
@@ -298,6 +343,49 @@ def dsv4_decode_hca(
         _run_with_workspace(_ext.dsv4_decode_hca, arguments, workspace, q, stream_handle)
 
 
+# A pool size that bounds nothing: the converter's pool checks pass for any index.
+_UNBOUNDED = 2**62
+
+# The device converter's report (error[2]): the rule a refused token breaks, as the caller's arguments say it.
+CONVERT_RULES = {
+    1: ("seq_lens", "expected seq_lens[b] >= q_len (every token sees a position)"),
+    2: ("indices", "expected a width >= 128 + floor(visible / 128), the token's compressed slots"),
+    3: ("lens", "expected 128 + floor(visible / 128) (dense causal lengths)"),
+    4: ("max_pages", "expected >= convert_max_pages(seq_lens[b], page_size), the pages of the token's request"),
+    5: ("indices", "expected window columns c < min(128, visible) to be rows of the SWA pool"),
+    6: ("indices", "expected the compressed columns' pages inside the compressed pool"),
+    7: ("indices", "expected compressed columns 128 + j to be the canonical expansion page * page_size + "
+                   "j % page_size"),
+}
+
+
+def convert_refusal(report: Any) -> Optional[str]:
+    """The message of a converter report (error: 3 ints, read after the stream), or None when it refused nothing."""
+    count, token, rule = (int(v) for v in report)
+    if count == 0:
+        return None
+    name, expected = CONVERT_RULES.get(rule, ("indices", f"rule {rule}"))
+    return f"{name}: token {token} ({count} refused in all): {expected}"
+
+
+def convert_max_pages(max_seq_len: int, page_size: int) -> int:
+    """Block-table columns of FlashInfer's conversion for a longest sequence of max_seq_len: its compressed
+    slots floor(max_seq_len / 128) rounded up to tiles of 128 slots, in pages of page_size, at least 1 (0 for a
+    page size the converter refuses)."""
+    return _ext.convert_max_pages(int(max_seq_len), int(page_size))
+
+
+def _default_max_pages(seq_lens: Any, width: int, page_size: int, host: bool) -> int:
+    """FlashInfer's width from seq_lens read on the host (host arrays); for device arrays, which are not read,
+    the width of the longest sequence the table can hold (W - 128 compressed slots): FlashInfer's followed by
+    columns of 0."""
+    longest = min(max(width - 128, 0) * 128 + 127, _INT32_MAX)
+    if host:
+        values = [int(v) for v in _arrays.host_values(seq_lens)]
+        longest = max(values, default=0)
+    return max(1, convert_max_pages(max(longest, 0), page_size))
+
+
 @_errors.named("convert_page_aligned_indices")
 def convert_page_aligned_indices(
     indices: Any,
@@ -305,6 +393,8 @@ def convert_page_aligned_indices(
     seq_lens: Any,
     *,
     page_size: int,
+    swa_pool_rows: Optional[int] = None,
+    compressed_pool_pages: Optional[int] = None,
     cum_seq_lens_q: Any = None,
     q_len: Optional[int] = None,
     max_q_len: Optional[int] = None,
@@ -313,30 +403,52 @@ def convert_page_aligned_indices(
     swa_lens: Any = None,
     block_table: Any = None,
     hca_seq_lens: Any = None,
+    error: Any = None,
     stream: Optional[int] = None,
 ) -> Tuple[Any, Any, Any, Any]:
-    """A section-1 table -> the HCA metadata of dsv4_decode_hca (docs/spec.md, section 3).
+    """A section-1 table -> the HCA metadata of dsv4_decode_hca (docs/spec.md section 3; FlashInfer's
+    convert_compressed_page_aligned_sparse_indices_to_hca_metadata, docs/formats/hca_layout.md, "The
+    converter").
 
-    indices: int32 [T, W] (or [B, q_len, W]) section-1 columns whose active
-        compressed columns (128 + j, j < min(lens[t], W) - 128) are the
-        canonical expansion page * page_size + j % page_size (anything else:
-        ValueError naming the token and column; nothing written).
-    lens: int32 [T] active columns counting the 128 window ones.
-    seq_lens: int32 [B] KV lengths (the window), with cum_seq_lens_q /
-        max_q_len or q_len as for dsv4_decode.
-    page_size: slots per page of the compressed pool.
+    indices: int32 [B * q_len, W] (or [B, q_len, W]) section-1 columns.
+    lens: int32 [T] (sparse_topk_lens), 128 + floor(visible / 128) for every
+        token (visible = seq_lens[b] - q_len + i + 1: FlashInfer's dense
+        causal lengths).
+    seq_lens: int32 [B] KV lengths; q_len uniform (default: indices.shape[1]
+        of a 3-D table, else T / B); cum_seq_lens_q is refused (FlashInfer's
+        HCA rows are B * q_len).
+    page_size: slots per page of the compressed pool (2, 4, ..., 128).
+    swa_pool_rows, compressed_pool_pages: the pools' sizes; active window
+        rows and compressed pages must lie inside them (None: unchecked).
+    Token refusals (FlashInfer's rules: window rows in the SWA pool, pages
+    in the compressed pool, compressed columns the canonical expansion page *
+    page_size + j % page_size, dense causal lens, the table wide enough):
+    CPU arrays raise ValueError naming the first refused token; nothing is
+    written but `error`.
+
     Returns (swa_rows int32 [T, 128], swa_lens int32 [T], block_table int32
-    [T, max_pages], hca_seq_lens int32 [B]): with them, the same lens and the
-    same pools, dsv4_decode_hca computes what dsv4_decode computes on the
-    table. max_pages defaults to max(1, ceil((W - 128) / page_size)).
+    [T, max_pages], hca_seq_lens int32 [B]), FlashInfer's values: window rows
+    past the window and pages past the stream are 0, hca_seq_lens = 128 +
+    floor(seq_lens / 128). max_pages: block_table's width when it is given;
+    else for CPU arrays FlashInfer's, convert_max_pages(max seq_lens,
+    page_size); for CUDA arrays (seq_lens is not read on the host) that of the
+    longest sequence the table holds (W - 128 slots): FlashInfer's table
+    followed by columns of 0, which the decode never reads.
 
-    Outputs not given are allocated (zeroed, indices' framework and device):
-    that is not CUDA-graph safe; pass all four to convert into preallocated
-    arrays. CPU arrays convert on the CPU; CUDA arrays raise
-    NotImplementedError (the device converter is not written yet).
+    error: int32 [3], the report: tokens refused, the first (-1: none), its
+    rule (convert_refusal() words it). Required with CUDA arrays: they
+    convert on the device with no host synchronization (CUDA-graph safe with
+    preallocated outputs) and refuse nothing by exception; read error[0]
+    after the stream before using the outputs, which are written only when
+    it is 0. Outputs not given are allocated (zeroed, indices' framework and
+    device), which is not CUDA-graph safe.
     """
     _arguments.require(indices=indices, lens=lens, seq_lens=seq_lens)
     page_size = _arguments.integer(page_size, "page_size", low=-_INT32_MAX - 1, high=2**63 - 1)
+    swa_pool_rows = _arguments.integer(_UNBOUNDED if swa_pool_rows is None else swa_pool_rows, "swa_pool_rows",
+                                       low=-2**63, high=2**63 - 1)
+    compressed_pool_pages = _arguments.integer(_UNBOUNDED if compressed_pool_pages is None else compressed_pool_pages,
+                                               "compressed_pool_pages", low=-2**63, high=2**63 - 1)
     q_len, max_q_len = _requests(q_len, max_q_len)
     max_pages = _arguments.optional_integer(max_pages, "max_pages", low=1)
     stream = _arguments.stream(stream)
@@ -350,9 +462,13 @@ def convert_page_aligned_indices(
         raise ValueError(
             f"max_pages: expected the width of block_table ({int(block_table.shape[-1])}) or None, got {max_pages}"
         )
-    requests = math.prod(seq_lens.shape) if hasattr(seq_lens, "shape") else 0
-    if max_pages is None:
-        max_pages = max(1, -(-(width - 128) // max(page_size, 1)))
+    if not hasattr(seq_lens, "shape"):
+        _arguments.diagnose(dict(seq_lens=seq_lens), ())
+    requests = math.prod(int(d) for d in seq_lens.shape)
+    if block_table is not None:
+        max_pages = int(block_table.shape[-1])
+    elif max_pages is None:
+        max_pages = _default_max_pages(seq_lens, width, page_size, _arrays.on_host(seq_lens))
     if swa_rows is None:
         swa_rows = _arrays.empty_int32(indices, (tokens, 128))
     if swa_lens is None:
@@ -365,10 +481,13 @@ def convert_page_aligned_indices(
     with context:
         arguments = dict(
             **_plain(indices=indices, lens=lens, seq_lens=seq_lens, swa_rows=swa_rows, swa_lens=swa_lens,
-                     block_table=block_table, hca_seq_lens=hca_seq_lens, cum_seq_lens_q=cum_seq_lens_q),
+                     block_table=block_table, hca_seq_lens=hca_seq_lens, error=error,
+                     cum_seq_lens_q=cum_seq_lens_q),
             q_len=q_len,
             max_q_len=max_q_len,
             page_size=page_size,
+            swa_pool_rows=swa_pool_rows,
+            compressed_pool_pages=compressed_pool_pages,
             stream=int(stream_handle),
         )
         _arguments.call(_ext.convert_page_aligned_indices, arguments, _OUTPUTS)
@@ -430,8 +549,8 @@ def dsa_decode(
     scale: softmax scale. splits: 1..32 parts a row's regions are split into
         (default dsa_splits_for(rows)); on the GPU, splits > 1 need a
         workspace of dsa_workspace_size(rows, heads, splits) bytes.
-    gate: optional BF16 or float32 [tokens, G * heads]: out *= the sigmoid of
-        the gate rounded to the gate's dtype.
+    gate: optional BF16, FP16 or float32 [tokens, G * heads]: out *= the
+        sigmoid of the gate rounded to the gate's dtype.
     workspace: the split partials on the GPU (CUDA, contiguous, 16-byte
         aligned, contents ignored). None on a torch or CuPy CUDA array: when
         the call needs one (splits > 1), it is taken from torch's (or CuPy's)

@@ -32,6 +32,8 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 # "name: ..." or "name (part): ...", name possibly dotted (a C++ struct field).
 _HEAD = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_.]*)(?: \((?P<part>[^()]*)\))?: ")
+# "name[index] = value: ...": an element of an array argument (the converter's refusals).
+_ELEMENT = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?P<element>\[[0-9]+\](?: = [^:]*)?: )")
 
 # Fields of a struct argument, in words (None: the argument itself).
 _FIELDS = {
@@ -59,6 +61,9 @@ _STRIDES = (
 )
 
 _NULL = "expected a non-null pointer"
+
+# A stride field named in a message's text ("with a request stride (q_request_stride = 40960)").
+_STRIDE_IN_TEXT = re.compile(r"(?<![\w.])[A-Za-z_][\w.]*_(?:request|token|head)_stride(?![\w.])")
 
 
 class Entry:
@@ -100,16 +105,26 @@ class Entry:
     def message(self, message: str) -> str:
         match = _HEAD.match(message)
         if not match:
-            return message
+            element = _ELEMENT.match(message)
+            renamed = self._name(element["name"], None) if element else None
+            if renamed is None or " " in renamed:  # an element of an argument named with a part has no index
+                return message
+            return renamed + element["element"] + self._text(message[element.end():])
         renamed = self._name(match["name"], match["part"])
         if renamed is None:
             return message
         rest = message[match.end():]
         if rest.startswith(_NULL):  # a missing argument, as Python callers pass one
             rest = "expected an array" + rest[len(_NULL):] + ", got None"
-        if self._in_text is not None:
-            rest = self._in_text.sub(lambda word: self._plain[word[1]], rest)
-        return f"{renamed}: {rest}"
+        return f"{renamed}: {self._text(rest)}"
+
+    def _text(self, rest: str) -> str:
+        """Stride fields in the message's text named by their argument; argument names renamed (in_text
+        entries)."""
+        rest = _STRIDE_IN_TEXT.sub(lambda field: self._name(field[0], None) or field[0], rest)
+        if self._in_text is None:
+            return rest
+        return self._in_text.sub(lambda word: self._plain[word[1]], rest)
 
 
 def _with_part(renamed: str, part: str) -> str:

@@ -62,10 +62,10 @@ def float_scales(bmm1_scale, bmm2_scale, argument_set: str) -> None:
 
 
 def split_scratch(workspace_buffer: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
-    """The upper half of FlashInfer's workspace_buffer as uint8, for the split kernel's group results (and,
-    for HCA, the expanded table): FlashInfer's trtllm-gen kernels keep their zero-initialized counters at the
-    start of the same buffer, which callers share between calls. Too small a half runs the cluster or the
-    stream kernel (the same bits) for the trtllm-gen set, and is refused for HCA (the table must fit)."""
+    """The upper half of FlashInfer's workspace_buffer as uint8, for the split kernel's group results:
+    FlashInfer's trtllm-gen kernels keep their zero-initialized counters at the start of the same buffer,
+    which callers share between calls. Too small a half runs the cluster or the stream kernel (the same
+    bits), for the trtllm-gen set and HCA alike."""
     if workspace_buffer is None or not workspace_buffer.is_contiguous():
         return workspace_buffer  # the library names what is wrong with it
     flat = workspace_buffer.reshape(-1).view(torch.uint8)

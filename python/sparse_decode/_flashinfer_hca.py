@@ -6,7 +6,7 @@ import torch
 
 from . import _errors
 from . import torch_ops  # noqa: F401  (registers torch.ops.sparse_decode.*)
-from ._decode import convert_page_aligned_indices
+from ._decode import convert_max_pages, convert_page_aligned_indices, convert_refusal
 from ._flashinfer_common import check_kv_layout, float_scales, output, split_scratch, tensor
 
 
@@ -31,8 +31,24 @@ def _page_size(cache: Optional[torch.Tensor], kv_layout: str) -> int:
     raise ValueError(f"compressed_kv_cache: expected a 3-D or 4-D paged pool (its page size is needed), got {shape}")
 
 
+def _pool_rows(cache: Optional[torch.Tensor], kv_layout: str) -> int:
+    """Rows of the SWA pool: pages * page_size of a 3-D or 4-D pool, the rows of a 2-D one."""
+    if cache is None or cache.dim() < 2:
+        shape = None if cache is None else list(cache.shape)
+        raise ValueError(f"swa_kv_cache: expected a paged pool of 512-element rows, got {shape}")
+    if cache.dim() == 2:
+        return int(cache.shape[0])
+    return int(cache.shape[0]) * _page_size(cache, kv_layout)
+
+
 def _convert(sparse_indices, sparse_topk_lens, seq_lens, swa_kv_cache, compressed_kv_cache, kv_layout, **requests):
-    """sparse_decode.convert_page_aligned_indices with outputs allocated on the table's device."""
+    """sparse_decode.convert_page_aligned_indices with outputs allocated on the table's device.
+
+    CUDA tensors convert on the device. Outside a CUDA-graph capture the block table's width and the
+    refusals are FlashInfer's: the width is read from seq_lens and the report after the conversion, each
+    a synchronization, as FlashInfer synchronizes there. Inside a capture nothing is read: the table is as
+    wide as sparse_indices can need (FlashInfer's columns followed by 0) and a refused table leaves the
+    outputs zero (the decode then attends the window row 0 only)."""
     for name, value in (
         ("sparse_indices", sparse_indices),
         ("sparse_topk_lens", sparse_topk_lens),
@@ -41,15 +57,31 @@ def _convert(sparse_indices, sparse_topk_lens, seq_lens, swa_kv_cache, compresse
         if value is None:
             raise ValueError(f"{name}: required by the compressed-page-aligned conversion")
         tensor(value, name)
-    # The caches give the page size only, but live where the table does, as FlashInfer requires.
+    # The caches give the pools' sizes, and live where the table does, as FlashInfer requires.
     for name, cache in (("swa_kv_cache", swa_kv_cache), ("compressed_kv_cache", compressed_kv_cache)):
-        if isinstance(cache, torch.Tensor) and cache.device != sparse_indices.device:
+        if cache is None:
+            raise ValueError(f"{name}: required by the compressed-page-aligned conversion (its pool's size)")
+        tensor(cache, name)
+        if cache.device != sparse_indices.device:
             raise ValueError(f"{name}: expected a tensor on sparse_indices' device ({sparse_indices.device}), "
                              f"got {cache.device}")
     page_size = _page_size(compressed_kv_cache, kv_layout)
+    sizes = dict(page_size=page_size, swa_pool_rows=_pool_rows(swa_kv_cache, kv_layout),
+                 compressed_pool_pages=int(compressed_kv_cache.shape[0]))
+    error = max_pages = None
+    reads = False
+    if sparse_indices.is_cuda:
+        error = torch.zeros(3, dtype=torch.int32, device=sparse_indices.device)
+        reads = not torch.cuda.is_current_stream_capturing()
+        if reads and seq_lens.numel() > 0:
+            max_pages = max(1, convert_max_pages(int(seq_lens.max()), page_size))
     rows, lens, pages, hca_seq_lens = convert_page_aligned_indices(
-        sparse_indices, sparse_topk_lens, seq_lens, page_size=page_size, **requests
+        sparse_indices, sparse_topk_lens, seq_lens, error=error, max_pages=max_pages, **sizes, **requests
     )
+    if reads:
+        message = convert_refusal(error.tolist())
+        if message is not None:
+            raise ValueError(message)
     return DSV4HCAMetadata(rows, pages, hca_seq_lens, lens)
 
 
@@ -64,26 +96,35 @@ def convert_compressed_page_aligned_sparse_indices_to_hca_metadata(
     q_len: int,
     kv_layout: Literal["HND", "NHD"] = "HND",
 ) -> DSV4HCAMetadata:
-    """A trtllm-gen table -> reusable HCA metadata (FlashInfer's function of this name).
+    """A trtllm-gen table -> reusable HCA metadata (FlashInfer's function of this name, its outputs and
+    refusals: docs/formats/hca_layout.md, "The converter").
 
-    sparse_indices int32 [B * q_len, W] (or [B, q_len, W]): columns 0..127 are
-    absolute rows of swa_kv_cache (kept as they are: ring rotation and
-    wraparound are fine); the active compressed columns (128 + j, j <
-    min(sparse_topk_lens[t], W) - 128) must be the canonical expansion
-    page_id * page_size + j % page_size of compressed_kv_cache's pages
-    (ValueError naming the token and column otherwise). seq_lens int32 [B]
-    gives the sliding window (section 1's rule), folded into swa_topk_lens.
-    Returns DSV4HCAMetadata; pass its fields, with the same
-    sparse_topk_lens, to trtllm_batch_decode_sparse_mla_dsv4(backend="cute-dsl").
+    sparse_indices int32 [B * q_len, W] (or [B, q_len, W]): token i of
+    request b sees visible = seq_lens[b] - q_len + i + 1 positions; its
+    window columns c < min(visible, 128) are rows of swa_kv_cache, its
+    compressed columns 128 + j, j < floor(visible / 128), the canonical
+    expansion page * page_size + j % page_size of compressed_kv_cache's
+    pages. sparse_topk_lens int32 [B * q_len] must be 128 + floor(visible /
+    128) (FlashInfer's dense causal lengths). Returns DSV4HCAMetadata:
+    hca_swa_indices [T, 128] (0 past the window), swa_topk_lens [T],
+    hca_compressed_block_tables [T, convert_max_pages(max seq_lens,
+    page_size)] (0 past the stream), hca_seq_lens [B] = 128 + floor(seq_lens
+    / 128); pass its fields, with the same sparse_topk_lens, to
+    trtllm_batch_decode_sparse_mla_dsv4(backend="cute-dsl").
 
-    Allocates its outputs: not CUDA-graph safe; run it once during setup.
-    The signature is FlashInfer's documented one (swa_kv_cache is not read:
-    window rows are never rewritten; it must live on sparse_indices' device,
-    as FlashInfer requires: ValueError otherwise). FlashInfer also requires
-    dense causal top-k lengths; this conversion accepts any lens, and the
-    decode then reads exactly what the table's section-1 decode reads
-    (docs/formats/hca_layout.md). CPU tensors convert on the CPU; CUDA
-    tensors raise NotImplementedError until the device converter exists.
+    Refusals are FlashInfer's ValueErrors, naming the first refused token:
+    seq_lens[b] < q_len, a table too narrow for a token's slots, lens that
+    are not the dense causal ones, a window row outside swa_kv_cache, a
+    page outside compressed_kv_cache, compressed columns that are not the
+    canonical expansion; and caches on another device than sparse_indices.
+    CPU tensors convert on the CPU. CUDA tensors convert on the device;
+    outside a CUDA-graph capture the block-table width is read from
+    seq_lens and the refusals from the device's report (a synchronization
+    each, as FlashInfer has); inside one nothing is read, the table is as
+    wide as sparse_indices can need (FlashInfer's followed by columns of 0,
+    never read) and refusals are not raised (the package function
+    sparse_decode.convert_page_aligned_indices returns the report in
+    `error` for that). Allocates its outputs, as FlashInfer does.
     """
     check_kv_layout(kv_layout)
     return _convert(sparse_indices, sparse_topk_lens, seq_lens, swa_kv_cache, compressed_kv_cache, kv_layout,
@@ -167,7 +208,7 @@ def hca(
         out,
         None,  # lse: not an output of this FlashInfer function
         None,  # out_of_range_count
-        split_scratch(workspace_buffer),  # CUDA: the expanded table, its lens and the split scratch
+        split_scratch(workspace_buffer),  # CUDA: the split scratch (optional)
         cum_seq_lens_q,
         None,  # q_len: the 4-D query's second dim, or sum_q / B
         max_q_len,

@@ -31,19 +31,19 @@ def packed(
     bmm2_scale,
     sinks,
     kv_layout,
+    cum_seq_lens_q,
+    max_q_len,
     enable_pdl,
     swa_topk_lens,
     extra_sparse_indices,
     extra_sparse_topk_lens,
 ) -> torch.Tensor:
-    """The packed-row (SM120 'sparse') argument set: refusals as FlashInfer's (ValueError), then the op."""
-    # FlashInfer accepts these here; the packed operation has no window or total lengths yet.
-    refuse(
-        NotImplementedError,
-        (("sparse_topk_lens", sparse_topk_lens, None), ("seq_lens", seq_lens, None)),
-        "not served with packed caches by this build (the packed operation takes swa_topk_lens and "
-        "extra_sparse_topk_lens, and no seq_lens window); leave it None",
-    )
+    """The packed-row (SM120 'sparse') argument set: refusals as FlashInfer's (ValueError), then the op.
+
+    sparse_topk_lens is accepted and not read, as FlashInfer does with packed rows (the segments' lengths
+    are swa_topk_lens and extra_sparse_topk_lens). seq_lens, with cum_seq_lens_q / max_q_len or the 4-D
+    query's q_len, applies section 1's window rule to the SWA segment (docs/spec.md, section 2)."""
+    del sparse_topk_lens  # FlashInfer's packed path does not read it either
     float_scales(bmm1_scale, bmm2_scale, "packed-row (SM120 'sparse') argument set")
     if float(bmm2_scale) != 1.0:
         raise ValueError(f"bmm2_scale: expected 1.0 with packed caches (docs/spec.md, section 2), got {bmm2_scale}")
@@ -78,6 +78,10 @@ def packed(
         extra_sparse_topk_lens,
         sinks,
         bool(enable_pdl),
+        seq_lens,
+        cum_seq_lens_q,
+        None,  # q_len: the 4-D query's second dim, or sum_q / B
+        max_q_len,
         caller="flashinfer.sparse",
     )
     return out

@@ -12,7 +12,7 @@ from ._errors import AssertionRefusal, CheckRefusal, Entry, register
 
 # ---------------------------------------------------------------- package functions
 
-_DSV4_COMMON = ("q", "out", "sinks", "lse", "out_of_range_count", "enable_pdl", "workspace", "stream")
+_DSV4_COMMON = ("q", "out", "sinks", "sink_term", "lse", "out_of_range_count", "enable_pdl", "workspace", "stream")
 _REQUESTS = ("cum_seq_lens_q", "q_len", "max_q_len")
 _SHARED = {"num_heads": "q (heads)", "num_tokens": "q (tokens)", "workspace_bytes": "workspace"}
 
@@ -28,10 +28,16 @@ register(
 register(
     "dsv4_decode_packed",
     Entry(
-        _DSV4_COMMON
-        + ("swa_cache", "swa_indices", "swa_lens", "extra_cache", "extra_indices", "extra_lens", "softmax_scale"),
+        _DSV4_COMMON + _REQUESTS
+        + ("swa_cache", "swa_indices", "swa_lens", "extra_cache", "extra_indices", "extra_lens", "seq_lens",
+           "softmax_scale"),
         {
             **_SHARED,
+            "num_requests": "seq_lens",
+            **{f"{segment}.indices_request_stride": f"{segment}_indices (request stride)"
+               for segment in ("swa", "extra")},
+            **{f"{segment}.lens_{kind}_stride": f"{segment}_lens ({kind} stride)"
+               for segment in ("swa", "extra") for kind in ("token", "request")},
             **{
                 f"{segment}.{field}": f"{segment}_{argument}"
                 for segment in ("swa", "extra")
@@ -57,8 +63,8 @@ register(
     "convert_page_aligned_indices",
     Entry(
         _REQUESTS
-        + ("indices", "lens", "seq_lens", "page_size", "max_pages", "swa_rows", "swa_lens", "block_table",
-           "hca_seq_lens", "stream"),
+        + ("indices", "lens", "seq_lens", "page_size", "swa_pool_rows", "compressed_pool_pages", "max_pages",
+           "swa_rows", "swa_lens", "block_table", "hca_seq_lens", "error", "stream"),
         {"num_tokens": "indices (rows)", "width": "indices (width)", "num_requests": "seq_lens"},
     ),
 )
@@ -133,6 +139,8 @@ _FLASHINFER_CONVERT = {
     "indices": "sparse_indices",
     "lens": "sparse_topk_lens",
     "page_size": "compressed_kv_cache (page size)",
+    "swa_pool_rows": "swa_kv_cache (rows)",
+    "compressed_pool_pages": "compressed_kv_cache (pages)",
     "convert_page_aligned_indices": "convert_compressed_page_aligned_sparse_indices_to_hca_metadata",
 }
 

@@ -12,6 +12,18 @@ section 5). NCCL on CUDA tensors, gloo on CPU tensors.
     sparse_decode.dsv4_decode(q, swa, compressed, my_indices, part_out, lse=part_lse, ...)
     exchange.merge(out, out_lse)                   # out [T, H, 512]: every rank gets the merged result
 
+Sinks. A call with attention sinks adds the sink term on exactly one rank,
+so that the merge is the single call over all of a token's rows: that rank
+passes sink_term="in_output_and_lse" (the sink in out's denominator and in
+its lse), every other rank sink_term="none" (docs/spec.md, sections 1 and
+5). A token whose rows all sit on other ranks still gets the sink from the
+first rank's partial (out 0, lse = the sink).
+
+    sink_term = "in_output_and_lse" if dist.get_rank(group) == 0 else "none"
+    sparse_decode.dsv4_decode(..., sinks=sinks, sink_term=sink_term, out=part_out, lse=part_lse)
+
+The merged lse then counts the sink: log(sum of exp(scores) + exp(sink)).
+
 NVLink multicast (NVLS) stays off. Importing this module sets
 NCCL_NVLS_ENABLE=0 unless the environment already has a value, and an NCCL
 group refuses to build an exchange when the value is anything but 0. NCCL

@@ -94,14 +94,17 @@ def trtllm_batch_decode_sparse_mla_dsv4(
 ) -> torch.Tensor:
     """Decode DeepSeek V4 sparse MLA (FlashInfer's trtllm-gen, SM120 packed and HCA argument sets).
 
-    trtllm-gen set. query: [B, q_len, H, 512], or [sum_q, H, 512] with cum_seq_lens_q and
-    max_q_len; BF16 or FP8 E4M3, with both KV pools of the same dtype in
+    trtllm-gen set. query: [B, q_len, H, 512] (any q_len >= 1), or [sum_q, H, 512] with
+    cum_seq_lens_q and max_q_len; BF16 or FP8 E4M3, with both KV pools of the same dtype in
     kv_layout ("HND" [pages, 1, page_size, 512] or "NHD" [pages, page_size,
     1, 512]). sparse_indices [sum_q, W] int32: columns 0..127 are rows of
-    swa_kv_cache, the rest rows of compressed_kv_cache, -1 unused;
-    sparse_topk_lens [sum_q] counts the 128 SWA columns; seq_lens [B] gives
-    the SWA validity window. Returns `out` (BF16, query's shape), allocated
-    only when not given.
+    swa_kv_cache, the rest rows of compressed_kv_cache, -1 unused (or [B,
+    q_len, W]); sparse_topk_lens [sum_q] (or [B, q_len]) counts the 128 SWA
+    columns; seq_lens [B] gives the SWA validity window. Returns `out` (BF16,
+    query's shape), allocated only when not given. [B, q_len, ...] query,
+    sparse_indices, sparse_topk_lens and out that are views of larger
+    buffers (dims that do not merge into one token stride) are read and
+    written in place, without a copy; so are those of the packed set.
 
     Differences from FlashInfer, all on calls FlashInfer refuses: seq_lens and
     compressed_kv_cache (when W == 128) may be None (no window check, no
@@ -117,12 +120,15 @@ def trtllm_batch_decode_sparse_mla_dsv4(
     compressed_kv_cache with extra_sparse_topk_lens [sum_q] (required with
     them); bmm1_scale is the softmax scale (a float: the packed operation
     takes it by value) and bmm2_scale must be 1.0 (ValueError otherwise, as
-    for tensor scales, as in FlashInfer); sparse_topk_lens and seq_lens,
-    which FlashInfer accepts here, raise NotImplementedError (the packed
-    operation has no window or total lengths yet). compressed_kv_cache is unused
-    without extra_sparse_indices and extra_sparse_topk_lens, as FlashInfer
-    requires it only with them. cum_seq_lens_q / max_q_len are accepted:
-    tokens are read in flattened order either way.
+    for tensor scales, as in FlashInfer). sparse_topk_lens is accepted and
+    not read, as in FlashInfer (the segments' lengths are swa_topk_lens and
+    extra_sparse_topk_lens). seq_lens [B], with cum_seq_lens_q / max_q_len
+    or the 4-D query's q_len, applies the window rule of the trtllm-gen set
+    to the SWA segment (column c < 128 active only if c < min(128, p + 1));
+    FlashInfer reads the window from swa_topk_lens alone: with an engine's
+    swa_topk_lens that stop at the window the two agree. compressed_kv_cache
+    is unused without extra_sparse_indices and extra_sparse_topk_lens, as
+    FlashInfer requires it only with them.
 
     HCA set (backend="cute-dsl"; docs/spec.md section 3, docs/formats/hca_layout.md): FP8
     query as above and FP8 pools in kv_layout; sparse_indices None;
@@ -214,8 +220,8 @@ def trtllm_batch_decode_sparse_mla_dsv4(
                    hca_sparse_indices_format)
     if argument_set == "sparse":
         return packed(query, swa_kv_cache, workspace_buffer, sparse_indices, compressed_kv_cache, sparse_topk_lens,
-                      seq_lens, out, bmm1_scale, bmm2_scale, sinks, kv_layout, enable_pdl, swa_topk_lens,
-                      extra_sparse_indices, extra_sparse_topk_lens)
+                      seq_lens, out, bmm1_scale, bmm2_scale, sinks, kv_layout, cum_seq_lens_q, max_q_len, enable_pdl,
+                      swa_topk_lens, extra_sparse_indices, extra_sparse_topk_lens)
 
     refuse(
         ValueError,

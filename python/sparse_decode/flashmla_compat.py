@@ -158,13 +158,14 @@ def _check_format(name: str, cache: torch.Tensor) -> None:
 
 
 def _per_token(lengths: Optional[torch.Tensor], name: str, b: int, s_q: int) -> Optional[torch.Tensor]:
-    """FlashMLA's [b] lengths hold for every query token of a request: [b * s_q] for the library.
-    [b, s_q] (one per token) is accepted too."""
+    """FlashMLA's [b] lengths hold for every query token of a request: a [b, s_q] view with strides
+    [stride, 0] (a request view of the library's lengths, read in place). [b, s_q] (one per token) is
+    accepted too."""
     if lengths is None or s_q == 1 or lengths.numel() == b * s_q:
         return lengths
     if lengths.dim() != 1 or lengths.shape[0] != b:
         raise CheckRefusal(f"{name}: expected [{b}] (or [{b}, {s_q}]) int32, got {list(lengths.shape)}")
-    return lengths[:, None].expand(b, s_q).contiguous()  # a copy on q's device; no host sync
+    return lengths[:, None].expand(b, s_q)
 
 
 def flash_mla_with_kvcache(
@@ -189,7 +190,9 @@ def flash_mla_with_kvcache(
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """FlashMLA's sparse FP8 decode on DeepSeek-V4's packed rows.
 
-    q: BF16 [b, s_q, h_q, 512]. k_cache, extra_k_cache: [num_blocks,
+    q: BF16 [b, s_q, h_q, 512], any s_q; a view of a larger (padded) buffer
+    is read in place, as are indices and extra_indices_in_kvcache [b, s_q,
+    topk] views. k_cache, extra_k_cache: [num_blocks,
     page_block_size, 1, 584] bytes (uint8, int8 or float8_e4m3fn; a page's
     data rows, then its scale rows); the block stride may exceed
     page_block_size * 584 (a multiple of 16 bytes). indices,

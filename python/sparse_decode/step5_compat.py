@@ -48,8 +48,9 @@ def sparse_decode_attention(
     [pages, G, block, 384] (K then V), BF16, or FP8 (uint8 / float8_e4m3fn)
     with float32 [1] k_scale and v_scale; regions: int32 [rows, R] logical
     block ids (-1 unused); block_table: int32 [requests, max_blocks];
-    positions / active: int32 [rows]; gate: optional BF16 or float32
-    [tokens, G * heads]. Rows of one request are G * query_len consecutive
+    positions / active: int32 [rows]; gate: optional BF16, FP16 or float32
+    [tokens, G * heads] (the sigmoid rounded to its dtype, as the
+    original). Rows of one request are G * query_len consecutive
     rows sharing a table row. Bad arguments raise AssertionError, as the
     original asserts (also a ValueError), naming the argument as this
     signature spells it.

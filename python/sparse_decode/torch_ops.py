@@ -18,6 +18,10 @@ time, so a replayed graph sees new values); the tensor wins when both are
 given. dsv4_decode_packed takes its `softmax_scale` as a float only (the C++
 API has no device-pointer form for it), so a captured graph keeps its value.
 
+The DeepSeek-V4 ops take `sink_term` ("in_output", "in_output_and_lse" or
+"none"; docs/spec.md section 1) before `caller`, and dsv4_decode_packed the
+request mapping of its window (seq_lens, cum_seq_lens_q, q_len, max_q_len).
+
 Each op ends with `caller` (default ''): the drop-ins pass their key so that a
 refusal names the upstream's arguments and has its exception type; the
 renaming runs inside the op, so a compiled graph's refusals read the same.
@@ -62,6 +66,7 @@ def dsv4_decode(
     bmm2_scale_tensor: Optional[torch.Tensor] = None,
     enable_pdl: bool = False,
     page_layout: str = "NHD",
+    sink_term: str = "in_output",
     caller: str = "",
 ) -> None:
     """sparse_decode.dsv4_decode on torch tensors, on the current stream of q's device. caller: whose
@@ -92,6 +97,11 @@ def dsv4_decode_packed(
     extra_lens: Optional[torch.Tensor] = None,
     sinks: Optional[torch.Tensor] = None,
     enable_pdl: bool = False,
+    seq_lens: Optional[torch.Tensor] = None,
+    cum_seq_lens_q: Optional[torch.Tensor] = None,
+    q_len: Optional[int] = None,
+    max_q_len: Optional[int] = None,
+    sink_term: str = "in_output",
     caller: str = "",
 ) -> None:
     """sparse_decode.dsv4_decode_packed on torch tensors, on the current stream of q's device.
@@ -127,6 +137,7 @@ def dsv4_decode_hca(
     bmm2_scale: float = 1.0,
     enable_pdl: bool = False,
     page_layout: str = "NHD",
+    sink_term: str = "in_output",
     caller: str = "",
 ) -> None:
     """sparse_decode.dsv4_decode_hca on torch tensors (float scales only, as the HCA set takes them).

@@ -169,10 +169,12 @@ inline MemorySpace memory_of(const Array& q, std::initializer_list<const std::op
 // Leading dims [0, n) merged into one (e.g. [B, q_len] into tokens): its size
 // and its single stride. Size-1 dims carry no stride (frameworks report any
 // value for them), so `fallback` is used when no dim is longer than 1.
+// `merged` is false when the dims do not merge into one stride.
 struct Merged {
   int64_t size, stride;
+  bool merged = true;
 };
-inline Merged merge_leading(const Array& a, size_t n, int64_t fallback) {
+inline Merged try_merge_leading(const Array& a, size_t n, int64_t fallback) {
   int64_t size = 1, stride = fallback, next = 0;
   bool first = true;
   for (size_t i = 0; i < n; ++i) size *= a.shape[i];
@@ -183,22 +185,52 @@ inline Merged merge_leading(const Array& a, size_t n, int64_t fallback) {
       stride = a.strides[i];
       first = false;
     } else if (a.strides[i] != next) {
-      fail(std::string(a.name) + ": the leading dims of shape " + a.shape_text() +
-           " cannot be flattened into tokens with one stride (make the array contiguous)");
+      return {size, stride, false};
     }
     next = a.strides[i] * a.shape[i];
   }
   return {size, stride};
 }
+inline Merged merge_leading(const Array& a, size_t n, int64_t fallback) {
+  const Merged all = try_merge_leading(a, n, fallback);
+  if (!all.merged) {
+    fail(std::string(a.name) + ": the leading dims of shape " + a.shape_text() +
+         " cannot be flattened into tokens with one stride (make the array contiguous)");
+  }
+  return all;
+}
+
+// The tokens of a per-token array's leading dims [0, n): their count, the
+// token stride and the request stride. A [B, q_len, ...] array (n = 2) whose
+// two dims do not merge is a request view (docs/spec.md, section 1): token i
+// of request b at b * request_stride + i * token_stride, read in place.
+// Other arrays merge into one token stride (request stride 0).
+struct Tokens {
+  int64_t size, stride, request_stride;
+};
+inline Tokens tokens_of(const Array& a, size_t n, int64_t fallback) {
+  const Merged all = try_merge_leading(a, n, fallback);
+  if (!all.merged && n == 2) return {all.size, a.strides[1], a.strides[0]};
+  const Merged flat = merge_leading(a, n, fallback);
+  return {flat.size, flat.stride, 0};
+}
+
+// tokens_of with `views`; without, the leading dims must merge.
+inline Tokens leading_of(const Array& a, size_t n, int64_t fallback, bool views) {
+  if (views) return tokens_of(a, n, fallback);
+  const Merged flat = merge_leading(a, n, fallback);
+  return {flat.size, flat.stride, 0};
+}
 
 inline int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
 // A [tokens..., H, dim] array (q, out; dim 512, or 192 for dsa_decode):
-// tokens, token stride, head stride.
+// tokens, token stride, head stride, and with `views` the request stride of
+// a [B, q_len, H, dim] request view (else its leading dims must merge).
 struct Rows {
-  int64_t tokens, token_stride, head_stride;
+  int64_t tokens, token_stride, head_stride, request_stride;
 };
-inline Rows rows_of(const Array& a, int64_t heads, int64_t dim = kHeadDim) {
+inline Rows rows_of(const Array& a, int64_t heads, int64_t dim = kHeadDim, bool views = false) {
   const size_t nd = a.ndim();
   const std::string h = std::to_string(heads), d = std::to_string(dim);
   if (nd < 2 || a.shape[nd - 1] != dim || a.shape[nd - 2] != heads) {
@@ -207,8 +239,8 @@ inline Rows rows_of(const Array& a, int64_t heads, int64_t dim = kHeadDim) {
   }
   if (a.strides[nd - 1] != 1) fail(std::string(a.name) + ": expected the " + d + " dims contiguous (last stride 1)");
   const int64_t head_stride = a.strides[nd - 2];
-  const Merged tokens = merge_leading(a, nd - 2, round_up((heads - 1) * head_stride + dim, 16));
-  return {tokens.size, tokens.stride, head_stride};
+  const Tokens tokens = leading_of(a, nd - 2, round_up((heads - 1) * head_stride + dim, 16), views);
+  return {tokens.size, tokens.stride, head_stride, tokens.request_stride};
 }
 
 // An int32 [rows..., W] table with contiguous columns (leading dims merged):
@@ -217,21 +249,23 @@ struct IndexTable {
   const int32_t* data;
   int32_t width;
   int64_t stride, rows;
+  int64_t request_stride = 0;  // of a [B, q_len, W] request view (indices_of with views)
   int32_t* writable() const { return const_cast<int32_t*>(data); }  // for the converter's outputs
 };
-inline IndexTable table_of(const Array& a, const char* shape) {
+inline IndexTable table_of(const Array& a, const char* shape, bool views = false) {
   expect_kind(a, Kind::kInt32, "int32");
   if (a.ndim() < 2 || a.strides.back() != 1) {
     fail(std::string(a.name) + ": expected " + shape + " int32 with contiguous columns, got " + a.shape_text());
   }
   const int32_t width = static_cast<int32_t>(a.shape.back());
-  const Merged rows = merge_leading(a, a.ndim() - 1, round_up(width, 4));
-  return {static_cast<const int32_t*>(a.data), width, rows.stride, rows.size};
+  const Tokens rows = leading_of(a, a.ndim() - 1, round_up(width, 4), views);
+  return {static_cast<const int32_t*>(a.data), width, rows.stride, rows.size, rows.request_stride};
 }
 
 // A per-token int32 table ([T, W] or [B, q_len, W]): one row per token.
-inline IndexTable indices_of(const Array& a, int64_t tokens) {
-  const IndexTable table = table_of(a, "[T, W] (or [B, q_len, W])");
+// `views`: a [B, q_len, W] request view is read in place (request_stride).
+inline IndexTable indices_of(const Array& a, int64_t tokens, bool views = false) {
+  const IndexTable table = table_of(a, "[T, W] (or [B, q_len, W])", views);
   if (table.rows != tokens) {
     fail(std::string(a.name) + ": expected " + std::to_string(tokens) + " rows (one per token), got shape " +
          a.shape_text());
@@ -254,15 +288,39 @@ const T* vector_of(const Array& a, Kind wanted, const char* what, int64_t expect
   return static_cast<const T*>(a.data);
 }
 
-// lse: float32 [tokens..., H] with contiguous heads: data and token stride.
-inline std::pair<float*, int64_t> lse_of(const Array& a, int64_t tokens, int64_t heads) {
+// Per-token lengths: int32 [T] with any token stride (0: one value for all),
+// or a [B, q_len] request view (FlashMLA's [b] lengths expanded to [b, s_q]
+// have strides [1, 0]): data, token stride, request stride.
+struct Lens {
+  const int32_t* data;
+  int64_t token_stride, request_stride;
+};
+inline Lens lens_of(const Array& a, int64_t tokens) {
+  expect_kind(a, Kind::kInt32, "int32");
+  if (a.ndim() < 1 || a.ndim() > 2) {
+    fail(std::string(a.name) + ": expected [T] or [B, q_len] int32, got shape " + a.shape_text());
+  }
+  const Tokens all = tokens_of(a, a.ndim(), 1);
+  if (all.size != tokens) {
+    fail(std::string(a.name) + ": expected " + std::to_string(tokens) + " elements, got shape " + a.shape_text());
+  }
+  return {static_cast<const int32_t*>(a.data), all.stride, all.request_stride};
+}
+
+// lse: float32 [tokens..., H] with contiguous heads (or a [B, q_len, H]
+// request view): data, token stride, request stride.
+struct Lse {
+  float* data;
+  int64_t token_stride, request_stride;
+};
+inline Lse lse_of(const Array& a, int64_t tokens, int64_t heads) {
   expect_kind(a, Kind::kFloat32, "float32");
   if (a.ndim() < 2 || a.shape.back() != heads || a.strides.back() != 1) {
     fail("lse: expected [T, " + std::to_string(heads) + "] float32 with contiguous heads, got " + a.shape_text());
   }
-  const Merged rows = merge_leading(a, a.ndim() - 1, heads);
+  const Tokens rows = tokens_of(a, a.ndim() - 1, heads);
   if (rows.size != tokens) fail("lse: expected " + std::to_string(tokens) + " tokens, got " + a.shape_text());
-  return {static_cast<float*>(a.data), rows.stride};
+  return {static_cast<float*>(a.data), rows.stride, rows.request_stride};
 }
 
 // A pool of 512-element rows: [rows, 512], [pages, page_size, 512], or 4-D
@@ -376,6 +434,11 @@ const int32_t* set_requests(Args& args, const std::optional<Array>& per_request,
   if (!q_len && q_dim_len == 0 && args.num_requests > 0 && args.num_tokens % args.num_requests == 0) {
     args.q_len = static_cast<int32_t>(args.num_tokens / args.num_requests);
   }
+  // [B, q_len, ...] arguments without per-request arrays: B from the
+  // tokens, which request views need.
+  if (!cum && !per_request && args.q_len > 0 && args.num_tokens % args.q_len == 0) {
+    args.num_requests = static_cast<int32_t>(args.num_tokens / args.q_len);
+  }
   if (cum && args.memory == MemorySpace::kHost) check_offsets(*cum, args.max_q_len, args.num_tokens);
   return data;
 }
@@ -392,14 +455,14 @@ inline std::pair<void*, size_t> workspace_of(const std::optional<Array>& a) {
   return {a->data, static_cast<size_t>(a->count()) * ((a->dtype.bits + 7) / 8)};
 }
 
-// Registers an operation's functions on the module (one per source file).
 // Heads come from q's second-to-last dim; q and out are read as [T, H, 512]
-// (or [B, q_len, H, 512]) with any token and head strides.
+// or [B, q_len, H, 512], any token and head strides, request views in place.
 template <typename Args>
 void set_query_and_output(Args& args, const Array& q, const Array& out) {
   if (q.ndim() != 3 && q.ndim() != 4) fail("q: expected [T, H, 512] or [B, q_len, H, 512], got " + q.shape_text());
   args.num_heads = static_cast<int32_t>(q.shape[q.ndim() - 2]);
-  const Rows q_rows = rows_of(q, args.num_heads), out_rows = rows_of(out, args.num_heads);
+  const Rows q_rows = rows_of(q, args.num_heads, kHeadDim, true);
+  const Rows out_rows = rows_of(out, args.num_heads, kHeadDim, true);
   args.num_tokens = q_rows.tokens;
   if (out_rows.tokens != args.num_tokens) {
     fail("out: expected " + std::to_string(args.num_tokens) + " tokens like q, got shape " + out.shape_text());
@@ -407,9 +470,11 @@ void set_query_and_output(Args& args, const Array& q, const Array& out) {
   args.q = q.data;
   args.q_token_stride = q_rows.token_stride;
   args.q_head_stride = q_rows.head_stride;
+  args.q_request_stride = q_rows.request_stride;
   args.out = out.data;
   args.out_token_stride = out_rows.token_stride;
   args.out_head_stride = out_rows.head_stride;
+  args.out_request_stride = out_rows.request_stride;
 }
 
 // The [B, q_len, ...] length of a per-token array whose flat form has
@@ -418,12 +483,28 @@ inline int32_t q_dim_len_of(const Array& a, size_t flat_ndim) {
   return a.ndim() == flat_ndim + 1 ? static_cast<int32_t>(a.shape[1]) : 0;
 }
 
+// q_len as the arrays give it: q's [B, q_len, H, 512] shape, else a
+// [B, q_len, W] index table's (a flat q with a request-view table).
+inline int32_t q_dim_len_of(const Array& q, const std::optional<Array>& indices) {
+  const int32_t from_q = q_dim_len_of(q, 3);
+  return from_q != 0 || !indices ? from_q : q_dim_len_of(*indices, 2);
+}
+
+// The sink term (types.h): 0 kInOutput, 1 kInOutputAndLse, 2 kNone; the
+// library refuses other values.
+inline SinkTerm sink_term_of(int32_t value) { return static_cast<SinkTerm>(value); }
+
 // What the DeepSeek-V4 calls share after their inputs: the optional lse
 // (float32 [tokens..., H]) and out-of-range counter (int32 [1]), and PDL.
 template <typename Args>
 void set_lse_count_and_pdl(Args& args, const std::optional<Array>& lse, const std::optional<Array>& count,
                            bool enable_pdl) {
-  if (lse) std::tie(args.lse, args.lse_token_stride) = lse_of(*lse, args.num_tokens, args.num_heads);
+  if (lse) {
+    const Lse rows = lse_of(*lse, args.num_tokens, args.num_heads);
+    args.lse = rows.data;
+    args.lse_token_stride = rows.token_stride;
+    args.lse_request_stride = rows.request_stride;
+  }
   if (count) {
     args.out_of_range_count = const_cast<int32_t*>(vector_of<int32_t>(*count, Kind::kInt32, "int32 [1]", 1));
   }

@@ -23,11 +23,13 @@ void set_cache(DsaDecodeArgs& args, const Array& a) {
   args.cache_page_stride = a.shape[0] > 1 ? a.strides[0] : a.shape[1] * args.cache_group_stride;
 }
 
-// The gate: [tokens, G * heads] (tokens = rows / G), heads contiguous, BF16 or float32.
+// The gate: [tokens, G * heads] (tokens = rows / G), heads contiguous, BF16, FP16 or float32.
 void set_gate(DsaDecodeArgs& args, const Array& a) {
   const Kind k = kind(a.dtype);
-  if (k != Kind::kBf16 && k != Kind::kFloat32) {
-    fail("gate: expected bfloat16 (or a 2-byte integer view) or float32, got " + dtype_text(a.dtype));
+  const bool half =
+      a.dtype.bits == 16 && a.dtype.lanes == 1 && a.dtype.code == static_cast<uint8_t>(nb::dlpack::dtype_code::Float);
+  if (k != Kind::kBf16 && k != Kind::kFloat32 && !half) {
+    fail("gate: expected bfloat16 (or a 2-byte integer view), float16 or float32, got " + dtype_text(a.dtype));
   }
   const int64_t tokens = args.num_rows / args.num_groups, width = int64_t{args.num_groups} * args.num_heads;
   if (a.ndim() != 2 || a.shape[0] != tokens || a.shape[1] != width || (width > 1 && a.strides[1] != 1)) {
@@ -35,7 +37,7 @@ void set_gate(DsaDecodeArgs& args, const Array& a) {
          "] with contiguous columns, got " + a.shape_text());
   }
   args.gate = a.data;
-  args.gate_dtype = k == Kind::kBf16 ? DsaGateDType::kBFloat16 : DsaGateDType::kFloat32;
+  args.gate_dtype = half ? DsaGateDType::kFloat16 : k == Kind::kBf16 ? DsaGateDType::kBFloat16 : DsaGateDType::kFloat32;
   args.gate_token_stride = tokens > 1 ? a.strides[0] : width;
 }
 

@@ -12,7 +12,8 @@ size_t decode_arrays(const InArray& q_in, const InArray& swa_in, const std::opti
                    const std::optional<InArray>& seq_lens_in, const std::optional<InArray>& cum_in,
                    std::optional<int32_t> q_len, std::optional<int32_t> max_q_len,
                    const std::optional<InArray>& sinks_in, float bmm1_value, const std::optional<InArray>& bmm1_in,
-                   float bmm2_value, const std::optional<InArray>& bmm2_in, const std::optional<OutArray>& lse_in,
+                   float bmm2_value, const std::optional<InArray>& bmm2_in, int32_t sink_term,
+                   const std::optional<OutArray>& lse_in,
                    const std::optional<OutArray>& count_in, const std::optional<OutArray>& workspace_in,
                    bool enable_pdl, bool hnd, uintptr_t stream, bool size_only) {
   const Array q = view("q", q_in);
@@ -49,15 +50,22 @@ size_t decode_arrays(const InArray& q_in, const InArray& swa_in, const std::opti
   args.swa_kv = pool_of(*swa, hnd);
   if (compressed && compressed->count() > 0) args.compressed_kv = pool_of(*compressed, hnd);
 
-  const IndexTable table = indices_of(*indices, args.num_tokens);
+  const IndexTable table = indices_of(*indices, args.num_tokens, true);
   args.indices = table.data;
   args.width = table.width;
   args.indices_stride = table.stride;
+  args.indices_request_stride = table.request_stride;
 
-  if (lens) args.lens = vector_of<int32_t>(*lens, Kind::kInt32, "int32", args.num_tokens);
-  args.seq_lens = set_requests(args, seq_lens, cum, q_len, max_q_len, q_dim_len_of(q, 3));
+  if (lens) {
+    const Lens given = lens_of(*lens, args.num_tokens);
+    args.lens = given.data;
+    args.lens_token_stride = given.token_stride;
+    args.lens_request_stride = given.request_stride;
+  }
+  args.seq_lens = set_requests(args, seq_lens, cum, q_len, max_q_len, q_dim_len_of(q, indices));
 
   if (sinks) args.sinks = vector_of<float>(*sinks, Kind::kFloat32, "float32", args.num_heads);
+  args.sink_term = sink_term_of(sink_term);
   args.bmm1_scale.value = bmm1_value;
   args.bmm2_scale.value = bmm2_value;
   if (bmm1) args.bmm1_scale.device = vector_of<float>(*bmm1, Kind::kFloat32, "a float or a 1-element float32 array", 1);
@@ -77,7 +85,8 @@ void add_dsv4_decode(nb::module_& m) {
         nb::arg("indices"), nb::arg("out"), nb::kw_only(), nb::arg("lens").none(), nb::arg("seq_lens").none(),
         nb::arg("cum_seq_lens_q").none(), nb::arg("q_len").none(), nb::arg("max_q_len").none(), nb::arg("sinks").none(),
         nb::arg("bmm1_scale"), nb::arg("bmm1_scale_array").none(), nb::arg("bmm2_scale"),
-        nb::arg("bmm2_scale_array").none(), nb::arg("lse").none(), nb::arg("out_of_range_count").none(),
+        nb::arg("bmm2_scale_array").none(), nb::arg("sink_term"), nb::arg("lse").none(),
+        nb::arg("out_of_range_count").none(),
         nb::arg("workspace").none(), nb::arg("enable_pdl"), nb::arg("hnd"), nb::arg("stream"),
         nb::arg("size_only") = false);
 }

@@ -21,8 +21,8 @@ size_t decode_hca_arrays(const InArray& q_in, const InArray& swa_in, const InArr
                        const InArray& swa_rows_in, const InArray& swa_lens_in, const InArray& block_table_in,
                        const InArray& lens_in, const InArray& hca_seq_lens_in, const OutArray& out_in,
                        const std::optional<InArray>& cum_in, std::optional<int32_t> q_len,
-                       std::optional<int32_t> max_q_len, const std::optional<InArray>& sinks_in, float bmm1_scale,
-                       float bmm2_scale, const std::optional<OutArray>& lse_in,
+                       std::optional<int32_t> max_q_len, const std::optional<InArray>& sinks_in, int32_t sink_term,
+                       float bmm1_scale, float bmm2_scale, const std::optional<OutArray>& lse_in,
                        const std::optional<OutArray>& count_in, const std::optional<OutArray>& workspace_in,
                        bool enable_pdl, bool hnd, uintptr_t stream, bool size_only) {
   const Array q = view("q", q_in);
@@ -59,6 +59,7 @@ size_t decode_hca_arrays(const InArray& q_in, const InArray& swa_in, const InArr
   args.hca_seq_lens = set_requests(args, hca_seq_lens, cum, q_len, max_q_len, q_dim_len_of(q, 3));
 
   if (sinks) args.sinks = vector_of<float>(*sinks, Kind::kFloat32, "float32", args.num_heads);
+  args.sink_term = sink_term_of(sink_term);
   args.bmm1_scale = bmm1_scale;
   args.bmm2_scale = bmm2_scale;
   set_lse_count_and_pdl(args, lse, count, enable_pdl);
@@ -68,25 +69,33 @@ size_t decode_hca_arrays(const InArray& q_in, const InArray& swa_in, const InArr
   return 0;
 }
 
+// Converts a section-1 table into the HCA metadata (host: synchronously,
+// refusing a bad table value with InvalidArgument; device: queued, the
+// table's values reported in `error` only).
 void convert_arrays(const InArray& indices_in, const InArray& lens_in, const InArray& seq_lens_in,
                     const OutArray& swa_rows_in, const OutArray& swa_lens_in, const OutArray& block_table_in,
-                    const OutArray& hca_seq_lens_in, const std::optional<InArray>& cum_in,
-                    std::optional<int32_t> q_len, std::optional<int32_t> max_q_len, int64_t page_size,
-                    uintptr_t stream) {
+                    const OutArray& hca_seq_lens_in, const std::optional<OutArray>& error_in,
+                    const std::optional<InArray>& cum_in, std::optional<int32_t> q_len,
+                    std::optional<int32_t> max_q_len, int64_t page_size, int64_t swa_pool_rows,
+                    int64_t compressed_pool_pages, uintptr_t stream) {
   const Array indices = view("indices", indices_in);
   const std::optional<Array> lens = view("lens", lens_in), seq_lens = view("seq_lens", seq_lens_in),
                              swa_rows = view("swa_rows", swa_rows_in), swa_lens = view("swa_lens", swa_lens_in),
                              block_table = view("block_table", block_table_in),
-                             hca_seq_lens = view("hca_seq_lens", hca_seq_lens_in), cum = view("cum_seq_lens_q", cum_in);
+                             hca_seq_lens = view("hca_seq_lens", hca_seq_lens_in), error = view("error", error_in),
+                             cum = view("cum_seq_lens_q", cum_in);
 
   Dsv4HcaConvertArgs args;
-  args.memory = memory_of(indices, {&lens, &seq_lens, &swa_rows, &swa_lens, &block_table, &hca_seq_lens, &cum});
+  args.memory =
+      memory_of(indices, {&lens, &seq_lens, &swa_rows, &swa_lens, &block_table, &hca_seq_lens, &error, &cum});
   const IndexTable table = table_of(indices, "[T, W] (or [B, q_len, W])");
   args.num_tokens = table.rows;
   args.indices = table.data;
   args.width = table.width;
   args.indices_stride = table.stride;
   args.page_size = page_size;
+  args.swa_pool_rows = swa_pool_rows;
+  args.compressed_pool_pages = compressed_pool_pages;
   args.lens = vector_of<int32_t>(*lens, Kind::kInt32, "int32", args.num_tokens);
   args.seq_lens = set_requests(args, seq_lens, cum, q_len, max_q_len, q_dim_len_of(indices, 2));
 
@@ -100,6 +109,9 @@ void convert_arrays(const InArray& indices_in, const InArray& lens_in, const InA
   args.block_table_stride = pages.stride;
   args.hca_seq_lens =
       const_cast<int32_t*>(vector_of<int32_t>(*hca_seq_lens, Kind::kInt32, "int32 [B]", args.num_requests));
+  if (error) {
+    args.error = const_cast<int32_t*>(vector_of<int32_t>(*error, Kind::kInt32, "int32 [3]", kConvertErrorWords));
+  }
 
   Status status;
   {
@@ -115,13 +127,17 @@ void add_dsv4_decode_hca(nb::module_& m) {
   m.def("dsv4_decode_hca", &decode_hca_arrays, nb::arg("q"), nb::arg("swa_kv"), nb::arg("compressed_kv"),
         nb::arg("swa_rows"), nb::arg("swa_lens"), nb::arg("block_table"), nb::arg("lens"), nb::arg("hca_seq_lens"),
         nb::arg("out"), nb::kw_only(), nb::arg("cum_seq_lens_q").none(), nb::arg("q_len").none(),
-        nb::arg("max_q_len").none(), nb::arg("sinks").none(), nb::arg("bmm1_scale"), nb::arg("bmm2_scale"),
+        nb::arg("max_q_len").none(), nb::arg("sinks").none(), nb::arg("sink_term"), nb::arg("bmm1_scale"),
+        nb::arg("bmm2_scale"),
         nb::arg("lse").none(), nb::arg("out_of_range_count").none(), nb::arg("workspace").none(),
         nb::arg("enable_pdl"), nb::arg("hnd"), nb::arg("stream"), nb::arg("size_only") = false);
   m.def("convert_page_aligned_indices", &convert_arrays, nb::arg("indices"), nb::arg("lens"), nb::arg("seq_lens"),
         nb::arg("swa_rows"), nb::arg("swa_lens"), nb::arg("block_table"), nb::arg("hca_seq_lens"), nb::kw_only(),
-        nb::arg("cum_seq_lens_q").none(), nb::arg("q_len").none(), nb::arg("max_q_len").none(),
-        nb::arg("page_size"), nb::arg("stream"));
+        nb::arg("error").none(), nb::arg("cum_seq_lens_q").none(), nb::arg("q_len").none(),
+        nb::arg("max_q_len").none(), nb::arg("page_size"), nb::arg("swa_pool_rows"),
+        nb::arg("compressed_pool_pages"), nb::arg("stream"));
+  m.def("convert_max_pages", &convert_max_pages, nb::arg("max_seq_len"), nb::arg("page_size"));
+  m.attr("CONVERT_ERROR_WORDS") = kConvertErrorWords;
 }
 
 }  // namespace sparse_decode::binding

@@ -36,8 +36,11 @@ PackedPool packed_pool_of(const Array& a) {
 size_t decode_packed_arrays(const InArray& q_in, const InArray& swa_cache_in, const InArray& swa_indices_in,
                           const OutArray& out_in, const std::optional<InArray>& swa_lens_in,
                           const std::optional<InArray>& extra_cache_in, const std::optional<InArray>& extra_indices_in,
-                          const std::optional<InArray>& extra_lens_in, float softmax_scale,
-                          const std::optional<InArray>& sinks_in, const std::optional<OutArray>& lse_in,
+                          const std::optional<InArray>& extra_lens_in, const std::optional<InArray>& seq_lens_in,
+                          const std::optional<InArray>& cum_in, std::optional<int32_t> q_len,
+                          std::optional<int32_t> max_q_len, float softmax_scale,
+                          const std::optional<InArray>& sinks_in, int32_t sink_term,
+                          const std::optional<OutArray>& lse_in,
                           const std::optional<OutArray>& count_in, const std::optional<OutArray>& workspace_in,
                           bool enable_pdl, uintptr_t stream, bool size_only) {
   const Array q = view("q", q_in);
@@ -46,13 +49,15 @@ size_t decode_packed_arrays(const InArray& q_in, const InArray& swa_cache_in, co
                              swa_lens = view("swa_lens", swa_lens_in),
                              extra_cache = view("extra_cache", extra_cache_in),
                              extra_indices = view("extra_indices", extra_indices_in),
-                             extra_lens = view("extra_lens", extra_lens_in), sinks = view("sinks", sinks_in),
+                             extra_lens = view("extra_lens", extra_lens_in),
+                             seq_lens = view("seq_lens", seq_lens_in), cum = view("cum_seq_lens_q", cum_in),
+                             sinks = view("sinks", sinks_in),
                              lse = view("lse", lse_in), count = view("out_of_range_count", count_in),
                              workspace = view("workspace", workspace_in);
 
   Dsv4PackedDecodeArgs args;
   args.memory = memory_of(q, {&swa_cache, &swa_indices, &out, &swa_lens, &extra_cache, &extra_indices, &extra_lens,
-                              &sinks, &lse, &count, &workspace});
+                              &seq_lens, &cum, &sinks, &lse, &count, &workspace});
 
   expect_kind(q, Kind::kBf16, "bfloat16 (or a 2-byte integer view)");
   expect_kind(*out, Kind::kBf16, "bfloat16 (or a 2-byte integer view)");
@@ -68,16 +73,24 @@ size_t decode_packed_arrays(const InArray& q_in, const InArray& swa_cache_in, co
                          Given{extra_cache, extra_indices, extra_lens, &args.extra}}) {
     if (g.cache) g.segment->pool = packed_pool_of(*g.cache);
     if (g.indices) {
-      const IndexTable table = indices_of(*g.indices, args.num_tokens);
+      const IndexTable table = indices_of(*g.indices, args.num_tokens, true);
       g.segment->indices = table.data;
       g.segment->width = table.width;
       g.segment->indices_stride = table.stride;
+      g.segment->indices_request_stride = table.request_stride;
     }
-    if (g.lens) g.segment->lens = vector_of<int32_t>(*g.lens, Kind::kInt32, "int32", args.num_tokens);
+    if (g.lens) {
+      const Lens given = lens_of(*g.lens, args.num_tokens);
+      g.segment->lens = given.data;
+      g.segment->lens_token_stride = given.token_stride;
+      g.segment->lens_request_stride = given.request_stride;
+    }
   }
+  args.seq_lens = set_requests(args, seq_lens, cum, q_len, max_q_len, q_dim_len_of(q, swa_indices));
 
   args.softmax_scale = softmax_scale;
   if (sinks) args.sinks = vector_of<float>(*sinks, Kind::kFloat32, "float32", args.num_heads);
+  args.sink_term = sink_term_of(sink_term);
   set_lse_count_and_pdl(args, lse, count, enable_pdl);
 
   if (size_only) return workspace_size(args);
@@ -91,8 +104,10 @@ void add_dsv4_decode_packed(nb::module_& m) {
   m.attr("PACKED_ROW_BYTES") = kPackedRowBytes;
   m.def("dsv4_decode_packed", &decode_packed_arrays, nb::arg("q"), nb::arg("swa_cache"), nb::arg("swa_indices"),
         nb::arg("out"), nb::kw_only(), nb::arg("swa_lens").none(), nb::arg("extra_cache").none(),
-        nb::arg("extra_indices").none(), nb::arg("extra_lens").none(), nb::arg("softmax_scale"),
-        nb::arg("sinks").none(), nb::arg("lse").none(), nb::arg("out_of_range_count").none(),
+        nb::arg("extra_indices").none(), nb::arg("extra_lens").none(), nb::arg("seq_lens").none(),
+        nb::arg("cum_seq_lens_q").none(), nb::arg("q_len").none(), nb::arg("max_q_len").none(),
+        nb::arg("softmax_scale"), nb::arg("sinks").none(), nb::arg("sink_term"), nb::arg("lse").none(),
+        nb::arg("out_of_range_count").none(),
         nb::arg("workspace").none(), nb::arg("enable_pdl"), nb::arg("stream"), nb::arg("size_only") = false);
 }
 

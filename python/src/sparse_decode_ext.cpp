@@ -21,7 +21,6 @@ NB_MODULE(_ext, m) {
   m.doc() = "DLPack binding of the sparse_decode C++ API (use the sparse_decode package, not this module)";
   m.attr("HEAD_DIM") = kHeadDim;
   m.attr("SWA_COLUMNS") = kSwaColumns;
-  m.attr("MAX_QUERY_LEN") = kMaxQueryLen;
 
   binding::add_dsv4_decode(m);
   binding::add_dsv4_decode_packed(m);

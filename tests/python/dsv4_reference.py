@@ -261,8 +261,18 @@ def token_positions(p: Problem) -> Optional[np.ndarray]:
     return p.seq_lens[t // q_len].astype(np.int64) - q_len + t % q_len
 
 
-def reference(p: Problem, bmm1_scale=None, bmm2_scale=None):
-    """(out [T, H, 512] float64, lse [T, H] float64, out-of-range count) per docs/spec.md section 1."""
+def sink_lse(lse: np.ndarray, sinks: Optional[np.ndarray], sink_term: str) -> np.ndarray:
+    """lse [T, H] of a call with sink_term "in_output_and_lse": log(sum_c exp(s_c) + exp(sink_h)), the sink
+    for a token without an active column (docs/spec.md, section 1, "The sink term"); lse as it is else."""
+    if sink_term != "in_output_and_lse" or sinks is None:
+        return lse
+    return np.logaddexp(lse, sinks.astype(np.float64)[None, :])
+
+
+def reference(p: Problem, bmm1_scale=None, bmm2_scale=None, sink_term="in_output"):
+    """(out [T, H, 512] float64, lse [T, H] float64, out-of-range count) per docs/spec.md section 1;
+    sink_term as the call's ("none": the sinks ignored)."""
+    sinks = None if sink_term == "none" else p.sinks
     bmm1 = p.bmm1_scale if bmm1_scale is None else bmm1_scale
     bmm2 = p.bmm2_scale if bmm2_scale is None else bmm2_scale
     T, H = p.tokens, p.heads
@@ -291,11 +301,11 @@ def reference(p: Problem, bmm1_scale=None, bmm2_scale=None):
         scores = bmm1 * (q[t] @ kv.T)  # [H, n]
         m = scores.max(axis=1, keepdims=True)  # max(m, sink) gives the same ratio; this avoids inf - inf
         weights = np.exp(scores - m)
-        sink = p.sinks.astype(np.float64)[:, None] if p.sinks is not None else np.full((H, 1), -np.inf)
+        sink = sinks.astype(np.float64)[:, None] if sinks is not None else np.full((H, 1), -np.inf)
         denominator = weights.sum(axis=1, keepdims=True) + np.exp(sink - m)
         out[t] = bmm2 * (weights @ kv) / denominator
         lse[t] = m[:, 0] + np.log(weights.sum(axis=1))
-    return out, lse, out_of_range
+    return out, sink_lse(lse, sinks, sink_term), out_of_range
 
 
 def assert_matches_exactly_rounded(out_bits: np.ndarray, ref: np.ndarray, seed) -> None:

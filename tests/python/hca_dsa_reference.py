@@ -136,26 +136,54 @@ def hca_kwargs(p):
     )
 
 
-def make_canonical_table(rng, *, tokens=6, q_len=2, page_size=4, pages=12, width=148):
-    """A section-1 table whose active compressed columns are the canonical page expansion
-    (with seq_lens, lens), plus FP8 pools with every row filled."""
+def make_canonical_table(rng, *, tokens=6, q_len=2, page_size=4, pages=12, width=148, swa_pages=24):
+    """A section-1 table that FlashInfer's conversion accepts: token i of request b sees visible =
+    seq_lens[b] - q_len + i + 1 positions, lens = 128 + floor(visible / 128) (dense causal lengths), window
+    columns c < min(visible, 128) are rows of the SWA pool, compressed columns 128 + j, j < floor(visible /
+    128), the canonical expansion of pages of the compressed pool; every other column holds anything. Short
+    and long requests alternate; FP8 pools with every row filled."""
     B = tokens // q_len
-    seq_lens = rng.integers(q_len, q_len + 200, B).astype(np.int32)
-    lens = rng.integers(0, width + 4, tokens).astype(np.int32)
-    indices = rng.integers(0, 24 * page_size, (tokens, width)).astype(np.int32)
-    indices[:, :SWA][rng.random((tokens, SWA)) < 0.1] = -1
+    longest = (width - SWA + 1) * SWA - 1  # floor(seq_len / 128) <= width - 128
+    seq_lens = np.where(np.arange(B) % 2 == 0, rng.integers(q_len, SWA + q_len, B),
+                        rng.integers(SWA, longest + 1, B)).astype(np.int32)
+    visible = np.repeat(seq_lens, q_len) - q_len + np.tile(np.arange(q_len), B) + 1
+    slots = visible // SWA
+    lens = (SWA + slots).astype(np.int32)
+    indices = rng.integers(-5, 60 * page_size, (tokens, width)).astype(np.int32)  # inactive columns: anything
     for t in range(tokens):
-        n = max(0, min(int(lens[t]), width) - SWA)
-        table = rng.integers(0, pages + 1, -(-(width - SWA) // page_size))  # page == pages: past the pool
+        w, n = min(int(visible[t]), SWA), int(slots[t])
+        indices[t, :w] = rng.integers(0, swa_pages * page_size, w)
+        table = rng.integers(0, pages, -(-n // page_size))
         j = np.arange(n)
         indices[t, SWA:SWA + n] = table[j // page_size] * page_size + j % page_size
-        indices[t, SWA + n:] = rng.integers(-1, 50, width - SWA - n)  # inactive: anything
-    swa = random_elements(rng, (24, page_size, HEAD_DIM), "fp8")
+    swa = random_elements(rng, (swa_pages, page_size, HEAD_DIM), "fp8")
     comp = random_elements(rng, (pages, page_size, HEAD_DIM), "fp8")
     q = random_elements(rng, (tokens, 16, HEAD_DIM), "fp8")
     return SimpleNamespace(q=q, swa=swa, comp=comp, indices=indices, lens=lens, seq_lens=seq_lens, q_len=q_len,
-                           page_size=page_size, sinks=rng.uniform(-2, 2, 16).astype(np.float32),
+                           page_size=page_size, pages=pages, swa_rows=swa_pages * page_size, visible=visible,
+                           sinks=rng.uniform(-2, 2, 16).astype(np.float32),
                            bmm1_scale=float(np.float32(rng.uniform(0.01, 0.03))), bmm2_scale=1.0)
+
+
+def convert_max_pages(max_seq_len, page_size):
+    """FlashInfer's block-table width: floor(max_seq_len / 128) slots in tiles of 128, in pages, at least 1."""
+    return max(1, -(-(max_seq_len // SWA) // SWA) * SWA // page_size)
+
+
+def converted(t, max_pages=None):
+    """FlashInfer's conversion of an accepted table, written out: (swa_rows, swa_lens, block_table,
+    hca_seq_lens), 0 past the window and past the stream."""
+    ps, tokens = t.page_size, len(t.lens)
+    max_pages = convert_max_pages(int(t.seq_lens.max()), ps) if max_pages is None else max_pages
+    swa_rows = np.zeros((tokens, SWA), np.int32)
+    block_table = np.zeros((tokens, max_pages), np.int32)
+    swa_lens = np.minimum(t.visible, SWA).astype(np.int32)
+    for k in range(tokens):
+        swa_rows[k, :swa_lens[k]] = t.indices[k, :swa_lens[k]]
+        n = int(t.visible[k]) // SWA
+        for page in range(-(-n // ps)):
+            block_table[k, page] = t.indices[k, SWA + page * ps] // ps
+    return swa_rows, swa_lens, block_table, (SWA + t.seq_lens // SWA).astype(np.int32)
 
 
 # ---------------------------------------------------------------- DSA (section 4)
@@ -190,6 +218,8 @@ def make_dsa_problem(rng, *, tokens=4, groups=2, heads=4, query_len=2, block=4, 
         p.gate = random_elements(rng, (tokens, groups * heads), "bf16")
     elif gate == "float32":
         p.gate = rng.uniform(-4, 4, (tokens, groups * heads)).astype(np.float32)
+    elif gate == "float16":
+        p.gate = rng.uniform(-4, 4, (tokens, groups * heads)).astype(np.float16)
     # Row 0 always sees a whole block of keys, so that no problem is empty.
     p.active[0], p.positions[0], p.regions[0, 0] = 1, max_blocks * block - 1, 0
     if not 0 <= p.block_table[0, 0] < pages:
@@ -239,8 +269,9 @@ def dsa_reference(p):
         if p.gate is not None:
             g = p.gate[r // p.groups, (r % p.groups) * p.heads:(r % p.groups + 1) * p.heads]
             x = decode(g) if g.dtype == np.uint16 else g.astype(np.float64)
-            sig = 1.0 / (1.0 + np.exp(-x))
-            out[r] *= (round_bf16(sig) if g.dtype == np.uint16 else sig.astype(np.float32).astype(np.float64))[:, None]
+            sig = 1.0 / (1.0 + np.exp(-x))  # rounded to the gate's dtype (BF16 gates are uint16 bits)
+            rounded = round_bf16(sig) if g.dtype == np.uint16 else sig.astype(g.dtype).astype(np.float64)
+            out[r] *= rounded[:, None]
     return out
 
 

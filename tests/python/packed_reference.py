@@ -260,18 +260,23 @@ def make_packed_problem(
     return p
 
 
-def reference(p: PackedProblem, softmax_scale: Optional[float] = None):
-    """(out [T, H, 512] float64, lse [T, H] float64, out-of-range count) per docs/spec.md section 2."""
+def reference(p: PackedProblem, softmax_scale: Optional[float] = None, positions=None, sink_term="in_output"):
+    """(out [T, H, 512] float64, lse [T, H] float64, out-of-range count) per docs/spec.md section 2.
+    positions: optional [T] position of each token in its request (seq_lens[b] - q_len + i): SWA column
+    c < 128 is active only if c < min(128, p + 1). sink_term as the call's."""
     scale = p.softmax_scale if softmax_scale is None else softmax_scale
     T, H = p.tokens, p.heads
     q = decode(p.q)
+    sinks = None if sink_term == "none" else p.sinks
     out, lse, out_of_range = np.zeros((T, H, 512)), np.full((T, H), -np.inf), 0
-    sink = p.sinks.astype(np.float64)[:, None] if p.sinks is not None else np.full((H, 1), -np.inf)
+    sink = sinks.astype(np.float64)[:, None] if sinks is not None else np.full((H, 1), -np.inf)
     for t in range(T):
         rows = []
         for segment in (s for s in (p.swa, p.extra) if s is not None):  # SWA columns, then extra
             for c in range(segment.indices.shape[1]):
                 if not active(segment, t, c):
+                    continue
+                if segment is p.swa and positions is not None and c < 128 and c >= min(128, positions[t] + 1):
                     continue
                 index = int(segment.indices[t, c])
                 if index >= segment.pool.rows:
@@ -286,6 +291,8 @@ def reference(p: PackedProblem, softmax_scale: Optional[float] = None):
         weights = np.exp(scores - m)
         out[t] = (weights @ kv) / (weights.sum(axis=1, keepdims=True) + np.exp(sink - m))
         lse[t] = m[:, 0] + np.log(weights.sum(axis=1))
+    if sink_term == "in_output_and_lse" and sinks is not None:
+        lse = np.logaddexp(lse, sinks.astype(np.float64)[None, :])
     return out, lse, out_of_range
 
 

@@ -70,6 +70,35 @@ def test_varlen_query_arguments_are_accepted(rng, seed):
     assert_matches_exactly_rounded(bits(out), reference(p)[0], seed)
 
 
+def positions_of(seq_lens, cum):
+    """Each token's position in its request, seq_lens[b] - q_len_b + i (docs/spec.md, section 1)."""
+    positions = np.full(int(cum[-1]), -(10**9), np.int64)
+    for b in range(len(seq_lens)):
+        n = int(cum[b + 1] - cum[b])
+        positions[cum[b]:cum[b + 1]] = int(seq_lens[b]) - n + np.arange(n)
+    return positions
+
+
+@pytest.mark.parametrize("mapping", ["uniform 3-D", "uniform 4-D", "varlen"])
+def test_seq_lens_and_sparse_topk_lens_are_accepted(rng, seed, mapping):
+    # FlashInfer's SM120 set takes seq_lens and sparse_topk_lens: seq_lens is section 1's window on the SWA
+    # segment, sparse_topk_lens is not read (zeros here would empty every token if it were).
+    p = make_packed_problem(rng, tokens=6, q_len=1 if mapping == "varlen" else 2)
+    cum = np.array([0, 1, 4, 6]) if mapping == "varlen" else np.arange(0, 7, 2)
+    seq_lens = rng.integers(np.diff(cum), np.diff(cum) + 40).astype(np.int32)  # windows shorter than swa_topk_lens
+    seq_lens[-1] += 200  # and one past 128
+    args = sm120_args(p)
+    args.update(seq_lens=torch.from_numpy(seq_lens), sparse_topk_lens=torch.zeros(6, dtype=torch.int32))
+    if mapping == "varlen":
+        args.update(cum_seq_lens_q=torch.from_numpy(cum.astype(np.int32)), max_q_len=3)
+    if mapping == "uniform 4-D":
+        args["query"] = args["query"].reshape(3, 2, *args["query"].shape[1:])
+    out = trtllm_batch_decode_sparse_mla_dsv4(**args).reshape(p.q.shape)
+    expected = reference(p, positions=positions_of(seq_lens, cum))[0]
+    assert_matches_exactly_rounded(bits(out), expected, seed)
+    assert not np.array_equal(expected, reference(p)[0]), f"seed={seed}: the window changes nothing here"
+
+
 @pytest.mark.parametrize(
     "change, exception, message",
     [
@@ -81,11 +110,8 @@ def test_varlen_query_arguments_are_accepted(rng, seed):
         (dict(hca_seq_lens=torch.ones(5, dtype=torch.int32)), ValueError,
          r"^hca_seq_lens: backend='sparse' does not accept it"),
         (dict(backend="fa3"), ValueError, r"^backend: expected one of 'auto', 'trtllm-gen', 'cute-dsl', 'sparse'"),
-        # Accepted by FlashInfer, not served by this build yet.
-        (dict(sparse_topk_lens=torch.zeros(5, dtype=torch.int32)), NotImplementedError,
-         r"^sparse_topk_lens: not served with packed caches"),
-        (dict(seq_lens=torch.ones(5, dtype=torch.int32)), NotImplementedError,
-         r"^seq_lens: not served with packed caches"),
+        (dict(seq_lens=torch.ones(4, dtype=torch.int32)), ValueError,
+         r"^seq_lens: expected B elements with B dividing"),
     ],
 )
 def test_refusals(rng, change, exception, message):

@@ -86,9 +86,6 @@ FLASHINFER = [
     ("sparse", dict(bmm2_scale=0.5), ValueError, r"^bmm2_scale: expected 1\.0 with packed caches"),
     ("sparse", dict(extra_sparse_topk_lens=None), ValueError,
      r"^extra_sparse_topk_lens: expected a tensor together with extra_sparse_indices"),
-    # FlashInfer serves these; this build does not yet.
-    ("sparse", "seq_lens", NotImplementedError, r"^seq_lens: not served with packed caches by this build"),
-    ("sparse", "sparse_topk_lens", NotImplementedError, r"^sparse_topk_lens: not served with packed caches"),
 ]
 
 BUILDERS = {"trtllm-gen": trtllm_gen, "sparse": packed, "cute-dsl": cute_dsl}

@@ -72,6 +72,7 @@ def check(p, seed, got, clear_inactive=True, what=""):
 SHAPES = [
     dict(),  # tokens 4, G 2, 4 heads, query_len 2, block 4, R 5
     dict(cache="fp8", gate="bf16"),
+    dict(cache="fp8", gate="float16", groups=2, heads=8),
     dict(cache="fp8", gate="float32", groups=4, heads=16, query_len=1, block=16, regions=8),
     dict(cache="bf16", gate="float32", groups=1, heads=1, query_len=1, block=1, max_blocks=40, regions=33),
     dict(cache="fp8", groups=1, heads=13, tokens=6, query_len=3, block=64, max_blocks=3, regions=2),

@@ -32,7 +32,7 @@ def test_numpy_matches_reference(rng, seed, cache, groups, heads, query_len):
     check(make_dsa_problem(rng, cache=cache, groups=groups, heads=heads, query_len=query_len), seed)
 
 
-@pytest.mark.parametrize("gate", ["bf16", "float32"])
+@pytest.mark.parametrize("gate", ["bf16", "float32", "float16"])
 def test_gate(rng, seed, gate):
     check(make_dsa_problem(rng, gate=gate), seed)
 
@@ -105,7 +105,7 @@ def torch_args(p, device="cpu"):
                 v_scale=to_torch(p.v_scale, device), gate=gate), torch
 
 
-@pytest.mark.parametrize("cache, gate", [("bf16", "bf16"), ("fp8", "float32"), ("fp8", None)])
+@pytest.mark.parametrize("cache, gate", [("bf16", "bf16"), ("fp8", "float32"), ("fp8", None), ("bf16", "float16")])
 def test_torch_cpu_and_step5_drop_in_same_bits_as_numpy(rng, seed, cache, gate):
     p = make_dsa_problem(rng, cache=cache, gate=gate)
     args, torch = torch_args(p)

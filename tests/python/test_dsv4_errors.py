@@ -95,7 +95,8 @@ def test_library_message_for_unaligned_row_stride(rng):
         ("indices", lambda p: p.indices.astype(np.int64), r"^indices: expected int32, got int64$"),
         ("indices", lambda p: p.indices[:2], r"^indices: expected 3 rows \(one per token\)"),
         ("lens", lambda p: p.lens[:2], r"^lens: expected 3 elements"),
-        ("lens", lambda p: np.repeat(p.lens, 2)[::2], r"^lens: expected a contiguous array"),
+        ("lens", lambda p: p.lens.reshape(3, 1, 1),
+         r"^lens: expected \[T\] or \[B, q_len\] int32, got shape \[3, 1, 1\]$"),
         ("sinks", lambda p: p.sinks[:8], r"^sinks: expected 16 elements"),
         ("sinks", lambda p: p.sinks.astype(np.float64), r"^sinks: expected float32, got float64$"),
         ("bmm1_scale", lambda p: np.ones(2, np.float32), r"^bmm1_scale: expected 1 element, got shape \[2\]$"),
@@ -127,12 +128,18 @@ def test_out_must_match_tokens(problem):
         call(problem, out=np.zeros((2, 16, 512), np.uint16))
 
 
-def test_leading_dims_that_cannot_be_flattened(rng):
+def test_leading_dims_that_do_not_merge_are_a_request_view(rng):
+    # [B, q_len, ...] views of padded buffers are read in place: the same bits as the contiguous call.
     p = make_problem(rng, tokens=4, seq_lens="uniform", q_len=2, q4d=True)
     wide = np.zeros((2, 3, 16, 512), np.uint8)
     wide[:, :2] = p.q
-    with pytest.raises(ValueError, match=r"^q: the leading dims of shape \[2, 2, 16, 512\] cannot be flattened"):
-        call(p, q=wide[:, :2])
+    assert np.array_equal(call(p, q=wide[:, :2]), call(p))
+    lens = p.lens.reshape(2, 2)
+    assert np.array_equal(call(p, q=wide[:, :2], lens=np.repeat(lens, 2, axis=1)[:, ::2]), call(p))
+
+
+def test_leading_dims_of_a_strided_lens_merge_or_are_a_view(problem):
+    assert np.array_equal(call(problem, lens=np.repeat(problem.lens, 2)[::2]), call(problem))
 
 
 def test_scale_of_wrong_type(problem):

@@ -150,7 +150,7 @@ def test_host_calls_ask_for_no_workspace(rng):
                          indices=kwargs["indices"], out=out, lens=kwargs["lens"], seq_lens=None,
                          cum_seq_lens_q=None, sinks=None, lse=None, out_of_range_count=None, workspace=None),
         q_len=None, max_q_len=None, bmm1_scale=1.0, bmm1_scale_array=None, bmm2_scale=1.0,
-        bmm2_scale_array=None, enable_pdl=False, hnd=False, stream=0,
+        bmm2_scale_array=None, sink_term=0, enable_pdl=False, hnd=False, stream=0,
     )
     assert _ext.dsv4_decode(**arguments, size_only=True) == 0
     assert not out.any(), "the size query runs nothing"

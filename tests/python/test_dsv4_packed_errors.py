@@ -66,7 +66,8 @@ def test_unaligned_pool(problem):
         ("swa_indices", lambda p: p.swa.indices.astype(np.int64), r"^swa_indices: expected int32, got int64$"),
         ("extra_indices", lambda p: p.extra.indices[:2], r"^extra_indices: expected 3 rows \(one per token\)"),
         ("swa_lens", lambda p: p.swa.lens[:2], r"^swa_lens: expected 3 elements"),
-        ("extra_lens", lambda p: np.repeat(p.extra.lens, 2)[::2], r"^extra_lens: expected a contiguous array"),
+        ("extra_lens", lambda p: p.extra.lens.reshape(-1, 1, 1),
+         r"^extra_lens: expected \[T\] or \[B, q_len\] int32, got shape \[3, 1, 1\]$"),
         ("sinks", lambda p: p.sinks[:8], r"^sinks: expected 16 elements"),
         ("sinks", lambda p: p.sinks.astype(np.float64), r"^sinks: expected float32, got float64$"),
         # The library's own messages.

@@ -234,3 +234,24 @@ def test_cuda_graph_replay_sees_new_data(rng, seed, entry):
         torch.cuda.synchronize()
         # The softmax scale is a float baked into the graph: the first problem's.
         check_against_reference(problem, seed, result_out(), softmax_scale=first.softmax_scale)
+
+
+@pytest.mark.parametrize("sink_term", ["in_output", "in_output_and_lse", "none"])
+@pytest.mark.parametrize("B, q_len", [(3, 2), (1, 130)])
+def test_window_views_and_sink_term(rng, seed, sink_term, B, q_len):
+    # seq_lens (section 1's window on the SWA segment), [B, q_len] lens views with token stride 0, any q_len
+    # and every sink term, against the reference.
+    p = make_packed_problem(rng, tokens=B * q_len, q_len=q_len)
+    seq_lens = rng.integers(q_len, q_len + 60, B).astype(np.int32)
+    positions = np.repeat(seq_lens, q_len) - q_len + np.tile(np.arange(q_len), B)
+    k = torch_kwargs(p, "cuda")
+    views = {name: k[name].reshape(B, q_len)[:, 0].clone()[:, None].expand(B, q_len)
+             for name in ("swa_lens", "extra_lens")}
+    out, lse, count = decode_on_gpu(p, **views, seq_lens=torch.from_numpy(seq_lens).cuda(), sink_term=sink_term)
+    ref_out, ref_lse, ref_count = reference(p, positions=positions, sink_term=sink_term)
+    assert_groups_close(bits(out), ref_out, seed)
+    got = lse.cpu().numpy()
+    assert np.array_equal(np.isinf(got), np.isinf(ref_lse)), f"seed={seed}: lse inf pattern"
+    finite = np.isfinite(ref_lse)
+    np.testing.assert_allclose(got[finite], ref_lse[finite], rtol=1e-3, atol=1e-2, err_msg=f"seed={seed}")
+    assert int(count.item()) - 7 == ref_count, f"seed={seed}: out-of-range count"

@@ -109,3 +109,21 @@ def test_torch_compile_fullgraph(rng, seed, backend):
     got = compiled(k["q"], compiled_out, compiled_lse)
     assert torch.equal(got[0], expected[0]) and torch.equal(got[1], expected[1]), f"seed={seed}"
     assert np.array_equal(bits(compiled_out), bits(eager_out)), f"seed={seed}: out is written in place"
+
+
+def test_custom_op_takes_the_window_views_and_the_sink_term(rng, seed):
+    # seq_lens (section 1's window on the SWA segment), a [B, q_len] lens view with token stride 0 and
+    # sink_term through the op, opcheck'd, against the reference.
+    B, q_len = 2, 3
+    p = make_packed_problem(rng, tokens=B * q_len, q_len=q_len)
+    seq_lens = rng.integers(q_len, q_len + 50, B).astype(np.int32)
+    positions = np.repeat(seq_lens, q_len) - q_len + np.tile(np.arange(q_len), B)
+    k = torch_kwargs(p)
+    k["swa_lens"] = k["swa_lens"].reshape(B, q_len)[:, 0].clone()[:, None].expand(B, q_len)  # one a request
+    out, lse, count = torch_outputs(p)
+    args = op_args(k, out, lse, count) + (torch.from_numpy(seq_lens), None, q_len, None, "in_output_and_lse")
+    torch.ops.sparse_decode.dsv4_decode_packed(*args)
+    ref_out, ref_lse, _ = reference(p, positions=positions, sink_term="in_output_and_lse")
+    assert_matches_exactly_rounded(bits(out), ref_out, seed)
+    check_lse(lse.numpy(), ref_lse, seed)
+    torch.library.opcheck(torch.ops.sparse_decode.dsv4_decode_packed.default, args)

@@ -140,3 +140,19 @@ def test_other_torch_fp8_formats_are_refused(rng):
     out, _, _ = torch_outputs(p)
     with pytest.raises(ValueError, match=r"^q: expected FP8 E4M3 \(float8_e4m3fn\), got float8_e5m2$"):
         sparse_decode.dsv4_decode(**kwargs, out=out)
+
+
+@pytest.mark.parametrize("sink_term", ["in_output_and_lse", "none"])
+def test_custom_op_takes_the_sink_term(rng, seed, sink_term):
+    p = make_problem(rng, tokens=5, dtype="bf16")  # opcheck compares with float math
+    kwargs = torch_kwargs(p)
+    out, lse, count = torch_outputs(p)
+    args = op_args(kwargs, out, lse, count) + (sink_term,)
+    torch.ops.sparse_decode.dsv4_decode(*args)
+    ref_out, ref_lse, _ = reference(p, sink_term=sink_term)
+    assert_matches_exactly_rounded(bits(out), ref_out, seed)
+    got = lse.numpy()
+    finite = np.isfinite(ref_lse)
+    assert np.array_equal(np.isinf(got), np.isinf(ref_lse)), f"seed={seed}: lse inf pattern"
+    np.testing.assert_allclose(got[finite], ref_lse[finite], rtol=1e-6, atol=1e-6, err_msg=f"seed={seed}")
+    torch.library.opcheck(torch.ops.sparse_decode.dsv4_decode.default, args)

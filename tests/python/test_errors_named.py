@@ -60,6 +60,15 @@ def refused(call, exception, message):
         ("flashmla", "swa_cache (page stride): x", "k_cache (page stride): x"),
         ("flashmla", "sinks: x", "attn_sink: x"),
         ("step5", "out: expected 8 rows like q", "output: expected 8 rows like query"),
+        ("dsv4_decode", "cum_seq_lens_q: expected null with a request stride (q_request_stride = 8)",
+         "cum_seq_lens_q: expected null with a request stride (q (request stride) = 8)"),
+        ("dsv4_decode_packed", "swa.indices_request_stride: x", "swa_indices (request stride): x"),
+        ("dsv4_decode_packed", "extra.lens_token_stride: x", "extra_lens (token stride): x"),
+        ("flashinfer.trtllm-gen", "out: x (q (request stride) = 8)", "out: x (query (request stride) = 8)"),
+        ("flashmla", "swa_indices (request stride): x", "indices (request stride): x"),
+        ("convert_page_aligned_indices", "lens[3] = 129: expected 128", "lens[3] = 129: expected 128"),
+        ("flashinfer.convert", "lens[3] = 129: expected 128", "sparse_topk_lens[3] = 129: expected 128"),
+        ("flashinfer.convert", "seq_lens[1] = 1: expected >= q_len = 2", "seq_lens[1] = 1: expected >= q_len = 2"),
         ("dsv4_decode", "internal error: x", "internal error: x"),  # not a name: as it is
     ],
 )

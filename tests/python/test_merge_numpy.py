@@ -163,3 +163,82 @@ def test_bad_arguments_are_refused_by_name(rng, edit, error, names):
         sparse_decode.merge_states(p, s, o, out_lse=out_lse)
     assert names in str(caught.value)
     assert np.all(out == BF16_NAN) and np.isnan(out_lse).all(), "a refused call wrote"
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_decodes_split_across_ranks_with_the_sink_on_one(rng, seed, ranks):
+    # Each rank decodes the columns it holds (rank 0 adds the sink term to out and lse, the others none);
+    # the merge is the single call with its sinks (docs/spec.md, sections 1 and 5).
+    from dsv4_reference import assert_close_l2, make_problem, reference
+    from helpers import numpy_kwargs
+    from merge_split import SINK_TERMS, held_by, split_problem
+
+    p = make_problem(rng, tokens=9, width=384, seq_lens="varlen")
+    parts, whole = split_problem(p, ranks, seed + 1)
+    outs, lses = [], []
+    for r, part in enumerate(parts):
+        out, lse = part.out_like(), part.lse_like()
+        sparse_decode.dsv4_decode(**numpy_kwargs(part), out=out, lse=lse, sink_term=SINK_TERMS[r])
+        outs.append(out)
+        lses.append(lse)
+    merged, merged_lse = run(np.stack(outs), np.stack(lses))
+    ref_out, ref_lse, _ = reference(p, sink_term="in_output_and_lse")
+    assert_close_l2(merged, ref_out, seed)
+    assert np.array_equal(np.isneginf(merged_lse), np.isneginf(ref_lse)), f"seed={seed}: lse -inf pattern"
+    np.testing.assert_allclose(merged_lse, ref_lse, rtol=1e-5, atol=1e-5, err_msg=f"seed={seed}")
+    single, single_lse = p.out_like(), p.lse_like()
+    sparse_decode.dsv4_decode(**numpy_kwargs(p), out=single, lse=single_lse, sink_term="in_output_and_lse")
+    on_rank0 = whole & held_by(p, parts[0])
+    assert np.array_equal(merged[on_rank0], single[on_rank0]), f"seed={seed}: tokens whole on rank 0"
+    assert np.array_equal(merged_lse[on_rank0], single_lse[on_rank0]), f"seed={seed}: their lse"
+
+
+@pytest.mark.parametrize("sink_term", ["in_output", "in_output_and_lse", "none"])
+def test_sink_terms_of_every_decode_match_the_reference(rng, seed, sink_term):
+    from dsv4_reference import make_problem, reference
+    from helpers import numpy_kwargs
+    from hca_dsa_reference import hca_kwargs, make_hca_problem
+    from packed_reference import make_packed_problem
+    from packed_reference import reference as packed_reference
+
+    p = make_problem(rng, tokens=5, width=256)
+    p.sinks[0], p.sinks[1] = np.inf, -np.inf  # +-inf sinks
+    out, lse = p.out_like(), p.lse_like()
+    sparse_decode.dsv4_decode(**numpy_kwargs(p), out=out, lse=lse, sink_term=sink_term)
+    ref_out, ref_lse, _ = reference(p, sink_term=sink_term)
+    assert_matches_exactly_rounded(out, ref_out, seed)
+    assert np.array_equal(np.isinf(lse), np.isinf(ref_lse)), f"seed={seed}: lse inf pattern"
+    finite = np.isfinite(ref_lse)
+    np.testing.assert_allclose(lse[finite], ref_lse[finite], rtol=1e-6, atol=1e-6, err_msg=f"seed={seed}")
+
+    q = make_packed_problem(rng, tokens=4)
+    out, lse = q.out_like(), q.lse_like()
+    sparse_decode.dsv4_decode_packed(**q.kwargs(), out=out, lse=lse, sink_term=sink_term)
+    ref_out, ref_lse, _ = packed_reference(q, sink_term=sink_term)
+    assert_matches_exactly_rounded(out, ref_out, seed)
+    finite = np.isfinite(ref_lse)
+    assert np.array_equal(np.isinf(lse), np.isinf(ref_lse)), f"seed={seed}: packed lse inf pattern"
+    np.testing.assert_allclose(lse[finite], ref_lse[finite], rtol=1e-6, atol=1e-6, err_msg=f"seed={seed}")
+
+    # HCA: "none" is the call without sinks; "in_output_and_lse" adds the sink to the lse of "in_output".
+    h = make_hca_problem(rng, tokens=6, q_len=2)
+    results = {}
+    for term, sinks in (("in_output", h.sinks), (sink_term, h.sinks), ("in_output", None)):
+        out, lse = np.full(h.q.shape, BF16_NAN, np.uint16), np.full(h.q.shape[:2], np.nan, np.float32)
+        sparse_decode.dsv4_decode_hca(**dict(hca_kwargs(h), sinks=sinks), out=out, lse=lse, sink_term=term)
+        results[term if sinks is not None else "no sinks"] = (out, lse)
+    out, lse = results[sink_term]
+    base_out, base_lse = results["no sinks" if sink_term == "none" else "in_output"]
+    assert np.array_equal(out, base_out), f"seed={seed}: HCA out"
+    expected = np.logaddexp(base_lse, h.sinks[None, :]) if sink_term == "in_output_and_lse" else base_lse
+    np.testing.assert_allclose(lse, expected, rtol=1e-6, atol=1e-6, err_msg=f"seed={seed}: HCA lse")
+
+
+def test_sink_term_is_refused_by_name(rng):
+    from dsv4_reference import make_problem
+    from helpers import numpy_kwargs
+
+    p = make_problem(rng, tokens=2)
+    with pytest.raises(ValueError, match=r"^sink_term: expected one of 'in_output', 'in_output_and_lse', 'none', "
+                                         r"got 'lse'$"):
+        sparse_decode.dsv4_decode(**numpy_kwargs(p), out=p.out_like(), sink_term="lse")
