@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 import sparse_decode  # noqa: E402
 from sparse_decode.flashinfer_compat import trtllm_batch_decode_sparse_mla_dsv4  # noqa: E402
-from sparse_decode.flashmla_compat import flash_mla_with_kvcache  # noqa: E402
+from sparse_decode.flashmla_compat import flash_mla_with_kvcache, get_mla_metadata  # noqa: E402
 from helpers import bits, gpu_marks, served  # noqa: E402
 from packed_helpers import torch_kwargs, torch_outputs  # noqa: E402
 from packed_reference import assert_groups_close, finish, make_packed_problem, reference  # noqa: E402
@@ -131,7 +131,7 @@ def test_flashmla_drop_in(rng, seed):
             None,
             None,
             512,
-            None,
+            get_mla_metadata()[0],
             softmax_scale=p.softmax_scale,
             is_fp8_kvcache=True,
             indices=k["swa_indices"].reshape(b, s_q, -1),
@@ -182,6 +182,7 @@ def test_cuda_graph_replay_sees_new_data(rng, seed, entry):
     out, lse, _ = torch_outputs(first, "cuda")
     workspace = torch.zeros(1 << 20, dtype=torch.uint8, device="cuda")
     result = {}
+    meta = get_mla_metadata()[0]  # FlashMLA's scheduler object, planned at the warm-up
 
     def step():  # the caches, indices and outputs all exist before capture
         if entry == "low-level":
@@ -199,7 +200,7 @@ def test_cuda_graph_replay_sees_new_data(rng, seed, entry):
             )  # fmt: skip
         else:  # FlashMLA allocates its outputs: from the graph's pool, the same memory at every replay
             result["out"], _ = flash_mla_with_kvcache(
-                t["q"][:, None], t["swa_cache"][:, :, None], None, None, 512, None,
+                t["q"][:, None], t["swa_cache"][:, :, None], None, None, 512, meta,
                 softmax_scale=t["softmax_scale"], is_fp8_kvcache=True, indices=t["swa_indices"][:, None],
                 attn_sink=t["sinks"], extra_k_cache=t["extra_cache"][:, :, None],
                 extra_indices_in_kvcache=t["extra_indices"][:, None], topk_length=t["swa_lens"],

@@ -64,8 +64,10 @@ __device__ __forceinline__ int swa_window(ChunkSmem<Traits>& s, const Dsv4Params
 template <class Traits>
 __device__ __forceinline__ int page_walk_len(ChunkSmem<Traits>& s, const Dsv4Params& p, int64_t token) {
   // Tokens are below 2^31 (the grid): a 32-bit division.
-  const int64_t request = p.cum_seq_lens_q ? varlen_request<Traits>(s, p, token)
-                                           : static_cast<uint32_t>(token) / static_cast<uint32_t>(p.q_len);
+  // Both arms int64_t: an int/uint32_t conditional would turn varlen's -1 (no request) into 2^32 - 1.
+  const int64_t request = p.cum_seq_lens_q
+                              ? int64_t{varlen_request<Traits>(s, p, token)}
+                              : int64_t{static_cast<uint32_t>(token) / static_cast<uint32_t>(p.q_len)};
   const int64_t slots = request >= 0 ? dsv4_hca::compressed_slots(p.pages.lens[token], p.pages.hca_seq_lens[request],
                                                                    p.pages.columns - kSwaColumns)
                                      : 0;
