@@ -30,11 +30,9 @@ from __future__ import annotations
 import importlib.util
 
 from . import _ext
+from ._convert import convert_max_pages, convert_page_aligned_indices, convert_refusal
 from ._decode import (
     SINK_TERMS,
-    convert_max_pages,
-    convert_page_aligned_indices,
-    convert_refusal,
     dsa_decode,
     dsa_splits_for,
     dsa_workspace_size,

@@ -6,7 +6,7 @@ import torch
 
 from . import _errors
 from . import torch_ops  # noqa: F401  (registers torch.ops.sparse_decode.*)
-from ._decode import convert_max_pages, convert_page_aligned_indices, convert_refusal
+from ._convert import convert_max_pages, convert_page_aligned_indices, convert_refusal
 from ._flashinfer_common import check_kv_layout, float_scales, output, split_scratch, tensor
 
 

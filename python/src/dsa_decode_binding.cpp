@@ -1,7 +1,7 @@
 // _ext.dsa_decode: DLPack arrays -> DsaDecodeArgs -> sparse_decode::dsa_decode
 // (docs/spec.md section 4, region-paged DSA decode with GQA), and its two queries:
 // dsa_splits_for and dsa_workspace_size.
-#include "binding.h"
+#include "binding_calls.h"
 #include "sparse_decode/dsa_decode.h"
 
 namespace sparse_decode::binding {

@@ -1,6 +1,6 @@
 // _ext.dsv4_decode: DLPack arrays -> Dsv4DecodeArgs -> sparse_decode::dsv4_decode
 // (docs/spec.md section 1, plain 512-element rows).
-#include "binding.h"
+#include "binding_calls.h"
 
 namespace sparse_decode::binding {
 namespace {

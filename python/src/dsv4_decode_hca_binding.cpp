@@ -1,7 +1,7 @@
 // _ext.dsv4_decode_hca: DLPack arrays -> Dsv4HcaDecodeArgs -> sparse_decode::dsv4_decode_hca
 // (docs/spec.md, section 3), and _ext.convert_page_aligned_indices: a section-1 table
 // -> Dsv4HcaConvertArgs -> sparse_decode::convert_page_aligned_indices.
-#include "binding.h"
+#include "binding_calls.h"
 #include "sparse_decode/dsv4_decode_hca.h"
 
 namespace sparse_decode::binding {

@@ -1,6 +1,6 @@
 // _ext.dsv4_decode_packed: DLPack arrays -> Dsv4PackedDecodeArgs ->
 // sparse_decode::dsv4_decode_packed (docs/spec.md section 2, packed 584-byte rows).
-#include "binding.h"
+#include "binding_calls.h"
 #include "sparse_decode/dsv4_decode_packed.h"
 
 namespace sparse_decode::binding {
