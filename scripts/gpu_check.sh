@@ -11,14 +11,17 @@
 # Environment: BUILD_DIR, OUT, SANITIZER_FILTER, BENCH_ARGS, SKIP_PYTHON=1,
 # PYTHON_TESTS (pytest paths, default tests/python), SHARDS (GPU test
 # processes at once, default 8), SANITIZERS (default
-# "memcheck racecheck synccheck"), SANITIZER_TIMEOUT (seconds a tool, 0: none),
-# FUZZ_CASES (cases an operation, default 100000), FUZZ_JOBS (fuzzer
+# "memcheck racecheck synccheck"), SANITIZER_TIMEOUT (seconds a process, 0: none),
+# SANITIZER_SHARDS (processes a tool, default 4), RACECHECK_FILTER (racecheck's
+# tests), FUZZ_CASES (cases an operation, default 100000), FUZZ_JOBS (fuzzer
 # processes, default 16), FUZZ_SEED (replay a run), SKIP_FUZZ=1.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-check-out}
 BUILD_DIR=${BUILD_DIR:-build}
 SANITIZER_FILTER=${SANITIZER_FILTER:-"-*BitwiseIdentical*:*ManyTokens*:*BatchInvariance*"}
+RACECHECK_FILTER=${RACECHECK_FILTER:-"Dsv4Gpu.NoSinksNoLens:Dsv4Gpu.HeadCounts:Dsv4Gpu.SplitCombineAtEveryGroupCount:Dsv4Gpu.Bf16MaskedColumnsSinksAndPages:EveryKernel/Dsv4PackedGpuKernels.WithPdlAndWithoutLseOrCounter/*:Dsv4HcaGpu.SinkTerm:DsaGpu.BroadcastQuery:MergeGpu.LargeAndTinyLse:Dsv4HcaConvertGpu.DeviceRefusesAsTheHostDoes"}
+sanitizer_shards=${SANITIZER_SHARDS:-4}
 BENCH_ARGS=${BENCH_ARGS:-}
 mkdir -p "$OUT"
 summary="$OUT/summary.txt"
@@ -87,12 +90,26 @@ for tool in ${SANITIZERS:-memcheck racecheck synccheck}; do
   # a launch failure): track 16384 (docs/kernels/small_batch.md).
   extra=()
   [ "$tool" = synccheck ] && extra=(--num-cuda-barriers 16384)
-  timeout "${SANITIZER_TIMEOUT:-0}" compute-sanitizer --tool "$tool" ${extra[@]+"${extra[@]}"} --error-exitcode 9 "$tests" --gtest_filter="$SANITIZER_FILTER" \
-    > "$OUT/sanitizer_$tool.log" 2>&1
-  trc=$?
-  note "compute-sanitizer $tool: rc=$trc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tail -1)"
-  # 9: the tool found reports (sorted below); anything else but 0: the run itself failed.
-  [ "$trc" = 0 ] || [ "$trc" = 9 ] || failed+=("compute-sanitizer $tool (rc=$trc)")
+  # racecheck runs the tests 100x slower or more: a small set that launches
+  # every kernel (RACECHECK_FILTER), the other tools the whole filter.
+  filter=$SANITIZER_FILTER
+  [ "$tool" = racecheck ] && filter=$RACECHECK_FILTER
+  # SANITIZER_SHARDS processes a tool (gtest sharding); each must finish.
+  trc=0
+  for ((i = 0; i < sanitizer_shards; ++i)); do
+    GTEST_TOTAL_SHARDS=$sanitizer_shards GTEST_SHARD_INDEX=$i timeout "${SANITIZER_TIMEOUT:-0}" \
+      compute-sanitizer --tool "$tool" ${extra[@]+"${extra[@]}"} --error-exitcode 9 "$tests" --gtest_filter="$filter" \
+      > "$OUT/sanitizer_${tool}_$i.log" 2>&1 &
+  done
+  for job in $(jobs -p); do
+    wait "$job"
+    jrc=$?
+    # 9: the tool found reports (sorted below); anything else but 0: the run itself failed (124: timeout).
+    [ "$jrc" = 0 ] || [ "$jrc" = 9 ] || trc=$jrc
+  done
+  cat "$OUT"/sanitizer_"${tool}"_*.log > "$OUT/sanitizer_$tool.log" && rm -f "$OUT"/sanitizer_"${tool}"_*.log
+  note "compute-sanitizer $tool ($sanitizer_shards processes): rc=$trc, $(grep -c '^\[       OK' "$OUT/sanitizer_$tool.log") tests ok, $(grep -cE 'ERROR SUMMARY: [1-9]|RACECHECK SUMMARY: [1-9]' "$OUT/sanitizer_$tool.log") processes with reports"
+  [ "$trc" = 0 ] || failed+=("compute-sanitizer $tool (rc=$trc)")
   summary_args+=(--log "$tool=$OUT/sanitizer_$tool.log")
   # Each expected report's reproducer under the same tool.
   while IFS=$'\t' read -r name command; do
