@@ -76,9 +76,9 @@ Status validate(const Dsv4DecodeArgs& args) {
   if (Status s = validation::check_request_views(
           requests, {{"q", "q_token_stride", args.q_request_stride, args.q_token_stride, 16 / q_bytes},
                      {"indices", "indices_stride", args.indices_request_stride, args.indices_stride, 4},
-                     {"lens", "lens_token_stride", args.lens_request_stride, args.lens_token_stride},
+                     {"lens", "lens_token_stride", args.lens ? args.lens_request_stride : 0, args.lens_token_stride},
                      {"out", "out_token_stride", args.out_request_stride, args.out_token_stride, 8, out_extent},
-                     {"lse", "lse_token_stride", args.lse_request_stride, args.lse_token_stride, 1,
+                     {"lse", "lse_token_stride", args.lse ? args.lse_request_stride : 0, args.lse_token_stride, 1,
                       args.lse ? H : 0}});
       !s.ok()) {
     return s;

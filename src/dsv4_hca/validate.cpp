@@ -108,7 +108,8 @@ Status validate_decode(const Dsv4HcaDecodeArgs& args) {
           {args.num_tokens, args.num_requests, args.cum_seq_lens_q, args.q_len, args.max_q_len},
           {{"q", "q_token_stride", args.q_request_stride, args.q_token_stride, 16},
            {"out", "out_token_stride", args.out_request_stride, args.out_token_stride, 8, out_extent},
-           {"lse", "lse_token_stride", args.lse_request_stride, args.lse_token_stride, 1, args.lse ? H : 0}});
+           {"lse", "lse_token_stride", args.lse ? args.lse_request_stride : 0, args.lse_token_stride, 1,
+            args.lse ? H : 0}});
       !s.ok()) {
     return s;
   }

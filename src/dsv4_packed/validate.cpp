@@ -135,11 +135,14 @@ Status validate(const Dsv4PackedDecodeArgs& args) {
           requests,
           {{"q", "q_token_stride", args.q_request_stride, args.q_token_stride, 8},
            {"swa.indices", "swa.indices_stride", args.swa.indices_request_stride, args.swa.indices_stride, 4},
-           {"swa.lens", "swa.lens_token_stride", args.swa.lens_request_stride, args.swa.lens_token_stride},
+           {"swa.lens", "swa.lens_token_stride", args.swa.lens ? args.swa.lens_request_stride : 0,
+            args.swa.lens_token_stride},
            {"extra.indices", "extra.indices_stride", extra.indices_request_stride, extra.indices_stride, 4},
-           {"extra.lens", "extra.lens_token_stride", extra.lens_request_stride, extra.lens_token_stride},
+           {"extra.lens", "extra.lens_token_stride", extra.lens ? extra.lens_request_stride : 0,
+            extra.lens_token_stride},
            {"out", "out_token_stride", args.out_request_stride, args.out_token_stride, 8, out_extent},
-           {"lse", "lse_token_stride", args.lse_request_stride, args.lse_token_stride, 1, args.lse ? H : 0}});
+           {"lse", "lse_token_stride", args.lse ? args.lse_request_stride : 0, args.lse_token_stride, 1,
+            args.lse ? H : 0}});
       !s.ok()) {
     return s;
   }

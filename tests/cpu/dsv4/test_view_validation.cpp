@@ -175,6 +175,9 @@ TEST(ViewValidation, ValidEdgeArguments) {
   a = call.args;
   a.cum_seq_lens_q = kCumSeqLensQ, a.max_q_len = 4096;
   ok(a);
+  a.lse = nullptr, a.lse_request_stride = 1 << 10;  // the stride of an absent array is not read
+  a.lens = nullptr, a.lens_request_stride = 1 << 10;
+  ok(a);
   for (SinkTerm term : {SinkTerm::kInOutput, SinkTerm::kInOutputAndLse, SinkTerm::kNone}) {
     a = call.args;
     a.sink_term = term;
