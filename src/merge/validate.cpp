@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "common/validation.h"
 #include "sparse_decode/merge_states.h"
@@ -119,6 +120,53 @@ Status check_outputs(const MergeStatesArgs& a) {
                                   a.out_lse_head_stride, 1, "1");
 }
 
+// The bytes [begin, end) that a [T, H, extent] array spans (strides of either sign).
+struct ByteRange {
+  intptr_t begin, end;
+};
+ByteRange byte_range(const void* base, const MergeStatesArgs& a, int64_t token_stride, int64_t head_stride,
+                     int64_t extent, int64_t bytes) {
+  int64_t low = 0, high = extent;
+  const std::pair<int64_t, int64_t> dims[] = {{a.num_tokens, token_stride}, {a.num_heads, head_stride}};
+  for (const auto& [count, stride] : dims) {
+    const int64_t span = saturating_mul(count - 1, stride);
+    if (span < 0) low = -saturating_add(-low, -span);
+    else high = saturating_add(high, span);
+  }
+  const intptr_t at = reinterpret_cast<intptr_t>(base);
+  return {at + static_cast<intptr_t>(saturating_mul(low, bytes)),
+          at + static_cast<intptr_t>(saturating_mul(high, bytes))};
+}
+bool overlap(const ByteRange& x, const ByteRange& y) { return x.begin < y.end && y.begin < x.end; }
+
+// out and out_lse are written while every rank's partial and lse are read:
+// they may share no byte with an input, nor with each other.
+Status check_outputs_apart(const MergeStatesArgs& a) {
+  const ByteRange out = byte_range(a.out, a, a.out_token_stride, a.out_head_stride, a.head_dim,
+                                   element_bytes(a.out_dtype));
+  ByteRange out_lse{0, 0};
+  if (a.out_lse) {
+    out_lse = byte_range(a.out_lse, a, a.out_lse_token_stride, a.out_lse_head_stride, 1, 4);
+    if (overlap(out, out_lse)) return invalid("out_lse: expected no overlap with out");
+  }
+  for (int r = 0; r < a.num_ranks; ++r) {
+    const ByteRange inputs[] = {
+        byte_range(a.partial_of(r), a, a.partial_token_stride, a.partial_head_stride, a.head_dim,
+                   element_bytes(a.partial_dtype)),
+        byte_range(a.lse_of(r), a, a.lse_token_stride, a.lse_head_stride, 1, 4)};
+    const char* input_names[] = {"partial", "lse"};
+    for (int i = 0; i < 2; ++i) {
+      if (overlap(out, inputs[i])) {
+        return invalid("out: expected no overlap with an input, got one with rank ", r, "'s ", input_names[i]);
+      }
+      if (a.out_lse && overlap(out_lse, inputs[i])) {
+        return invalid("out_lse: expected no overlap with an input, got one with rank ", r, "'s ", input_names[i]);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status validate(const MergeStatesArgs& a) {
@@ -143,7 +191,8 @@ Status validate(const MergeStatesArgs& a) {
 
   if (Status s = check_partials(a); !s.ok()) return s;
   if (Status s = check_lses(a); !s.ok()) return s;
-  return check_outputs(a);
+  if (Status s = check_outputs(a); !s.ok()) return s;
+  return check_outputs_apart(a);
 }
 
 }  // namespace sparse_decode

@@ -121,6 +121,10 @@ TEST(MergeValidation, EveryRefusalNamesItsArgumentAndWritesNothing) {
        [](auto& a) { a.out_lse = const_cast<float*>(static_cast<const float*>(shifted(a.out_lse, 2))); }},
       {"out_lse token stride", "out_lse_token_stride", [](auto& a) { a.out_lse_token_stride = a.num_heads - 1; }},
       {"out_lse head stride", "out_lse_head_stride", [](auto& a) { a.out_lse_head_stride = 0; }},
+      {"out over a partial", "out", [](auto& a) { a.out = const_cast<void*>(a.partials[1]); }},
+      {"out over the stacked partials", "out", [](auto& a) { a.out = const_cast<void*>(a.partial_base); }, true},
+      {"out_lse over an lse", "out_lse", [](auto& a) { a.out_lse = const_cast<float*>(a.lses[2]); }},
+      {"out_lse over out", "out_lse", [](auto& a) { a.out_lse = static_cast<float*>(a.out); }},
   };
   for (const Refusal& refusal : refusals) {
     SCOPED_TRACE(refusal.label);
