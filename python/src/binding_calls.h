@@ -41,13 +41,14 @@ inline void check_request_count(const Array& a, const std::optional<Array>& cum,
   }
 }
 
-// cum_seq_lens_q in host memory: offsets from 0, non-decreasing, each request
-// at most max_q_len tokens, the last offset at most T (tokens past it belong
-// to no request). Device offsets are not read: no host synchronization.
+// cum_seq_lens_q in host memory: offsets >= 0, non-decreasing, each request
+// at most max_q_len tokens, the last offset at most T (tokens outside
+// [cum[0], cum[B]) belong to no request), as the library's own check.
+// Device offsets are not read: no host synchronization.
 inline void check_offsets(const Array& cum, int32_t max_q_len, int64_t tokens) {
   const auto* offsets = static_cast<const int32_t*>(cum.data);
   const int64_t n = cum.count();
-  bool ok = offsets[0] == 0 && offsets[n - 1] <= tokens;
+  bool ok = offsets[0] >= 0 && offsets[n - 1] <= tokens;
   for (int64_t b = 0; ok && b + 1 < n; ++b) {
     const int64_t step = int64_t{offsets[b + 1]} - offsets[b];
     ok = step >= 0 && (max_q_len <= 0 || step <= max_q_len);
@@ -56,7 +57,7 @@ inline void check_offsets(const Array& cum, int32_t max_q_len, int64_t tokens) {
   std::string values = "[";
   for (int64_t b = 0; b < std::min<int64_t>(n, 9); ++b) values += (b ? ", " : "") + std::to_string(offsets[b]);
   values += n > 9 ? ", ...]" : "]";
-  fail("cum_seq_lens_q: expected offsets from 0, non-decreasing, each step <= max_q_len = " +
+  fail("cum_seq_lens_q: expected offsets >= 0, non-decreasing, each step <= max_q_len = " +
        std::to_string(max_q_len) + ", the last <= T = " + std::to_string(tokens) + ", got " + values);
 }
 
