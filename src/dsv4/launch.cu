@@ -109,36 +109,20 @@ PoolParams pool_params(const KvPool& pool, int64_t element_bytes) {
 struct TokenLayout {
   bool general = false;
   uint32_t request_tokens = 1;  // q_len of the views (general form), 1 without any
-  struct Argument {
-    int64_t token_stride, request_stride;
-  } q, indices, lens, out, lse;
+  validation::TokenStrides q, indices, lens, out, lse;
 };
 
 TokenLayout token_layout(const Dsv4DecodeArgs& args) {
-  using validation::flat_token_stride;
-  struct View {
-    TokenLayout::Argument* layout;
-    int64_t token_stride, request_stride;
-    bool given;
-  };
   TokenLayout l;
-  View views[] = {{&l.q, args.q_token_stride, args.q_request_stride, true},
-                  {&l.indices, args.indices_stride, args.indices_request_stride, true},
-                  {&l.lens, args.lens_token_stride, args.lens_request_stride, args.lens != nullptr},
-                  {&l.out, args.out_token_stride, args.out_request_stride, true},
-                  {&l.lse, args.lse_token_stride, args.lse_request_stride, args.lse != nullptr}};
-  bool any_view = false;
-  for (const View& v : views) {
-    any_view |= v.given && flat_token_stride(v.request_stride, v.token_stride, args.q_len) < 0;
-  }
-  l.request_tokens = any_view ? static_cast<uint32_t>(args.q_len) : 1u;
-  for (const View& v : views) {
-    const int64_t flat = v.given ? flat_token_stride(v.request_stride, v.token_stride, args.q_len) : v.token_stride;
-    *v.layout = flat >= 0 ? TokenLayout::Argument{flat, flat * l.request_tokens}
-                          : TokenLayout::Argument{v.token_stride, v.request_stride};
-  }
+  l.request_tokens = validation::resolve_token_strides(
+      {{&l.q, args.q_token_stride, args.q_request_stride, true},
+       {&l.indices, args.indices_stride, args.indices_request_stride, true},
+       {&l.lens, args.lens_token_stride, args.lens_request_stride, args.lens != nullptr},
+       {&l.out, args.out_token_stride, args.out_request_stride, true},
+       {&l.lse, args.lse_token_stride, args.lse_request_stride, args.lse != nullptr}},
+      args.q_len);
   const bool lse_with_sink = args.sink_term == SinkTerm::kInOutputAndLse && args.sinks && args.lse;
-  l.general = any_view || (args.lens && l.lens.token_stride != 1) || lse_with_sink;
+  l.general = l.request_tokens != 1 || (args.lens && l.lens.token_stride != 1) || lse_with_sink;
   return l;
 }
 

@@ -94,6 +94,36 @@ inline int64_t flat_token_stride(int64_t request_stride, int64_t token_stride, i
   return -1;
 }
 
+// How the kernels address one argument's tokens: token t at (t /
+// request_tokens) * request_stride + (t % request_tokens) * token_stride.
+struct TokenStrides {
+  int64_t token_stride, request_stride;
+};
+
+// One argument of a call as the caller gives it, and where its TokenStrides go.
+struct ViewArgument {
+  TokenStrides* resolved;
+  int64_t token_stride, request_stride;
+  bool given;  // false: the array is absent (its strides are not read)
+};
+
+// The launchers' reading of a call's arguments: request_tokens is q_len when
+// a given argument is a view that does not merge into one token stride, else
+// 1 (so request_tokens != 1 exactly when a view is read); each argument that merges gets its flat token stride (and the request
+// stride that equals it), the others keep theirs.
+inline uint32_t resolve_token_strides(std::initializer_list<ViewArgument> arguments, int32_t q_len) {
+  bool any_view = false;
+  for (const ViewArgument& a : arguments) {
+    any_view |= a.given && flat_token_stride(a.request_stride, a.token_stride, q_len) < 0;
+  }
+  const uint32_t request_tokens = any_view ? static_cast<uint32_t>(q_len) : 1u;
+  for (const ViewArgument& a : arguments) {
+    const int64_t flat = a.given ? flat_token_stride(a.request_stride, a.token_stride, q_len) : a.token_stride;
+    *a.resolved = flat >= 0 ? TokenStrides{flat, flat * request_tokens} : TokenStrides{a.token_stride, a.request_stride};
+  }
+  return request_tokens;
+}
+
 // The request views of a call: each request stride >= 0 and of its
 // multiple; with any nonzero one, a uniform q_len >= 1 and num_requests with
 // num_tokens = num_requests * q_len (cum_seq_lens_q null), offsets that fit

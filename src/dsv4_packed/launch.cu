@@ -81,46 +81,29 @@ Status configure_stream_kernel() {
 struct TokenLayout {
   bool general = false;
   uint32_t request_tokens = 1;  // q_len of the views (general form), 1 without any
-  struct Argument {
-    int64_t token_stride, request_stride;
-  } q, swa_indices, swa_lens, extra_indices, extra_lens, out, lse;
+  validation::TokenStrides q, swa_indices, swa_lens, extra_indices, extra_lens, out, lse;
 };
 
 TokenLayout token_layout(const Dsv4PackedDecodeArgs& args) {
-  using validation::flat_token_stride;
-  struct View {
-    TokenLayout::Argument* layout;
-    int64_t token_stride, request_stride;
-    bool given;
-  };
   const bool extra = args.extra.given();
   TokenLayout l;
-  View views[] = {
-      {&l.q, args.q_token_stride, args.q_request_stride, true},
-      {&l.swa_indices, args.swa.indices_stride, args.swa.indices_request_stride, true},
-      {&l.swa_lens, args.swa.lens_token_stride, args.swa.lens_request_stride, args.swa.lens != nullptr},
-      {&l.extra_indices, args.extra.indices_stride, args.extra.indices_request_stride, extra},
-      {&l.extra_lens, args.extra.lens_token_stride, args.extra.lens_request_stride, extra && args.extra.lens},
-      {&l.out, args.out_token_stride, args.out_request_stride, true},
-      {&l.lse, args.lse_token_stride, args.lse_request_stride, args.lse != nullptr}};
-  bool any_view = false;
-  for (const View& v : views) {
-    any_view |= v.given && flat_token_stride(v.request_stride, v.token_stride, args.q_len) < 0;
-  }
-  l.request_tokens = any_view ? static_cast<uint32_t>(args.q_len) : 1u;
-  for (const View& v : views) {
-    const int64_t flat = v.given ? flat_token_stride(v.request_stride, v.token_stride, args.q_len) : v.token_stride;
-    *v.layout = flat >= 0 ? TokenLayout::Argument{flat, flat * l.request_tokens}
-                          : TokenLayout::Argument{v.token_stride, v.request_stride};
-  }
+  l.request_tokens = validation::resolve_token_strides(
+      {{&l.q, args.q_token_stride, args.q_request_stride, true},
+       {&l.swa_indices, args.swa.indices_stride, args.swa.indices_request_stride, true},
+       {&l.swa_lens, args.swa.lens_token_stride, args.swa.lens_request_stride, args.swa.lens != nullptr},
+       {&l.extra_indices, args.extra.indices_stride, args.extra.indices_request_stride, extra},
+       {&l.extra_lens, args.extra.lens_token_stride, args.extra.lens_request_stride, extra && args.extra.lens},
+       {&l.out, args.out_token_stride, args.out_request_stride, true},
+       {&l.lse, args.lse_token_stride, args.lse_request_stride, args.lse != nullptr}},
+      args.q_len);
   const bool lse_with_sink = args.sink_term == SinkTerm::kInOutputAndLse && args.sinks && args.lse;
   const bool lens_strided = (args.swa.lens && l.swa_lens.token_stride != 1) ||
                             (extra && args.extra.lens && l.extra_lens.token_stride != 1);
-  l.general = any_view || lens_strided || args.seq_lens || lse_with_sink;
+  l.general = l.request_tokens != 1 || lens_strided || args.seq_lens || lse_with_sink;
   return l;
 }
 
-SegmentParams segment_params(const PackedSegment& segment, const TokenLayout::Argument& indices) {
+SegmentParams segment_params(const PackedSegment& segment, const validation::TokenStrides& indices) {
   SegmentParams params{};
   params.pool = segment.pool.data;
   params.page_stride = segment.pool.page_stride;

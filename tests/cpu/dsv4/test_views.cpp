@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/math.cuh"
+#include "dsv4/validate_views.h"
 #include "support/dsv4_checks.h"
 #include "support/request_views.h"
 #include "testing/dsv4_problem.h"
@@ -139,6 +140,33 @@ TEST(Dsv4Views, InterleavedQueryAndLensOfTheRequest) {
 
 TEST(Dsv4Views, MergingViewsAreTheFlatLayout) {
   check_views({"fp8_merging", DType::kFloat8E4M3, 3, 4, false, false, true});
+}
+
+// The launchers' reading of the arguments: a view that merges into one
+// token stride is flat; one that does not makes every argument's token
+// addressed through q_len (request_tokens); an absent array counts for
+// nothing, whatever its strides.
+TEST(Dsv4Views, LaunchersResolveTokenStrides) {
+  using validation::TokenStrides;
+  TokenStrides q{}, out{}, lse{};
+  auto resolve = [&](int64_t out_request_stride, int64_t lse_request_stride, bool lse_given) {
+    return validation::resolve_token_strides({{&q, 512, 0, true},
+                                              {&out, 512, out_request_stride, true},
+                                              {&lse, 16, lse_request_stride, lse_given}},
+                                             3);
+  };
+  EXPECT_EQ(resolve(0, 0, true), 1u);  // flat
+  EXPECT_EQ(out.token_stride, 512);
+  EXPECT_EQ(out.request_stride, 512);
+  EXPECT_EQ(resolve(1536, 48, true), 1u);  // [B, 3] views that merge
+  EXPECT_EQ(out.token_stride, 512);
+  EXPECT_EQ(lse.request_stride, 16);
+  EXPECT_EQ(resolve(4096, 0, false), 3u);  // out is a view; lse is absent
+  EXPECT_EQ(q.token_stride, 512);
+  EXPECT_EQ(q.request_stride, 1536);
+  EXPECT_EQ(out.token_stride, 512);
+  EXPECT_EQ(out.request_stride, 4096);
+  EXPECT_EQ(resolve(0, 1000, false), 1u);  // an absent lse's stride is not read
 }
 
 }  // namespace
