@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "fuzz/data.h"
 #include "fuzz/fuzz.h"
 #include "reference/dsv4_reference.h"
 #include "sparse_decode/status.h"
@@ -40,6 +41,31 @@ bool run_device_call(const Arena& arena, Device& device, const Expectation& expe
 // the outputs: the CPU backend on the same metadata.
 void run_host_call(const Arena& arena, const Expectation& expect, const std::function<Status(uint8_t*)>& call,
                    Outcome& outcome);
+
+// The call of one case: `make(base, memory)` builds the operation's
+// arguments over an image at `base`, `decode(args, workspace, bytes,
+// stream)` calls it. Runs it on the device mirror with the arena's
+// workspace region (run_device_call), and on every 8th seed the CPU backend
+// on a host copy too (run_host_call). Returns whether the device call ran;
+// `after` then holds the downloaded image.
+template <class Make, class Decode>
+bool run_case_call(const Arena& arena, Device& device, const Expectation& expect, uint64_t seed,
+                   size_t workspace_region, size_t workspace_bytes, const Make& make, const Decode& decode,
+                   std::vector<uint8_t>& after, Outcome& outcome) {
+  device.reserve(arena.size());
+  const MemorySpace memory = device.host_memory() ? MemorySpace::kHost : MemorySpace::kDevice;
+  const auto args = make(device.base(), memory);
+  void* workspace = at<uint8_t>(arena, device.base(), workspace_region);
+  const bool ran = run_device_call(arena, device, expect, [&] {
+    return decode(args, workspace, workspace_bytes, static_cast<CUstream_st*>(device.stream()));
+  }, after, outcome);
+  if (seed % 8 == 0 && !device.host_memory()) {
+    run_host_call(arena, expect, [&](uint8_t* copy) {
+      return decode(make(copy, MemorySpace::kHost), nullptr, 0, nullptr);
+    }, outcome);
+  }
+  return ran;
+}
 
 // Where a dsv4-shaped call's outputs sit in the arena.
 struct Dsv4Outputs {

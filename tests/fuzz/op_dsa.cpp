@@ -199,19 +199,13 @@ Outcome run_dsa_case(uint64_t seed, Device& device, std::string* description) {
                    "; gate=" + (l.gate == kAbsent ? "none" : "given") + "; scale=" + std::to_string(l.scale);
   }
 
-  device.reserve(arena.size());
-  const MemorySpace memory = device.host_memory() ? MemorySpace::kHost : MemorySpace::kDevice;
-  const DsaDecodeArgs args = make_args(arena, l, device.base(), memory);
-  void* workspace = at<uint8_t>(arena, device.base(), l.workspace);
+  // The device call, and on every 8th seed the CPU backend.
   std::vector<uint8_t> after;
-  const bool ran = run_device_call(arena, device, expect, [&] {
-    return dsa_decode(args, workspace, workspace_bytes, static_cast<CUstream_st*>(device.stream()));
-  }, after, outcome);
-  if (seed % 8 == 0 && !device.host_memory()) {
-    run_host_call(arena, expect, [&](uint8_t* copy) {
-      return dsa_decode(make_args(arena, l, copy, MemorySpace::kHost), nullptr, 0, nullptr);
-    }, outcome);
-  }
+  const bool ran = run_case_call(
+      arena, device, expect, seed, l.workspace, workspace_bytes,
+      [&](uint8_t* base, MemorySpace memory) { return make_args(arena, l, base, memory); },
+      [](const DsaDecodeArgs& a, void* w, size_t bytes, CUstream_st* stream) { return dsa_decode(a, w, bytes, stream); }, after,
+      outcome);
   if (!ran) return outcome;
 
   const reference::DsaResult ref = reference::dsa_decode(host);

@@ -185,20 +185,13 @@ Outcome run_dsv4_case(uint64_t seed, Device& device, std::string* description) {
   if (l.compressed.region != PlainPool::kNoRegion) fill_plain_pool(arena, l.compressed, l.dtype, rng, compressed_live);
   if (description) *description = describe(l, lens, sinks);
 
-  // The device call.
-  device.reserve(arena.size());
-  const MemorySpace memory = device.host_memory() ? MemorySpace::kHost : MemorySpace::kDevice;
-  const Dsv4DecodeArgs args = make_args(arena, l, device.base(), memory);
-  void* workspace = at<uint8_t>(arena, device.base(), l.workspace);
+  // The device call, and on every 8th seed the CPU backend.
   std::vector<uint8_t> after;
-  const bool ran = run_device_call(arena, device, expect, [&] {
-    return dsv4_decode(args, workspace, workspace_bytes, static_cast<CUstream_st*>(device.stream()));
-  }, after, outcome);
-  if (seed % 8 == 0 && !device.host_memory()) {
-    run_host_call(arena, expect, [&](uint8_t* copy) {
-      return dsv4_decode(make_args(arena, l, copy, MemorySpace::kHost), nullptr, 0, nullptr);
-    }, outcome);
-  }
+  const bool ran = run_case_call(
+      arena, device, expect, seed, l.workspace, workspace_bytes,
+      [&](uint8_t* base, MemorySpace memory) { return make_args(arena, l, base, memory); },
+      [](const Dsv4DecodeArgs& a, void* w, size_t bytes, CUstream_st* stream) { return dsv4_decode(a, w, bytes, stream); }, after,
+      outcome);
   outcome.garbage = expect.garbage;
   if (!ran || expect.garbage) return outcome;
 
