@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(ClusterTraits::kThreads, 2) cluster_kernel(con
   // Sinks are weights, not outputs of the previous kernel: loaded before the dependency wait.
   const float sink_log2 = p.sinks && head0 + tid % kHeads < p.num_heads ? p.sinks[head0 + tid % kHeads] * kLog2e
                                                                          : -INFINITY;
-  if (tid == 0) {  // peers' partials land here after the cluster barrier that follows the walk
+  if (tid == 0 && ctas > 1) {  // peers' partials land here after the cluster barrier that follows the walk
     const uint32_t landed = ptx::smem_address(&s.partials_landed);
     ptx::mbarrier_init(landed, 1);
     ptx::mbarrier_arrive_expect_tx(landed, received_bytes(Traits::kGranules, kHeads, rank, ctas));
@@ -111,8 +111,13 @@ __global__ void __launch_bounds__(ClusterTraits::kThreads, 2) cluster_kernel(con
   ptx::fence_release_shared_cta();
   ptx::cluster_arrive_relaxed();
   ptx::cluster_wait();  // nor does any other CTA: the partials may land in the KV tiles
-  cluster::send_partials(s, acc, state, rank, ctas);
-  ptx::mbarrier_wait_parity_cluster(ptx::smem_address(&s.partials_landed), 0);  // every partial has landed
+  if (ctas > 1) {
+    cluster::send_partials(s, acc, state, rank, ctas);
+    ptx::mbarrier_wait_parity_cluster(ptx::smem_address(&s.partials_landed), 0);  // every partial has landed
+  } else {
+    cluster::keep_partials(s, acc, state);
+    __syncthreads();
+  }
   cluster::reduce_owned<kGeneral>(s, p, token, head0, rank, ctas, sink_log2);
 }
 

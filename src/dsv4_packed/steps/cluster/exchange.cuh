@@ -15,7 +15,9 @@ namespace sparse_decode::dsv4_packed::cluster {
 // [head]; the (max, sum) pairs go to every CTA (warp w to CTAs w, w + 8).
 // st.async: each store completes its bytes on the owner's partials_landed
 // barrier, so no cluster barrier (and its release fence over the DSMEM
-// stores) is needed after the sends.
+// stores) is needed after the sends. A cluster of one CTA stores its own
+// partials with plain shared stores instead (keep_partials): st.async needs
+// a cluster of at least two CTAs.
 __device__ __forceinline__ void send_partials(ClusterSmem& s, const float (&acc)[8][4], const SoftmaxState& state,
                                               int rank, int ctas) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, head = lane / 4;
@@ -40,6 +42,24 @@ __device__ __forceinline__ void send_partials(ClusterSmem& s, const float (&acc)
       ptx::st_async_peer(peer, make_float2(state.max[0], state.sum[0]), peer_landed);
       ptx::st_async_peer(peer + 8 * 8, make_float2(state.max[1], state.sum[1]), peer_landed);  // head + 8
     }
+  }
+}
+
+// The one-CTA cluster's partials, in the slots send_partials fills (rank 0,
+// owner 0); a __syncthreads makes them visible to reduce_owned.
+__device__ __forceinline__ void keep_partials(ClusterSmem& s, const float (&acc)[8][4], const SoftmaxState& state) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, head = lane / 4;
+  float* received = reinterpret_cast<float*>(&s.received[0]);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int dim = warp * Traits::kDimsPerWarp + 8 * j + 2 * (lane % 4);
+    float* slot = received + ((dim / 4) * Traits::kHeads + head) * 4 + dim % 4;
+    *reinterpret_cast<float2*>(slot) = make_float2(acc[j][0], acc[j][1]);
+    *reinterpret_cast<float2*>(slot + 8 * 4) = make_float2(acc[j][2], acc[j][3]);  // head + 8
+  }
+  if (lane % 4 == 0 && warp == 0) {
+    s.received_stats[0][head] = make_float2(state.max[0], state.sum[0]);
+    s.received_stats[0][head + 8] = make_float2(state.max[1], state.sum[1]);
   }
 }
 
