@@ -55,11 +55,11 @@ __device__ __forceinline__ void send_group(ClusterSmem<Traits>& s, const OutputF
 // order, scales and stores BF16 (fold_groups).
 template <class Traits, int kPeers>
 __device__ __forceinline__ void fold_owned(const ClusterSmem<Traits>& s, uint16_t* out_head, float* lse_head,
-                                           bool lse_with_sink, float bmm2, int rank, int ctas, int heads) {
+                                           const float* lse_sink, float bmm2, int rank, int ctas, int heads) {
   const int head = threadIdx.x % Traits::kHeads;
   const int per_owner = Traits::granules_per_owner(ctas);
   fold_groups<Traits, kPeers>(
-      ctas, rank, ctas, heads, s.chunk.sink_log2[head], bmm2, out_head, lse_head, lse_with_sink,
+      ctas, rank, ctas, heads, s.chunk.sink_log2[head], bmm2, out_head, lse_head, lse_sink,
       [&](int c) { return s.received_stats[c][head]; },
       [&](int c, int local) { return s.received[(c * per_owner + local) * Traits::kHeads + head]; });
 }
@@ -113,6 +113,7 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(Cluster
                               heads.first + tid
                         : nullptr;
   asm volatile("" : "+l"(out_head), "+l"(lse_head));
+  const float* lse_sink = p.lse_with_sink && p.sinks ? p.sinks + heads.first + tid % kHeads : nullptr;  // stored_lse
 
   OutputFragment<Traits> acc = {};
   instrument::phase_span(1);
@@ -126,7 +127,7 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(Cluster
   if (instrument::skips(p, instrument::kSkipExchange)) {
     if (tid < kHeads) s.received_stats[0][tid] = own_stats;
     __syncthreads();
-    fold_owned<Traits, 1>(s, out_head, lse_head, p.lse_with_sink, bmm2, 0, 1, heads.count);
+    fold_owned<Traits, 1>(s, out_head, lse_head, lse_sink, bmm2, 0, 1, heads.count);
     return;
   }
   instrument::phase_span(3);
@@ -136,7 +137,7 @@ __global__ void __launch_bounds__(Traits::kThreads, resident_ctas(sizeof(Cluster
   instrument::phase_span(5);
   if (instrument::skips(p, instrument::kSkipFold)) return;
   with_group_bound<Traits::kMaxGroups>(ctas, [&](auto bound) {
-    fold_owned<Traits, decltype(bound)::value>(s, out_head, lse_head, p.lse_with_sink, bmm2, rank, ctas,
+    fold_owned<Traits, decltype(bound)::value>(s, out_head, lse_head, lse_sink, bmm2, rank, ctas,
                                                heads.count);
   });
   instrument::phase_span(6);

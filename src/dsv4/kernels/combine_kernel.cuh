@@ -46,6 +46,7 @@ __global__ void __launch_bounds__(Traits::kHeads * Traits::kGranules / kSlices)
                         ? p.lse + token_offset<Traits>(p, token, p.lse_token_stride, p.lse_request_stride) +
                               heads.first + threadIdx.x
                         : nullptr;
+  const float* lse_sink = p.lse_with_sink && p.sinks ? p.sinks + heads.first + head : nullptr;  // stored_lse
   ptx::grid_dependency_wait();  // the split kernel's results are complete and visible
   ptx::launch_dependents();
   instrument::phase_stamp(instrument::phase_clocks::kCombineRow + blockIdx.x, 1);
@@ -56,7 +57,7 @@ __global__ void __launch_bounds__(Traits::kHeads * Traits::kGranules / kSlices)
   with_group_count<Traits::kMaxGroups>(p.column_groups, [&](auto count) {
     constexpr int kGroups = decltype(count)::value;
     fold_groups<Traits, kGroups>(
-        kGroups, slice, kSlices, heads.count, sink_log2, bmm2, out_head, lse_head, p.lse_with_sink,
+        kGroups, slice, kSlices, heads.count, sink_log2, bmm2, out_head, lse_head, lse_sink,
         [&](int c) { return stats[c * kHeads + head]; },
         [&](int c, int local) { return values[c * kGroupGranules + (local * kSlices + slice) * kHeads + head]; });
   });

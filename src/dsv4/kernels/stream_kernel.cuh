@@ -187,9 +187,11 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, resident_ctas(sizeof(S
     const bool bottom_exists = bottom_head < heads.count;  // not with H = 8
     if (p.lse && first_dim_block == 0 && store_warp == 0 && lane % 4 == 0) {
       float* lse = p.lse + token_offset<Traits>(p, token, p.lse_token_stride, p.lse_request_stride) + heads.first;
-      lse[top_head] = stored_lse<Traits>(state[t][0], s.sink_log2[top_head], p.lse_with_sink);
+      const float* lse_sinks = p.lse_with_sink && p.sinks ? p.sinks + heads.first : nullptr;  // stored_lse
+      lse[top_head] = stored_lse<Traits>(state[t][0], s.sink_log2[top_head], lse_sinks ? lse_sinks + top_head : nullptr);
       if (bottom_exists) {
-        lse[bottom_head] = stored_lse<Traits>(state[t][1], s.sink_log2[bottom_head], p.lse_with_sink);
+        lse[bottom_head] =
+            stored_lse<Traits>(state[t][1], s.sink_log2[bottom_head], lse_sinks ? lse_sinks + bottom_head : nullptr);
       }
     }
 #pragma unroll

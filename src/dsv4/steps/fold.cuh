@@ -97,22 +97,25 @@ __device__ __forceinline__ float output_lse(const FoldState& state) {
 
 // lse with the sink term (SinkTerm::kInOutputAndLse): log(sum_c exp(s_c) +
 // exp(sink)), natural log, from the fold state and the head's sink (log2
-// domain); the sink alone for a token without an active column, +inf for a
-// sink of +inf, output_lse without a sink.
-__device__ __forceinline__ float output_lse_with_sink(const FoldState& state, float sink_log2) {
+// domain, and `sink` as given); output_lse without a sink. The sink alone
+// (a token without an active column, a sink of +inf, or one whose log2 form
+// overflows: sink > FLT_MAX / log2(e), where it outweighs every score) is
+// returned as given.
+__device__ __forceinline__ float output_lse_with_sink(const FoldState& state, float sink_log2, float sink) {
   if (sink_log2 == -INFINITY) return output_lse(state);
-  if (state.max == -INFINITY || sink_log2 == INFINITY) return sink_log2 * kLn2;
+  if (state.max == -INFINITY || sink_log2 == INFINITY) return sink;
   const float max = fmaxf(state.max, sink_log2);
   const float sum = __fmaf_rn(state.sum, ptx::exp2_approx(state.max - max), ptx::exp2_approx(sink_log2 - max));
   return (max + __log2f(sum)) * kLn2;
 }
 
 // The lse a head stores: with the sink where the general form's call asks
-// for it (lse_with_sink), else output_lse (the plain form always).
+// for it (lse_sink: the head's sink, nullptr otherwise or without sinks),
+// else output_lse (the plain form always).
 template <class Traits>
-__device__ __forceinline__ float stored_lse(const FoldState& state, float sink_log2, bool lse_with_sink) {
+__device__ __forceinline__ float stored_lse(const FoldState& state, float sink_log2, const float* lse_sink) {
   if constexpr (Traits::kGeneral) {
-    if (lse_with_sink) return output_lse_with_sink(state, sink_log2);
+    if (lse_sink) return output_lse_with_sink(state, sink_log2, *lse_sink);
   }
   return output_lse(state);
 }
@@ -128,7 +131,7 @@ __device__ __forceinline__ float stored_lse(const FoldState& state, float sink_l
 // past `groups` are skipped).
 template <class Traits, int kGroups, class Stats, class Values>
 __device__ __forceinline__ void fold_groups(int groups, int rank, int owners, int heads, float sink_log2, float bmm2,
-                                            uint16_t* out_head, float* lse_head, bool lse_with_sink, Stats&& stats,
+                                            uint16_t* out_head, float* lse_head, const float* lse_sink, Stats&& stats,
                                             Values&& values) {
   constexpr int kHeads = Traits::kHeads;
   constexpr int kGranuleStride = Traits::kThreads / kHeads;
@@ -174,7 +177,7 @@ __device__ __forceinline__ void fold_groups(int groups, int rank, int owners, in
   for (int local = first_local + kGranuleStride; local < owned; local += kGranuleStride) {
     fold_granule(local, [&](int c) { return values(c, local); });
   }
-  if (lse_head) *lse_head = stored_lse<Traits>(state, sink_log2, lse_with_sink);
+  if (lse_head) *lse_head = stored_lse<Traits>(state, sink_log2, lse_sink);
 }
 
 // Calls fold(std::integral_constant<int, kGroups>) with a bound kGroups >=

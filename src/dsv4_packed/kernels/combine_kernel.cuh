@@ -98,7 +98,8 @@ __global__ void __launch_bounds__(SplitWorkspace::kCombineThreads) combine_kerne
                      ? p.lse + token_offset<kGeneral>(p, token, p.lse_token_stride, p.lse_request_stride) +
                            first_head + head
                      : nullptr;
-    const float scale = stream::head_output_scale<kGeneral>(total, sink_log2, lse, p.lse_with_sink);
+    const float* lse_sink = p.lse_with_sink && p.sinks ? p.sinks + first_head + head : nullptr;
+    const float scale = stream::head_output_scale<kGeneral>(total, sink_log2, lse, lse_sink);
     uint16_t* out = p.out + token_offset<kGeneral>(p, token, p.out_token_stride, p.out_request_stride) +
                     (first_head + head) * p.out_head_stride;
     stream::store_head_slice(out, warp, lane % 4, slice / 2, slice % 2, o, scale, stream::output_exponent(exponent));

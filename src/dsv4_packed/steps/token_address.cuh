@@ -89,11 +89,13 @@ __device__ __forceinline__ int swa_window(const Params& p, int64_t token) {
 
 // The natural-log lse with the sink term (SinkTerm::kInOutputAndLse) from a
 // head's softmax statistics (max in the log2 domain, -inf without an active
-// column; sum relative to it) and its sink (log2 domain): the sink alone
-// without an active column, +inf for a sink of +inf, the plain lse without a sink.
-__device__ __forceinline__ float lse_with_sink(float max, float sum, float sink_log2) {
+// column; sum relative to it) and its sink (log2 domain, and `sink` as
+// given); the plain lse without a sink. The sink alone (no active column, a
+// sink of +inf, or one whose log2 form overflows: sink > FLT_MAX / log2(e),
+// where it outweighs every score) is returned as given.
+__device__ __forceinline__ float lse_with_sink(float max, float sum, float sink_log2, float sink) {
   if (sink_log2 == -INFINITY) return max == -INFINITY ? -INFINITY : (max + __log2f(sum)) * kLn2;
-  if (max == -INFINITY || sink_log2 == INFINITY) return sink_log2 * kLn2;
+  if (max == -INFINITY || sink_log2 == INFINITY) return sink;
   const float joint = fmaxf(max, sink_log2);
   return (joint + __log2f(__fmaf_rn(sum, ptx::exp2_approx(max - joint), ptx::exp2_approx(sink_log2 - joint)))) * kLn2;
 }

@@ -80,6 +80,32 @@ TEST_F(Dsv4Gpu, SinkTermLargeBatches) {
   for (int64_t tokens : {100, 600}) check_sink_terms(DType::kFloat8E4M3, 16, tokens, 640);
 }
 
+// Sinks whose log2 form overflows (sink > FLT_MAX / log2(e)) outweigh every
+// score: zeros, and lse the sink as given, on every kernel, tokens with and
+// without active columns.
+TEST_F(Dsv4Gpu, SinkTermHugeSinks) {
+  const int64_t tokens = 7;
+  Dsv4ProblemConfig config = config_for(tokens, 640, DType::kFloat8E4M3);
+  SCOPED_TRACE(test::seed_message(config.seed));
+  Dsv4Problem p = testing::make_dsv4_problem(config);
+  for (int h = 0; h < config.heads; ++h) p.sinks[h] = h % 2 ? 3.0e38f : 2.5e38f;
+  for (int64_t t = 1; t < tokens; t += 3) std::fill_n(&p.indices[t * 640], 640, -1);
+  Dsv4DeviceProblem d(p);
+  for (Dsv4Kernel kernel : kEveryKernel) {
+    SCOPED_TRACE(name_of(kernel));
+    Dsv4DecodeArgs a = d.args;
+    a.kernel = kernel;
+    a.sink_term = SinkTerm::kInOutputAndLse;
+    const DeviceResult r = run(d, a);
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int h = 0; h < config.heads; ++h) {
+        EXPECT_EQ(r.lse[t * config.heads + h], p.sinks[h]) << "token " << t << " head " << h;
+        const size_t row = static_cast<size_t>(t * config.heads + h) * 512;
+        for (size_t i = row; i < row + 512; ++i) ASSERT_EQ(r.out[i] & 0x7fff, 0) << "token " << t << " head " << h;
+      }
+  }
+}
+
 // Three partial calls, each token's columns dealt among them (token 0 all on
 // rank 2, so the sink's rank has none), rank 0 adding the sink
 // (kInOutputAndLse), the others none (kNone): their BF16 outputs and lse,

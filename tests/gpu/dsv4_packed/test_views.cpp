@@ -157,5 +157,30 @@ TEST_F(Dsv4PackedGpu, SinkTermEveryKernel) {
   }
 }
 
+// Sinks whose log2 form overflows (sink > FLT_MAX / log2(e)) outweigh every
+// score: zeros, and lse the sink as given, on every kernel.
+TEST_F(Dsv4PackedGpu, SinkTermHugeSinks) {
+  for (int64_t tokens : {7, 200}) {
+    Dsv4PackedProblemConfig config = config_for(test::fresh_seed(), tokens);
+    SCOPED_TRACE(test::seed_message(config.seed) + ", T " + std::to_string(tokens));
+    Dsv4PackedProblem p = testing::make_dsv4_packed_problem(config);
+    for (int h = 0; h < config.heads; ++h) p.sinks[h] = h % 2 ? 3.0e38f : 2.5e38f;
+    for (int64_t t = 1; t < tokens; t += 3) p.swa_lens[t] = 0, p.extra_lens[t] = 0;
+    PackedDeviceProblem d(p);
+    d.args.sink_term = SinkTerm::kInOutputAndLse;
+    for (Dsv4PackedKernel kernel : kEveryKernel) {
+      SCOPED_TRACE(name_of(kernel));
+      d.args.kernel = kernel;
+      const DeviceResult r = run_device(d);
+      for (int64_t t = 0; t < tokens; ++t)
+        for (int h = 0; h < config.heads; ++h) {
+          EXPECT_EQ(r.lse[t * config.heads + h], p.sinks[h]) << "token " << t << " head " << h;
+          const size_t row = static_cast<size_t>(t * config.heads + h) * 512;
+          for (size_t i = row; i < row + 512; ++i) ASSERT_EQ(r.out[i] & 0x7fff, 0) << "token " << t << " head " << h;
+        }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sparse_decode::gpu_test::dsv4_packed

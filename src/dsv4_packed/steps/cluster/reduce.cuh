@@ -40,7 +40,7 @@ __device__ __forceinline__ void reduce_owned(const ClusterSmem& s, const Params&
   if (rank == 0 && threadIdx.x < kHeads && p.lse) {
     float lse = none ? -INFINITY : (cluster_max + __log2f(sum)) * kLn2;
     if constexpr (kGeneral) {
-      if (p.lse_with_sink) lse = lse_with_sink(cluster_max, sum, sink_log2);
+      if (p.lse_with_sink && p.sinks) lse = lse_with_sink(cluster_max, sum, sink_log2, p.sinks[head]);
     }
     p.lse[token_offset<kGeneral>(p, token, p.lse_token_stride, p.lse_request_stride) + head] = lse;
   }

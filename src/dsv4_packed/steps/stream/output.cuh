@@ -44,14 +44,14 @@ __device__ __forceinline__ float4 head_slice(const DimFragment& acc, int db, int
 // The factor on a head's values: 1 / (sum + its sink's weight), 0 without an
 // active column; stores the head's lse (natural log, sink excluded) where
 // `lse` is given, with the sink where the general form's call asks for it
-// (lse_with_sink).
+// (lse_sink: the head's sink, nullptr otherwise or without sinks).
 template <bool kGeneral>
 __device__ __forceinline__ float head_output_scale(const HeadStats& stats, float sink_log2, float* lse,
-                                                   bool with_sink) {
+                                                   const float* lse_sink) {
   const bool none = stats.max == -INFINITY;  // no active column: zeros, lse = -inf, sink or not
   if constexpr (kGeneral) {
-    if (lse && with_sink) {
-      *lse = lse_with_sink(stats.max, stats.sum, sink_log2);
+    if (lse && lse_sink) {
+      *lse = lse_with_sink(stats.max, stats.sum, sink_log2, *lse_sink);
       lse = nullptr;
     }
   }
@@ -83,7 +83,8 @@ __device__ __forceinline__ void store_warp_output(const Params& p, int64_t token
                      ? p.lse + token_offset<kGeneral>(p, token, p.lse_token_stride, p.lse_request_stride) +
                            first_head + head
                      : nullptr;
-    const float scale = head_output_scale<kGeneral>(stats[h], sink_log2(head), lse, p.lse_with_sink);
+    const float* lse_sink = p.lse_with_sink && p.sinks ? p.sinks + first_head + head : nullptr;
+    const float scale = head_output_scale<kGeneral>(stats[h], sink_log2(head), lse, lse_sink);
     uint16_t* out = out_token + head * p.out_head_stride;
 #pragma unroll
     for (int db = 0; db < 2; ++db)
