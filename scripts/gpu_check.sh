@@ -12,7 +12,7 @@
 # PYTHON_TESTS (pytest paths, default tests/python), SHARDS (GPU test
 # processes at once, default 8), SANITIZERS (default
 # "memcheck racecheck synccheck"), SANITIZER_TIMEOUT (seconds a process, 0: none),
-# SANITIZER_SHARDS (processes a tool, default 4), RACECHECK_FILTER (racecheck's
+# SANITIZER_SHARDS (processes a tool, the tools at once, default 4), RACECHECK_FILTER (racecheck's
 # tests), FUZZ_CASES (cases an operation, default 100000), FUZZ_JOBS (fuzzer
 # processes, default 16), FUZZ_SEED (replay a run), SKIP_FUZZ=1.
 set -uo pipefail
@@ -84,24 +84,32 @@ for src in diagnostics/repro/*.cu; do
 done
 
 summary_args=()
-for tool in ${SANITIZERS:-memcheck racecheck synccheck}; do
-  # synccheck's automatic count of tracked barriers overflows on the 64-head
-  # split tests ("Detected overflow of tracked cuda::barrier structures", then
-  # a launch failure): track 16384 (docs/kernels/small_batch.md).
-  extra=()
-  [ "$tool" = synccheck ] && extra=(--num-cuda-barriers 16384)
-  # racecheck runs the tests 100x slower or more: a small set that launches
-  # every kernel (RACECHECK_FILTER), the other tools the whole filter.
+tools=(${SANITIZERS:-memcheck racecheck synccheck})
+# synccheck's automatic count of tracked barriers overflows on the 64-head
+# split tests ("Detected overflow of tracked cuda::barrier structures", then
+# a launch failure): track 16384 (docs/kernels/small_batch.md).
+tool_options() { if [ "$1" = synccheck ]; then echo "--num-cuda-barriers 16384"; fi; }
+# Every tool at once, SANITIZER_SHARDS processes each (gtest sharding); each
+# must finish. racecheck runs the tests 100x slower or more: a small set that
+# launches every kernel (RACECHECK_FILTER), the other tools the whole filter.
+declare -A tool_jobs
+for tool in ${tools[@]+"${tools[@]}"}; do
   filter=$SANITIZER_FILTER
   [ "$tool" = racecheck ] && filter=$RACECHECK_FILTER
-  # SANITIZER_SHARDS processes a tool (gtest sharding); each must finish.
-  trc=0
+  tool_jobs[$tool]=""
   for ((i = 0; i < sanitizer_shards; ++i)); do
+    # shellcheck disable=SC2046
     GTEST_TOTAL_SHARDS=$sanitizer_shards GTEST_SHARD_INDEX=$i timeout "${SANITIZER_TIMEOUT:-0}" \
-      compute-sanitizer --tool "$tool" ${extra[@]+"${extra[@]}"} --error-exitcode 9 "$tests" --gtest_filter="$filter" \
+      compute-sanitizer --tool "$tool" $(tool_options "$tool") --error-exitcode 9 "$tests" --gtest_filter="$filter" \
       > "$OUT/sanitizer_${tool}_$i.log" 2>&1 &
+    tool_jobs[$tool]+=" $!"
   done
-  for job in $(jobs -p); do
+done
+for tool in ${tools[@]+"${tools[@]}"}; do
+  # shellcheck disable=SC2207
+  extra=($(tool_options "$tool"))
+  trc=0
+  for job in ${tool_jobs[$tool]}; do
     wait "$job"
     jrc=$?
     # 9: the tool found reports (sorted below); anything else but 0: the run itself failed (124: timeout).
@@ -120,7 +128,8 @@ for tool in ${SANITIZERS:-memcheck racecheck synccheck}; do
   # What each variant of the reproducers shows (which ordering the tool misses).
   variants=()
   [ "$tool" = racecheck ] && variants=("repro-tile-handoff named" "repro-tile-handoff named-fenced"
-    "repro-tile-handoff mbarrier" "repro-tile-handoff syncthreads" "repro-tile-handoff generic")
+    "repro-tile-handoff mbarrier" "repro-tile-handoff syncthreads" "repro-tile-handoff generic"
+    "repro-tile-handoff plain" "repro-tile-handoff plain-mbarrier")
   [ "$tool" = synccheck ] && variants=("repro-cluster-receive st-async 10 48" "repro-cluster-receive st-async 10 12"
     "repro-cluster-receive st-async 8 64" "repro-cluster-receive release 10 48"
     "repro-cluster-receive remote-arrive 10 48" "repro-cluster-receive exit-sync 10 48")

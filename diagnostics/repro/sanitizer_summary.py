@@ -21,7 +21,8 @@ import sys
 
 _PREFIX = re.compile(r"^=+ ?")
 _IGNORED = ("COMPUTE-SANITIZER", "ERROR SUMMARY", "RACECHECK SUMMARY", "LEAK SUMMARY", "Target application",
-            "Saved host backtrace", "Host Frame", "Program hit", "No ")
+            "Saved host backtrace", "Host Frame", "Program hit", "No ",
+            "Warning: Maximum number of hazards reached")  # racecheck's cap on what it lists, not a report
 
 
 def parse(text):
@@ -47,7 +48,7 @@ def parse(text):
                 current["kind"] = "race " + race.group(1)
                 current["where"].append(race.group(2))
             elif barrier:
-                current["kind"] = barrier.group(1).strip()
+                current["kind"] = barrier.group(1).strip().rstrip(".")
             else:
                 current["kind"] = re.sub(r"\d+", "#", re.sub(r"0x[0-9a-fA-F]+", "#", line))
             continue
@@ -60,6 +61,8 @@ def parse(text):
             current["where"].append(also.group(2))
         elif line.startswith("at "):
             current["where"].append(line[3:])
+        elif line.startswith("Device Frame:"):  # the caller of an inlined helper: the kernel
+            current["where"].append(line[len("Device Frame:"):].strip())
     for r in reports:
         r["where"] = " | ".join(r["where"])
     return reports
@@ -129,9 +132,13 @@ _RACE = """========= COMPUTE-SANITIZER
 _REPRO_RACE = """========= Error: Race reported between Read access at void {anonymous}::handoff(const unsigned char *, int, int, int, unsigned int *)+0x900 in /s/diagnostics/repro/tile_handoff.cu:160
 =========     and Write access at void {anonymous}::handoff(const unsigned char *, int, int, int, unsigned int *)+0x700 in /s/diagnostics/repro/tile_handoff.cu:130 [512 hazards]
 """
-_SYNC = """========= Barrier error detected. Missing wait
-=========     at void sparse_decode::dsv4::cluster_kernel<A>(P)+0x3c0 in /s/src/common/ptx/sync.cuh:40
+_SYNC = """========= Barrier error detected. Missing wait.
+=========     at sparse_decode::ptx::mbarrier_arrive_expect_tx(unsigned int, unsigned int)+0x6c0 in sync.cuh:20
 =========     by thread (0,0,0) in block (8,0,0)
+=========     Barrier is located at shared address 0x8016820
+=========         Device Frame: void sparse_decode::dsv4::cluster_kernel<A>(P)+0x6c0 in cluster_kernel.cuh:92
+=========     Saved host backtrace up to driver entry point at kernel launch time
+=========         Host Frame: cudaLaunchKernelExC [0xcc2fa] in libsparse_decode.so.0.1.0
 =========
 ========= Invalid __global__ write of size 4 bytes
 =========     at void sparse_decode::dsa::combine_kernel(P)+0x80 in /s/src/dsa/kernels/combine_kernel.cuh:50

@@ -20,6 +20,11 @@
 //   syncthreads  every thread at bar.sync 0 between chunks (no handoff barrier)
 //   generic      the named handoff with st.shared copies instead of bulk
 //                copies: no async proxy at all
+//   plain        st.shared copies and bar.sync 0 before and after each fill:
+//                no mbarrier, no named barrier, no async proxy
+//   plain-mbarrier  plain, and the tile's mbarrier arrived on after each fill
+//                and waited on after the second bar.sync (redundant: only the
+//                mbarrier differs from plain)
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -34,7 +39,7 @@ constexpr int kRows = 32, kRowBytes = 512, kTiles = 2;
 constexpr int kConsumers = 128, kThreads = kConsumers + 32;
 constexpr int kTileFree = 2;  // hardware barriers 2, 3: tile 0, 1 (as kTileFreeBarrier)
 
-enum Variant { kNamed, kNamedFenced, kMbarrier, kSyncthreads, kGeneric };
+enum Variant { kNamed, kNamedFenced, kMbarrier, kSyncthreads, kGeneric, kPlain, kPlainMbarrier };
 
 struct Smem {
   alignas(128) uint8_t tile[kTiles][kRows][kRowBytes];
@@ -64,6 +69,8 @@ __global__ void __launch_bounds__(kThreads) handoff(const uint8_t* __restrict__ 
   extern __shared__ __align__(128) uint8_t smem_bytes[];
   Smem& s = *reinterpret_cast<Smem*>(smem_bytes);
   const int tid = threadIdx.x, lane = tid % 32;
+  const bool plain = variant == kPlain || variant == kPlainMbarrier;
+  const bool cta_barriers = variant == kSyncthreads || plain;  // bar.sync 0 between chunks
   if (tid == 0) {
     for (int t = 0; t < kTiles; ++t) {
       asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem(&s.full[t])), "r"(1) : "memory");
@@ -76,8 +83,8 @@ __global__ void __launch_bounds__(kThreads) handoff(const uint8_t* __restrict__ 
   if (tid >= kConsumers) {  // the producer warp
     for (int c = 0; c < chunks; ++c) {
       const int t = c % kTiles;
-      if (variant == kSyncthreads) __syncthreads();  // every consumer is done with chunk c - 1
-      if (c >= kTiles) {
+      if (cta_barriers) __syncthreads();  // every consumer is done with chunk c - 1
+      if (c >= kTiles && !plain) {
         if (variant == kMbarrier) {
           wait(smem(&s.empty[t]), (c / kTiles - 1) & 1);
         } else if (variant != kSyncthreads) {
@@ -94,11 +101,18 @@ __global__ void __launch_bounds__(kThreads) handoff(const uint8_t* __restrict__ 
       }
       const int r = lane;  // one row a lane
       const uint8_t* src = source + ((r + 3 * c) % source_rows) * kRowBytes;
-      if (variant == kGeneric) {
+      if (variant == kGeneric || plain) {
         if (!masked(r, c)) {
           for (int b = 0; b < kRowBytes; b += 16) {
             *reinterpret_cast<uint4*>(&s.tile[t][r][b]) = *reinterpret_cast<const uint4*>(src + b);
           }
+        }
+        if (plain) {
+          if (variant == kPlainMbarrier && lane == 0) {
+            asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];\n" ::"r"(smem(&s.full[t])) : "memory");
+          }
+          __syncthreads();  // the tile is filled
+          continue;
         }
         __syncwarp();
         if (lane == 0) {
@@ -131,8 +145,13 @@ __global__ void __launch_bounds__(kThreads) handoff(const uint8_t* __restrict__ 
   uint32_t sum = 0;
   for (int c = 0; c < chunks; ++c) {
     const int t = c % kTiles;
-    if (variant == kSyncthreads) __syncthreads();  // done with chunk c - 1: the producer may refill
-    wait(smem(&s.full[t]), (c / kTiles) & 1);
+    if (cta_barriers) __syncthreads();  // done with chunk c - 1: the producer may refill
+    if (plain) {
+      __syncthreads();  // the producer filled the tile
+      if (variant == kPlainMbarrier) wait(smem(&s.full[t]), (c / kTiles) & 1);
+    } else {
+      wait(smem(&s.full[t]), (c / kTiles) & 1);
+    }
     for (int block = 0; block < kRowBytes / 16; block += 4) {
       uint32_t v[4];
       const uint32_t address = smem(&s.tile[t][warp * 8 + lane % 8][(block + lane / 8) * 16]);
@@ -144,7 +163,7 @@ __global__ void __launch_bounds__(kThreads) handoff(const uint8_t* __restrict__ 
     if (c + kTiles < chunks) {
       if (variant == kMbarrier) {
         asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];\n" ::"r"(smem(&s.empty[t])) : "memory");
-      } else if (variant != kSyncthreads) {
+      } else if (!cta_barriers) {
         if (variant == kNamedFenced) {
           asm volatile("fence.proxy.async::generic.release.sync_restrict::shared::cta.cluster;\n" ::: "memory");
         }
@@ -191,14 +210,16 @@ int check(cudaError_t e, const char* what) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const char* names[] = {"named", "named-fenced", "mbarrier", "syncthreads", "generic"};
+  const char* names[] = {"named", "named-fenced", "mbarrier", "syncthreads", "generic", "plain", "plain-mbarrier"};
   int variant = -1;
-  for (int v = 0; v < 5 && argc > 1; ++v) {
+  for (int v = 0; v < 7 && argc > 1; ++v) {
     if (std::strcmp(argv[1], names[v]) == 0) variant = v;
   }
   const int chunks = argc > 2 ? std::atoi(argv[2]) : 6;
   if (variant < 0 || chunks < 1) {
-    std::fprintf(stderr, "usage: repro-tile-handoff named|named-fenced|mbarrier|syncthreads|generic [chunks]\n");
+    std::fprintf(stderr,
+                 "usage: repro-tile-handoff named|named-fenced|mbarrier|syncthreads|generic|plain|plain-mbarrier"
+                 " [chunks]\n");
     return 2;
   }
   constexpr int kSourceRows = 37, kBlocks = 2;
