@@ -380,6 +380,29 @@ def dsa_table(found, peers) -> List[str]:
             + table(head, lines))
 
 
+def merge_table(found, peers) -> List[str]:
+    """merge_states alone (latest/merge/merge_bf16.csv): BF16 partials and output, µs a merge and x its floor."""
+    path = LATEST / "merge" / "merge_bf16.csv"
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        rows = {(int(r["ranks"]), int(r["tokens"]), int(r["heads"])): r for r in csv.DictReader(f)}
+    ranks = sorted({k[0] for k in rows})
+    heads = [h for h in (16, 128) if any(k[2] == h for k in rows)]
+    lines = []
+    for tokens in sorted({k[1] for k in rows}):
+        line = [str(tokens)]
+        for h in heads:
+            for r in ranks:
+                row = rows.get((r, tokens, h))
+                merge_us = float(row["us_per_merge"]) if row else 0.0
+                line.append(f"{merge_us:.2f} ({merge_us / float(row['floor_us']):.1f}x)" if row else "")
+        lines.append(line)
+    head = ["T"] + [f"H {h}, R {r}" for h in heads for r in ranks]
+    return ([f"**`merge_states` alone, BF16 partials and output, D = 512: µs a merge (x the floor of its bytes at "
+             f"4.8 TB/s)** (`merge/merge_bf16.csv`)", ""] + table(head, lines))
+
+
 ALL_TABLES: Dict[str, Callable] = {
     "plain": plain_table,
     "plain_heads": plain_heads_table,
@@ -389,10 +412,11 @@ ALL_TABLES: Dict[str, Callable] = {
     "hca": hca_table,
     "hca_heads": hca_heads_table,
     "dsa": dsa_table,
+    "merge": merge_table,
 }
 # The README's tables, two a layout (16 heads; 64 and 128); BF16 plain rows are printed with
 # `--print --table plain_bf16` (docs/kernels/bf16.md) and drawn by plot_results.py.
-README_TABLES = ["plain", "plain_heads", "packed", "packed_heads", "hca", "hca_heads", "dsa"]
+README_TABLES = ["plain", "plain_heads", "packed", "packed_heads", "hca", "hca_heads", "dsa", "merge"]
 
 
 def block(names: List[str] = README_TABLES, folder: Path = LATEST) -> List[str]:
