@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
-"""Rewrite README.md's performance tables from bench/results/latest/*.csv.
+"""Rewrite the performance tables of README.md and docs/performance.md from bench/results/latest/.
 
 Reads every CSV that `sparse-decode bench --csv FILE` writes (any layout:
 plain, packed, hca, dsa; with or without --pdl, FP8 or BF16; both input
 modes) from bench/results/latest/, joins bench/results/peers.csv by (heads,
 T, width), and replaces the lines between `<!-- tables:begin -->` and
-`<!-- tables:end -->` of README.md with, per layout, a 16-head table of both
-modes and a table of the other head counts (64 and 128: FlashMLA at its
-native head count). A column without a value in any row is left out.
+`<!-- tables:end -->` of README.md with a 16-head table of both modes per
+layout and the merge's table (latest/merge/), and those of
+docs/performance.md with the tables of the other head counts (64 and 128:
+FlashMLA at its native head count) and of BF16 rows. A column without a
+value in any row is left out.
 
-    python3 scripts/readme_tables.py          # rewrite README.md in place
-    python3 scripts/readme_tables.py --check  # exit 1 when README.md is out of date
-    python3 scripts/readme_tables.py --print  # print the block only
+    python3 scripts/readme_tables.py          # rewrite both files in place
+    python3 scripts/readme_tables.py --check  # exit 1 when either is out of date
+    python3 scripts/readme_tables.py --print  # print README.md's block only
     python3 scripts/readme_tables.py --print --table plain_bf16  # one table (see --help for the names)
 
 A CSV without the `mode` column predates it: its rows are of the shared
@@ -31,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LATEST = ROOT / "bench" / "results" / "latest"
 PEERS = ROOT / "bench" / "results" / "peers.csv"
 README = ROOT / "README.md"
+PERFORMANCE = ROOT / "docs" / "performance.md"
 BEGIN = "<!-- tables:begin -->"
 END = "<!-- tables:end -->"
 HEADS = 16  # the main table's head count
@@ -414,9 +417,11 @@ ALL_TABLES: Dict[str, Callable] = {
     "dsa": dsa_table,
     "merge": merge_table,
 }
-# The README's tables, two a layout (16 heads; 64 and 128); BF16 plain rows are printed with
-# `--print --table plain_bf16` (docs/kernels/bf16.md) and drawn by plot_results.py.
-README_TABLES = ["plain", "plain_heads", "packed", "packed_heads", "hca", "hca_heads", "dsa", "merge"]
+# README.md: one table a layout (16 heads) and the merge; docs/performance.md: the other
+# head counts and the BF16 plain rows.
+README_TABLES = ["plain", "packed", "hca", "dsa", "merge"]
+PERFORMANCE_TABLES = ["plain_heads", "packed_heads", "hca_heads", "plain_bf16"]
+TARGETS = [(README, README_TABLES), (PERFORMANCE, PERFORMANCE_TABLES)]
 
 
 def block(names: List[str] = README_TABLES, folder: Path = LATEST) -> List[str]:
@@ -439,14 +444,14 @@ def rewrite(text: str, new_block: List[str]) -> str:
         start = lines.index(BEGIN)
         stop = lines.index(END, start)
     except ValueError:
-        raise SystemExit(f"readme_tables: README.md needs a line '{BEGIN}' and a later line '{END}'")
+        raise SystemExit(f"readme_tables: the file needs a line '{BEGIN}' and a later line '{END}'")
     return "\n".join(lines[:start] + new_block + lines[stop + 1:])
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--check", action="store_true", help="exit 1 when README.md's block is out of date")
+    mode.add_argument("--check", action="store_true", help="exit 1 when a file's tables are out of date")
     mode.add_argument("--print", action="store_true", help="print the block instead of rewriting README.md")
     parser.add_argument("--table", choices=sorted(ALL_TABLES), action="append",
                         help="with --print: only this table (repeatable)")
@@ -457,20 +462,21 @@ def main() -> int:
         print("\n".join(block(args.table or README_TABLES)[2:-1]).strip("\n") if args.table
               else "\n".join(block()))
         return 0
-    new_block = block()
-    text = README.read_text()
-    updated = rewrite(text, new_block)
-    if args.check:
-        if updated != text:
-            print("README.md: the performance tables differ from bench/results/latest/ "
-                  "(run scripts/readme_tables.py)", file=sys.stderr)
-            return 1
-        return 0
-    if updated != text:
-        README.write_text(updated)
-        print("README.md: tables rewritten")
-    else:
-        print("README.md: tables already up to date")
+    stale = []
+    for path, names in TARGETS:
+        text = path.read_text()
+        updated = rewrite(text, block(names))
+        if updated == text:
+            continue
+        if args.check:
+            stale.append(path.relative_to(ROOT).as_posix())
+        else:
+            path.write_text(updated)
+            print(f"{path.relative_to(ROOT).as_posix()}: tables rewritten")
+    if stale:
+        print(f"{', '.join(stale)}: the performance tables differ from bench/results/latest/ "
+              "(run scripts/readme_tables.py)", file=sys.stderr)
+        return 1
     return 0
 
 
