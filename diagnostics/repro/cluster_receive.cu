@@ -17,25 +17,36 @@
 //                 on the peer's barrier a sender (arrival counts, no transaction bytes)
 //   exit-sync     st-async, and a second cluster barrier before exit (no CTA
 //                 leaves while a peer may still signal its barrier)
+//   tile-barrier  st-async, and between the cluster arrive and wait the
+//                 dsv4 cluster kernel's tile walk: thread 0 initializes a
+//                 tile mbarrier, a CTA barrier, then 4 chunks in which each
+//                 warp's lane 0 arrives with the bytes its 8 lanes copy by
+//                 cp.async.bulk (512-byte rows) and every thread waits
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 namespace {
 
 constexpr int kThreads = 256, kHeads = 16, kMaxCtas = 16;
 constexpr int kPaddingBytes = 100 * 1024;
 
-enum Variant { kStAsync, kRelease, kRemoteArrive, kExitSync };
+enum Variant { kStAsync, kRelease, kRemoteArrive, kExitSync, kTileBarrier };
+
+constexpr int kRowBytes = 512, kTileRows = kThreads / 32 * 8, kChunks = 4;
 
 struct Smem {
-  uint8_t padding[kPaddingBytes];
+  alignas(128) uint8_t padding[kPaddingBytes];  // tile-barrier: rows 0..63 are the KV tile
   uint2 received[kMaxCtas][kHeads];
   uint64_t barrier;
+  uint64_t tile_barrier;
 };
+static_assert(kTileRows * kRowBytes <= kPaddingBytes, "the tile fits in the padding");
+
 
 __device__ __forceinline__ uint32_t smem(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 __device__ __forceinline__ uint32_t peer_address(uint32_t address, uint32_t rank) {
@@ -44,7 +55,48 @@ __device__ __forceinline__ uint32_t peer_address(uint32_t address, uint32_t rank
   return result;
 }
 
-__global__ void __launch_bounds__(kThreads, 2) receive(int variant, int* wrong) {
+// The tile walk of the dsv4 cluster kernel (init_tile_barriers, copy_rows,
+// wait_tile), on rows of `rows`; returns the sum of the bytes this thread
+// checks (its own row's first word each chunk).
+__device__ uint32_t walk_tile(Smem& s, const uint8_t* rows) {
+  const uint32_t tile_barrier = smem(&s.tile_barrier);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(tile_barrier), "r"(kThreads / 32) : "memory");
+  }
+  __syncthreads();
+  uint32_t sum = 0;
+  for (int c = 0; c < kChunks; ++c) {
+    if (c > 0) __syncthreads();  // every thread read the previous chunk
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    if (lane == 0) {
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(tile_barrier), "r"(8 * kRowBytes)
+                   : "memory");
+    }
+    __syncwarp();
+    const int row = warp * 8 + lane;
+    if (lane < 8) {
+      asm volatile(
+          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+              smem(&s.padding[row * kRowBytes])),
+          "l"(rows + ((row + c) % kTileRows) * kRowBytes), "r"(kRowBytes), "r"(tile_barrier)
+          : "memory");
+    }
+    uint32_t done = 0;
+    while (!done) {
+      asm volatile(
+          "{ .reg .pred p;\n mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2;\n"
+          " selp.u32 %0, 1, 0, p; }\n"
+          : "=r"(done)
+          : "r"(tile_barrier), "r"(c & 1)
+          : "memory");
+    }
+    sum += *reinterpret_cast<const uint32_t*>(&s.padding[(threadIdx.x % kTileRows) * kRowBytes]);
+  }
+  return sum;
+}
+
+__global__ void __launch_bounds__(kThreads, 2) receive(int variant, const uint8_t* rows, int* wrong) {
   extern __shared__ __align__(16) uint8_t smem_bytes[];
   Smem& s = *reinterpret_cast<Smem*>(smem_bytes);
   uint32_t rank, ctas;
@@ -69,6 +121,13 @@ __global__ void __launch_bounds__(kThreads, 2) receive(int variant, int* wrong) 
     asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
   } else {
     asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+  }
+  if (variant == kTileBarrier) {
+    // Rows hold byte (row index): each chunk's first word of row r is 4 copies of the byte (r + c) % kTileRows.
+    const uint32_t sum = walk_tile(s, rows);
+    uint32_t want = 0;
+    for (int c = 0; c < kChunks; ++c) want += 0x01010101u * ((threadIdx.x % kTileRows + c) % kTileRows);
+    if (sum != want) atomicAdd(wrong, 1);
   }
   asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
   if (threadIdx.x < ctas * kHeads) {
@@ -113,19 +172,26 @@ int check(cudaError_t e, const char* what) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const char* names[] = {"st-async", "release", "remote-arrive", "exit-sync"};
+  const char* names[] = {"st-async", "release", "remote-arrive", "exit-sync", "tile-barrier"};
   int variant = -1;
-  for (int v = 0; v < 4 && argc > 1; ++v) {
+  for (int v = 0; v < 5 && argc > 1; ++v) {
     if (std::strcmp(argv[1], names[v]) == 0) variant = v;
   }
   const int ctas = argc > 2 ? std::atoi(argv[2]) : 10;
   const int clusters = argc > 3 ? std::atoi(argv[3]) : 48;
   if (variant < 0 || ctas < 2 || ctas > kMaxCtas || clusters < 1) {
-    std::fprintf(stderr, "usage: repro-cluster-receive st-async|release|remote-arrive|exit-sync [ctas 2-16] [clusters]\n");
+    std::fprintf(stderr,
+                 "usage: repro-cluster-receive st-async|release|remote-arrive|exit-sync|tile-barrier [ctas 2-16]"
+                 " [clusters]\n");
     return 2;
   }
   int* wrong = nullptr;
+  uint8_t* rows = nullptr;
+  std::vector<uint8_t> host_rows(static_cast<size_t>(kTileRows) * kRowBytes);
+  for (size_t i = 0; i < host_rows.size(); ++i) host_rows[i] = static_cast<uint8_t>(i / kRowBytes);
   if (check(cudaMalloc(&wrong, sizeof(int)), "cudaMalloc") || check(cudaMemset(wrong, 0, sizeof(int)), "cudaMemset") ||
+      check(cudaMalloc(&rows, host_rows.size()), "cudaMalloc") ||
+      check(cudaMemcpy(rows, host_rows.data(), host_rows.size(), cudaMemcpyHostToDevice), "cudaMemcpy") ||
       check(cudaFuncSetAttribute(receive, cudaFuncAttributeMaxDynamicSharedMemorySize, sizeof(Smem)), "smem") ||
       check(cudaFuncSetAttribute(receive, cudaFuncAttributeNonPortableClusterSizeAllowed, 1), "cluster size")) {
     return 1;
@@ -139,7 +205,8 @@ int main(int argc, char** argv) {
   attribute.val.clusterDim = {static_cast<unsigned>(ctas), 1, 1};
   config.attrs = &attribute;
   config.numAttrs = 1;
-  if (check(cudaLaunchKernelEx(&config, receive, variant, wrong), "launch") || check(cudaDeviceSynchronize(), "kernel")) {
+  if (check(cudaLaunchKernelEx(&config, receive, variant, static_cast<const uint8_t*>(rows), wrong), "launch") ||
+      check(cudaDeviceSynchronize(), "kernel")) {
     return 1;
   }
   int host_wrong = -1;
