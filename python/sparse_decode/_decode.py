@@ -277,10 +277,9 @@ def dsv4_decode_hca(
 
     FlashInfer's backend="cute-dsl" argument set (docs/formats/hca_layout.md). Arrays
     as for dsv4_decode: any DLPack array, one device; CPU arrays run the
-    float64 CPU backend, CUDA arrays the GPU: a small kernel expands the
-    metadata into section 1's index table in the workspace, then section 1's
-    kernels run on it (docs/formats/hca_layout.md). Nothing is allocated but the
-    workspace.
+    float64 CPU backend, CUDA arrays the GPU: section 1's kernels read the
+    block table directly (docs/kernels/page_walk.md), with no index table in
+    memory. Nothing is allocated but the workspace.
 
     q:  FP8 E4M3 [T, H, 512] or [B, q_len, H, 512]. out: BF16, same tokens.
     swa_kv, compressed_kv: FP8 pools as for dsv4_decode (page_layout for 4-D
@@ -301,14 +300,12 @@ def dsv4_decode_hca(
         bmm2_scale: floats.
     lse: optional float32 [T, H]. out_of_range_count: optional int32 [1],
         += active rows/slots past their pool (negative ids are masked, uncounted).
-    workspace: scratch of the GPU path (CUDA, contiguous, 16-byte aligned,
-        contents ignored): the expanded table, T * (128 + max_pages *
-        page_size, rounded up to 4) * 4 bytes, its lens and the split
-        kernel's scratch. None on a torch or CuPy CUDA array: taken from
-        torch's (or CuPy's) caching allocator on the stream the kernels run
-        on, as dsv4_decode does (not while a CuPy stream is captured: pass
-        one there). Unlike dsv4_decode's, it is required: a missing or too
-        small one on CUDA arrays is a ValueError naming workspace_bytes.
+    workspace: as for dsv4_decode: the split kernel's scratch (CUDA,
+        contiguous, 16-byte aligned, contents ignored), the size
+        dsv4_decode asks for on the same rows. None on a torch or CuPy CUDA
+        array: taken from torch's (or CuPy's) caching allocator on the stream
+        the kernels run on (not while a CuPy stream is captured: pass one
+        there). Too small a one runs without the split path (the same bits).
     enable_pdl, stream: as for dsv4_decode.
 
     Raises as dsv4_decode does (NotImplementedError for max_pages *

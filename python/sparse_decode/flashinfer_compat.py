@@ -141,11 +141,10 @@ def trtllm_batch_decode_sparse_mla_dsv4(
     choice), hca_is_causal must be True and seq_lens None (ValueError
     otherwise, as in FlashInfer). Difference
     from FlashInfer: ids outside their pool are masked (not required legal).
-    On CUDA tensors the upper half of workspace_buffer holds the GPU path's
-    scratch: the expanded index table, sum_q * (128 + max_pages * page_size,
-    rounded up to 4) * 4 bytes, its lens and the split kernel's scratch
-    (docs/formats/hca_layout.md); too small a half is a ValueError naming
-    workspace_buffer.
+    On CUDA tensors the upper half of workspace_buffer holds the split
+    kernel's scratch; too small a half runs without the split path (the same
+    bits). No index table is built: the kernels read the block table
+    (docs/formats/hca_layout.md).
     With hca_sparse_indices_format="compressed-page-aligned" pass the
     trtllm-gen sparse_indices, sparse_topk_lens and seq_lens instead of the
     hca_* tensors and swa_topk_lens: they are converted
