@@ -31,6 +31,16 @@ inline FastDivisor fast_divisor(uint32_t d) {
 __device__ __forceinline__ uint32_t divide(const FastDivisor& f, uint32_t n) {
   return static_cast<uint32_t>((uint64_t{n} * f.multiplier) >> f.shift);
 }
+
+// Token `token`'s offset in a [B, q_len] request view (request_tokens: q_len;
+// tokens below 2^31): (t / q_len) * request_stride + (t % q_len) * token_stride.
+__device__ __forceinline__ int64_t request_view_offset(const FastDivisor& request_tokens, int64_t token,
+                                                       int64_t token_stride, int64_t request_stride) {
+  const uint32_t t = static_cast<uint32_t>(token);
+  const uint32_t request = divide(request_tokens, t);
+  const uint32_t index = t - request * request_tokens.divisor;
+  return int64_t{request} * request_stride + int64_t{index} * token_stride;
+}
 #endif
 
 namespace ptx {

@@ -13,16 +13,12 @@ namespace sparse_decode::dsv4 {
 
 // Token `token`'s offset in an argument of token stride `token_stride` and
 // request stride `request_stride` (the general form's; the plain form
-// ignores it). Tokens are below 2^31 (the grid): the division is a multiply
-// and a shift (FastDivisor).
+// ignores it): request_view_offset, tokens below 2^31 (the grid).
 template <class Traits>
 __device__ __forceinline__ int64_t token_offset(const Dsv4Params& p, int64_t token, int64_t token_stride,
                                                 int64_t request_stride) {
   if constexpr (Traits::kGeneral) {
-    const uint32_t t = static_cast<uint32_t>(token);
-    const uint32_t request = divide(p.request_tokens, t);
-    const uint32_t index = t - request * p.request_tokens.divisor;
-    return int64_t{request} * request_stride + int64_t{index} * token_stride;
+    return request_view_offset(p.request_tokens, token, token_stride, request_stride);
   } else {
     return token * token_stride;
   }
