@@ -4,6 +4,7 @@
 
 #include <cuda_fp16.h>
 
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 
@@ -37,8 +38,10 @@ __device__ __forceinline__ int permuted_column(int r) { return (r & 2) * 4 + (r 
 // that its largest |q| lies in [2^14, 2^15): exact for every element within
 // 2^28 of the largest (BF16 has 8 significant bits, FP16 11), the rest
 // changes a score by less than 2^-38 of |q|max |k|max a dim. head_scale
-// gets 2^-shift. 8 threads a head, 24 dims each. A head without a finite
-// non-zero maximum keeps shift 0 (NaN and inf stay what they are).
+// gets 2^-shift. 8 threads a head, 24 dims each. The maximum is over the
+// finite elements, so an inf does not leave the head's large finite values
+// to overflow FP16 (NaN and inf stay what they are); a head without a
+// finite non-zero element keeps shift 0.
 __device__ __forceinline__ void convert_q(DirectSmem& s) {
   using T = SplitTraits;
   constexpr int kThreadsPerHead = T::kThreads / T::kHeads;  // 8
@@ -50,7 +53,7 @@ __device__ __forceinline__ void convert_q(DirectSmem& s) {
 #pragma unroll
   for (int i = 0; i < kDimsPerThread; ++i) {
     value[i] = bf16_bits_to_float(s.q_raw[head][dim0 + i]);
-    top = fmaxf(top, fabsf(value[i]));
+    if (fabsf(value[i]) <= FLT_MAX) top = fmaxf(top, fabsf(value[i]));
   }
 #pragma unroll
   for (int offset = 1; offset < kThreadsPerHead; offset *= 2) {
@@ -58,7 +61,7 @@ __device__ __forceinline__ void convert_q(DirectSmem& s) {
   }
   int exponent = 0;
   frexpf(top, &exponent);  // top < 2^exponent <= 2 top
-  const int shift = top > 0.0f && top <= 3.4e38f ? 15 - exponent : 0;
+  const int shift = top > 0.0f ? 15 - exponent : 0;
   if (dim0 == 0) s.head_scale[head] = ldexpf(1.0f, -shift);
 #pragma unroll
   for (int i = 0; i < kDimsPerThread; i += 2) {
