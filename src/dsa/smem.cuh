@@ -42,7 +42,7 @@ struct DirectSmem {
     uint8_t slots[2][T::kKeys][kSlotBytes];          // FP8 K (bytes 0..191) then V (192..383) of each key
     float reduce[T::kWarps][T::kHeads][T::kDims];  // the warps' P V, added at the end
   } tiles;
-  uint16_t q[T::kHeads][T::kRowHalves];  // FP16 q * 2^shift of its head, dims permuted (steps/direct.cuh)
+  uint16_t q[T::kHeads][T::kRowHalves];  // FP16 q * 2^shift of its head, dims permuted (convert_q)
   alignas(16) uint16_t q_raw[T::kHeads][T::kDims];  // BF16 q as copied (rows past `heads`: zeros)
   int64_t column_page[T::kColumnBatch];
   int32_t column_count[T::kColumnBatch];
