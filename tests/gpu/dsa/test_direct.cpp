@@ -1,7 +1,8 @@
 // The direct kernel (DsaKernel::kDirect, FP8 caches) against the fp64
 // reference over the FP8 cases of checks.h: every split count with and
 // without PDL, the same bits run after run; queries far outside FP16's range
-// (its per-head power-of-two scale); and what kAuto keeps running.
+// and heads of different magnitudes (its per-head power-of-two scale); and
+// what kAuto keeps running.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -93,6 +94,46 @@ TEST_F(DsaGpu, DirectKeepsQueriesOutsideHalfRange) {
       const DsaDecodeArgs args = direct_args(d, splits, false);
       check_output(run(d, args), args, p, ref, "direct, " + run_name(splits, false));
     }
+  }
+}
+
+// q's BF16 bits of `head` in every row times 2^shift (as scale_q), or zeros
+// with `zero`.
+void scale_q_head(DsaProblem& p, int head, int shift, bool zero) {
+  for (int64_t r = 0; r < p.rows(); ++r) {
+    for (int d = 0; d < kDsaHeadDim; ++d) {
+      uint16_t& bits = p.q[static_cast<size_t>(r * p.q_row_stride + head * p.q_head_stride + d)];
+      const int exponent = (bits >> 7) & 0xFF;
+      if (exponent == 0xFF) continue;  // the NaN of rows no one reads
+      if (zero) {
+        bits = 0;
+        continue;
+      }
+      if (exponent == 0) continue;
+      const int scaled = exponent + shift;
+      ASSERT_GT(scaled, 0);
+      ASSERT_LT(scaled, 0xFF);
+      bits = static_cast<uint16_t>((bits & 0x807F) | (scaled << 7));
+    }
+  }
+}
+
+// Each head its own power of two: heads h and h + 8 (one thread's pair in
+// the fragments) get different shifts, so a scale taken from the wrong head
+// moves its logits by 2^2 or more; head 6's q is all zeros (shift 0, every
+// logit 0: the mean of the values).
+TEST_F(DsaGpu, DirectScalesEachHeadByItsOwnPowerOfTwo) {
+  constexpr int kShift[16] = {3, -3, 1, -1, 2, -2, 0, 3, -2, 2, -1, 1, -3, 3, 2, -3};
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE(test::seed_message(seed));
+  DsaProblem p = testing::make_dsa_problem(config_of(kCases[7], seed));
+  ASSERT_EQ(p.config.heads, 16);
+  for (int h = 0; h < 16; ++h) scale_q_head(p, h, kShift[h], h == 6);
+  const reference::DsaResult ref = reference::dsa_decode(p.host_args(nullptr));
+  DeviceProblem d(p, false);
+  for (int32_t splits : {1, 4}) {
+    const DsaDecodeArgs args = direct_args(d, splits, false);
+    check_output(run(d, args), args, p, ref, "direct, " + run_name(splits, false));
   }
 }
 
