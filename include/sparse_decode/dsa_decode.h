@@ -39,7 +39,7 @@ enum class DsaGateDType : int32_t {
 };
 
 // Which GPU kernel serves a device-memory call (docs/kernels/dsa.md).
-// kAuto runs kStaged. kStaged copies FP8 slots to a staging buffer and
+// kAuto runs kDirect with an FP8 cache, kStaged with BF16. kStaged copies FP8 slots to a staging buffer and
 // converts each tile in shared memory (K to BF16, V to FP16) before its
 // MMAs. kDirect (FP8 caches only) feeds FP16 MMAs from the FP8 tile, K and
 // V converted exactly in registers and q scaled by a power of two a head

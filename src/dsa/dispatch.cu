@@ -16,7 +16,7 @@ int32_t launched_splits(const DsaDecodeArgs& a) {
 }
 
 bool uses_direct_kernel(const DsaDecodeArgs& a) {
-  return a.kernel == DsaKernel::kDirect && a.cache_dtype == DType::kFloat8E4M3;
+  return a.kernel != DsaKernel::kStaged && a.cache_dtype == DType::kFloat8E4M3;
 }
 
 DsaParams make_params(const DsaDecodeArgs& a, void* workspace) {

@@ -137,8 +137,8 @@ TEST_F(DsaGpu, DirectScalesEachHeadByItsOwnPowerOfTwo) {
   }
 }
 
-// kAuto runs the staged kernel: its bits are kStaged's.
-TEST_F(DsaGpu, AutoRunsTheStagedKernel) {
+// kAuto runs the direct kernel on an FP8 cache: its bits are kDirect's.
+TEST_F(DsaGpu, AutoRunsTheDirectKernel) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE(test::seed_message(seed));
   const DsaProblem p = testing::make_dsa_problem(config_of(kCases[1], seed));
@@ -148,7 +148,7 @@ TEST_F(DsaGpu, AutoRunsTheStagedKernel) {
     args.splits = splits;
     args.kernel = DsaKernel::kAuto;
     const std::vector<uint16_t> automatic = run(d, args);
-    args.kernel = DsaKernel::kStaged;
+    args.kernel = DsaKernel::kDirect;
     EXPECT_TRUE(run(d, args) == automatic) << "splits " << splits;
   }
 }
