@@ -36,8 +36,9 @@ std::string check_common_options(const BenchOptions& o) {
   const BenchOptions defaults;
   if (o.layout != BenchLayout::kDsa &&
       (o.dsa_groups != defaults.dsa_groups || o.dsa_block_sizes != defaults.dsa_block_sizes ||
-       o.dsa_regions != defaults.dsa_regions || o.dsa_splits != defaults.dsa_splits || o.dsa_cache_bytes != 0)) {
-    return "--groups, --block, --regions, --splits and --cache-mib: only with --layout dsa";
+       o.dsa_regions != defaults.dsa_regions || o.dsa_splits != defaults.dsa_splits || o.dsa_cache_bytes != 0 ||
+       o.dsa_kernels != defaults.dsa_kernels)) {
+    return "--groups, --block, --regions, --splits, --dsa-kernel and --cache-mib: only with --layout dsa";
   }
   for (int64_t t : o.tokens) {
     if (t < 1) return "--tokens: every value must be >= 1";

@@ -108,6 +108,11 @@ std::string check_dsa_options(const BenchOptions& o) {
   if (o.dsa_groups.empty() || o.dsa_block_sizes.empty() || o.dsa_regions.empty() || o.dsa_splits.empty()) {
     return "--groups, --block, --regions and --splits need at least one value";
   }
+  for (DsaKernel k : o.dsa_kernels) {
+    if (k == DsaKernel::kDirect && o.dtype != DType::kFloat8E4M3) {
+      return "--dsa-kernel: direct (or both) expects --dtype fp8";
+    }
+  }
   for (int32_t s : o.dsa_splits) {
     if (s < 0 || s > kDsaMaxSplits) {
       return "--splits: expected 1..32, or 0 for dsa_splits_for(rows), got " + std::to_string(s);
@@ -126,8 +131,17 @@ std::string check_dsa_options(const BenchOptions& o) {
 
 namespace {
 
+const char* dsa_kernel_name(DsaKernel kernel) {
+  switch (kernel) {
+    case DsaKernel::kStaged: return "staged";
+    case DsaKernel::kDirect: return "direct";
+    default: return "auto";
+  }
+}
+
 struct DsaRow {
   DsaBenchShape shape;
+  DsaKernel kernel = DsaKernel::kAuto;
   int32_t splits = 0;
   bool auto_splits = false;
   int layers = 0;
@@ -140,7 +154,8 @@ struct DsaRow {
   double gbps() const { return decode_us > 0 ? gathered_bytes / decode_us / 1e3 : 0.0; }
   double gather_fraction() const { return decode_us > 0 ? gather_us / decode_us : 0.0; }
   std::string path(bool pdl) const {
-    return (auto_splits ? "auto:splits=" : "splits=") + std::to_string(splits) + (pdl ? "+pdl" : "");
+    const std::string prefix = kernel == DsaKernel::kAuto ? "" : std::string(dsa_kernel_name(kernel)) + ":";
+    return prefix + (auto_splits ? "auto:splits=" : "splits=") + std::to_string(splits) + (pdl ? "+pdl" : "");
   }
 };
 
@@ -158,16 +173,18 @@ void print_header(const BenchOptions& o, const DsaCache& cache, const GraphTimer
   std::printf("median of %d replays (per layer = replay / L)%s\n", o.replays, o.enable_pdl ? ", PDL on" : "");
   std::printf("reference gather: each (row, region) resolves its page (region id, then block table) and reads the "
               "visible slots' K and V with 16-byte loads; the fastest of 2, 4, 8 loads a thread (column loads/t)\n\n");
-  std::printf("%6s %3s %5s %5s %4s %6s %9s %11s %12s %9s %11s %7s %10s %10s\n", "T", "G", "heads", "block", "R", "rows",
-              "splits", "decode_us", "gathered_MB", "GB/s", "gather_us", "loads/t", "fraction", "check_err");
+  std::printf("%6s %3s %5s %5s %4s %6s %9s %11s %12s %9s %11s %7s %10s %10s %7s\n", "T", "G", "heads", "block", "R",
+              "rows", "splits", "decode_us", "gathered_MB", "GB/s", "gather_us", "loads/t", "fraction", "check_err",
+              "kernel");
 }
 
 void print_row(const DsaRow& r) {
   const std::string splits = (r.auto_splits ? "auto:" : "") + std::to_string(r.splits);
-  std::printf("%6lld %3d %5d %5d %4d %6lld %9s %11.2f %12.3f %9.1f %11.2f %7d %10.3f %10.2e\n",
+  std::printf("%6lld %3d %5d %5d %4d %6lld %9s %11.2f %12.3f %9.1f %11.2f %7d %10.3f %10.2e %7s\n",
               static_cast<long long>(r.shape.tokens), r.shape.groups, r.shape.heads, r.shape.block_size,
               r.shape.regions, static_cast<long long>(r.shape.rows()), splits.c_str(), r.decode_us,
-              r.gathered_bytes / 1e6, r.gbps(), r.gather_us, r.gather_loads, r.gather_fraction(), r.check_error);
+              r.gathered_bytes / 1e6, r.gbps(), r.gather_us, r.gather_loads, r.gather_fraction(), r.check_error,
+              dsa_kernel_name(r.kernel));
   std::fflush(stdout);
 }
 
@@ -192,7 +209,7 @@ struct DsaContext {
 enum class ShapeOutcome { kTimed, kSkipped, kCheckFailed };
 
 // Times the reference gather once, then checks layer 0 and times the decode
-// with every --splits value (rows: one a value).
+// with every --splits value and every --dsa-kernel (rows: one a pair).
 ShapeOutcome run_shape(DsaContext& ctx, const DsaBenchShape& shape, std::vector<DsaRow>& rows) {
   const BenchOptions& o = ctx.options;
   const uint64_t seed = o.seed + 7919ull * shape.tokens + 104729ull * shape.groups + 31ull * shape.regions +
@@ -209,18 +226,22 @@ ShapeOutcome run_shape(DsaContext& ctx, const DsaBenchShape& shape, std::vector<
   std::vector<DsaRow> planned;
   size_t workspace_bytes = 0;
   for (int32_t splits : o.dsa_splits) {
-    DsaRow row;
-    row.shape = shape;
-    row.auto_splits = splits == 0;
-    row.splits = splits == 0 ? dsa_splits_for(shape.rows()) : splits;
-    DsaDecodeArgs args = layers.layer(0).args;
-    args.splits = row.splits;
-    if (Status status = supports(args); !status.ok()) {
-      std::printf("skip %s splits=%d: %s\n", label().c_str(), row.splits, status.message().c_str());
-      return ShapeOutcome::kSkipped;
+    for (DsaKernel kernel : o.dsa_kernels) {
+      DsaRow row;
+      row.shape = shape;
+      row.kernel = kernel;
+      row.auto_splits = splits == 0;
+      row.splits = splits == 0 ? dsa_splits_for(shape.rows()) : splits;
+      DsaDecodeArgs args = layers.layer(0).args;
+      args.splits = row.splits;
+      args.kernel = kernel;
+      if (Status status = supports(args); !status.ok()) {
+        std::printf("skip %s splits=%d: %s\n", label().c_str(), row.splits, status.message().c_str());
+        return ShapeOutcome::kSkipped;
+      }
+      workspace_bytes = std::max(workspace_bytes, workspace_size(args));
+      planned.push_back(row);
     }
-    workspace_bytes = std::max(workspace_bytes, workspace_size(args));
-    planned.push_back(row);
   }
   const testing::DeviceBuffer workspace(workspace_bytes);
 
@@ -237,9 +258,10 @@ ShapeOutcome run_shape(DsaContext& ctx, const DsaBenchShape& shape, std::vector<
   }
 
   for (DsaRow& row : planned) {
-    const LayerCheck check = layers.check_layer0(row.splits, o.check_tokens, ctx.stream);
+    const LayerCheck check = layers.check_layer0(row.splits, row.kernel, o.check_tokens, ctx.stream);
     if (!check.passes()) {
-      std::printf("FAIL %s splits=%d, not timed: %s\n", label().c_str(), row.splits, check.summary().c_str());
+      std::printf("FAIL %s splits=%d kernel %s, not timed: %s\n", label().c_str(), row.splits,
+                  dsa_kernel_name(row.kernel), check.summary().c_str());
       return ShapeOutcome::kCheckFailed;
     }
     row.layers = layers.count();
@@ -250,6 +272,7 @@ ShapeOutcome run_shape(DsaContext& ctx, const DsaBenchShape& shape, std::vector<
     row.decode_us = time_per_layer(ctx.timer, o, layers.count(), [&](int i, CUstream_st* stream) {
       DsaDecodeArgs args = layers.layer(i).args;
       args.splits = row.splits;
+      args.kernel = row.kernel;
       if (Status status = dsa_decode(args, workspace.get(), workspace_bytes, stream); !status.ok()) {
         throw std::runtime_error("dsa_decode: " + status.message());
       }

@@ -253,10 +253,12 @@ DsaBenchLayer DsaBenchLayers::make_layer(const DsaCache& cache, int index, uint6
   return layer;
 }
 
-LayerCheck DsaBenchLayers::check_layer0(int32_t splits, int64_t max_tokens, CUstream_st* stream) const {
+LayerCheck DsaBenchLayers::check_layer0(int32_t splits, DsaKernel kernel, int64_t max_tokens,
+                                        CUstream_st* stream) const {
   const DsaBenchShape& s = shape_;
   DsaDecodeArgs args = layers_.at(0).args;
   args.splits = splits;
+  args.kernel = kernel;
   const int64_t values_per_row = int64_t{s.heads} * kDsaHeadDim;
   const size_t out_bytes = static_cast<size_t>(s.rows() * values_per_row * 2);
   SPARSE_DECODE_CUDA_CHECK(cudaMemsetAsync(args.out, 0xFF, out_bytes, stream));  // NaN: unwritten elements fail

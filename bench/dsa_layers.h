@@ -122,7 +122,7 @@ class DsaBenchLayers {
   // (finite, not all zero) and compares the first min(tokens, max_tokens)
   // tokens' rows with the fp64 CPU backend (reference::dsa_decode), computed
   // on host copies of their q, gate, tables and the cache slots they name.
-  LayerCheck check_layer0(int32_t splits, int64_t max_tokens, CUstream_st* stream) const;
+  LayerCheck check_layer0(int32_t splits, DsaKernel kernel, int64_t max_tokens, CUstream_st* stream) const;
 
  private:
   DsaBenchLayer make_layer(const DsaCache& cache, int index, uint64_t seed, CUstream_st* stream);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bench/bench_indices.h"
+#include "sparse_decode/dsa_decode.h"
 #include "sparse_decode/dsv4_decode.h"
 
 namespace sparse_decode::bench {
@@ -45,6 +46,7 @@ struct BenchOptions {
   std::vector<int32_t> dsa_block_sizes = {64};   // key positions a region and a page (--block)
   std::vector<int32_t> dsa_regions = {16};       // R: region columns a row (--regions)
   std::vector<int32_t> dsa_splits = {0};         // --splits; 0 = dsa_splits_for(rows)
+  std::vector<DsaKernel> dsa_kernels = {DsaKernel::kAuto};  // --dsa-kernel: each timed on every shape
   size_t dsa_cache_bytes = 0;                    // --cache-mib; 0 = sized by the shapes (>= 2 GiB)
   uint64_t seed = 1;
 };

@@ -74,6 +74,8 @@ constexpr const char* kBenchHelp = R"(  bench   per-layer time of dsv4_decode in
             --block 64            keys a region and a page, 1..4096 (default 64)
             --regions 16          R: regions a row, 1..4096 (default 16)
             --splits 0,1,4        splits of dsa_decode, 0..32; 0 (default) = dsa_splits_for(rows)
+            --dsa-kernel K        auto (default), staged, direct (FP8 only), or both (staged
+                                  then direct on every shape and split)
             --cache-mib N         cache size in MiB, 1..1048576 (default: enough for every
                                   request's pages to be its own at the largest T, >= 2 GiB;
                                   smaller than that is refused)
@@ -153,6 +155,14 @@ std::vector<Dsv4Kernel> parse_kernels(ArgReader& args, const std::string& option
   return {Dsv4Kernel::kAuto};
 }
 
+std::vector<DsaKernel> parse_dsa_kernels(ArgReader& args, const std::string& option) {
+  const std::string kernel = args.choice(option, {"auto", "staged", "direct", "both"});
+  if (kernel == "staged") return {DsaKernel::kStaged};
+  if (kernel == "direct") return {DsaKernel::kDirect};
+  if (kernel == "both") return {DsaKernel::kStaged, DsaKernel::kDirect};
+  return {DsaKernel::kAuto};
+}
+
 // What the chosen layout asks of the options (some depend on --layout, which
 // may come after them).
 std::string check_layout_options(const bench::BenchOptions& o) {
@@ -200,6 +210,8 @@ bench::BenchOptions parse_bench(ArgReader& args) {
       o.dsa_regions = int32_list(args, option, 1, 4096);
     } else if (option == "--splits") {
       o.dsa_splits = int32_list(args, option, 0, kDsaMaxSplits);
+    } else if (option == "--dsa-kernel") {
+      o.dsa_kernels = parse_dsa_kernels(args, option);
     } else if (option == "--cache-mib") {
       o.dsa_cache_bytes = static_cast<size_t>(args.int_value(option, 1, int64_t{1} << 20)) * bench::kMiB;
     } else if (option == "--seed") {
@@ -207,7 +219,7 @@ bench::BenchOptions parse_bench(ArgReader& args) {
     } else {
       unknown_option(option, {"--tokens", "--widths", "--heads", "--mode", "--layers", "--replays", "--csv",
                               "--gather-rows", "--pdl", "--layout", "--dtype", "--kernel", "--groups", "--block",
-                              "--regions", "--splits", "--cache-mib", "--seed"});
+                              "--regions", "--splits", "--dsa-kernel", "--cache-mib", "--seed"});
     }
   }
   o = bench::with_layout_defaults(o);

@@ -38,6 +38,18 @@ enum class DsaGateDType : int32_t {
   kFloat16 = 2,
 };
 
+// Which GPU kernel serves a device-memory call (docs/kernels/dsa.md).
+// kAuto runs kDirect with an FP8 cache, kStaged with BF16. kStaged copies FP8 slots to a staging buffer and
+// converts each tile in shared memory (K to BF16, V to FP16) before its
+// MMAs. kDirect (FP8 caches only) feeds FP16 MMAs from the FP8 tile, K and
+// V converted exactly in registers and q scaled by a power of two a head
+// into FP16: a result within the accuracy bound, not kStaged's bits.
+enum class DsaKernel : int32_t {
+  kAuto = 0,
+  kStaged = 1,
+  kDirect = 2,
+};
+
 struct DsaDecodeArgs {
   MemorySpace memory = MemorySpace::kDevice;  // of every pointer, k_scale/v_scale included
   int64_t num_rows = 0;    // rows = tokens * G, token-major (row r: token r / G, group r % G)
@@ -88,6 +100,7 @@ struct DsaDecodeArgs {
   int64_t gate_token_stride = 0;                    // elements between tokens, >= G * heads
 
   bool enable_pdl = false;  // programmatic dependent launch (device memory only)
+  DsaKernel kernel = DsaKernel::kAuto;  // device memory only; kDirect needs an FP8 cache
 };
 
 // The default number of splits for `rows` rows (seed 002's

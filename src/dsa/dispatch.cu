@@ -15,6 +15,10 @@ int32_t launched_splits(const DsaDecodeArgs& a) {
   return a.splits <= 1 ? a.splits : std::max(kMinCombinedSplits, std::min(a.splits, a.num_regions));
 }
 
+bool uses_direct_kernel(const DsaDecodeArgs& a) {
+  return a.kernel != DsaKernel::kStaged && a.cache_dtype == DType::kFloat8E4M3;
+}
+
 DsaParams make_params(const DsaDecodeArgs& a, void* workspace) {
   const int64_t element = a.cache_dtype == DType::kFloat8E4M3 ? 1 : 2;
   DsaParams p = {};

@@ -19,6 +19,10 @@ namespace sparse_decode::dsa {
 inline constexpr int32_t kMinCombinedSplits = 2;
 int32_t launched_splits(const DsaDecodeArgs& args);
 
+// Whether the direct kernel serves a validated device-memory call: an FP8
+// cache with kAuto or kDirect.
+bool uses_direct_kernel(const DsaDecodeArgs& args);
+
 // The kernels' parameters for a validated call, with `workspace` split into
 // the partial outputs and the log-sum-exps of launched_splits(args) splits.
 DsaParams make_params(const DsaDecodeArgs& args, void* workspace);

@@ -1,5 +1,5 @@
 // Launch of the dsa_decode kernels (docs/kernels/dsa.md): the split kernel
-// on a (row, split) grid, then with more than one split the combine kernel
+// (or the direct kernel) on a (row, split) grid, then with more than one split the combine kernel
 // (CombineTraits::kSlices CTAs a row), programmatic dependent launch
 // between them.
 #include <cuda_runtime.h>
@@ -19,8 +19,11 @@ int set_kernel_attributes() {
   cudaError_t error = cudaFuncSetAttribute(split_kernel_bf16(), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(sizeof(SplitSmem<false>)));
   if (error != cudaSuccess) return error;
-  return cudaFuncSetAttribute(split_kernel_fp8(), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(sizeof(SplitSmem<true>)));
+  error = cudaFuncSetAttribute(split_kernel_fp8(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(sizeof(SplitSmem<true>)));
+  if (error != cudaSuccess) return error;
+  return cudaFuncSetAttribute(direct_kernel_fp8(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(sizeof(DirectSmem)));
 }
 
 Status configure_kernels() {
@@ -34,8 +37,9 @@ Status launch(const DsaDecodeArgs& args, void* workspace, CUstream_st* stream) {
   if (Status status = configure_kernels(); !status.ok()) return status;
   DsaParams p = make_params(args, workspace);
   const bool fp8 = args.cache_dtype == DType::kFloat8E4M3;
-  const void* split = fp8 ? split_kernel_fp8() : split_kernel_bf16();
-  const size_t smem = fp8 ? sizeof(SplitSmem<true>) : sizeof(SplitSmem<false>);
+  const bool direct = uses_direct_kernel(args);
+  const void* split = direct ? direct_kernel_fp8() : fp8 ? split_kernel_fp8() : split_kernel_bf16();
+  const size_t smem = direct ? sizeof(DirectSmem) : fp8 ? sizeof(SplitSmem<true>) : sizeof(SplitSmem<false>);
   if (Status status = launch_kernel(split, LaunchConfig(args.num_rows * p.splits, SplitTraits::kThreads, smem,
                                                         args.enable_pdl, stream),
                                     &p, "launching the dsa_decode split kernel");

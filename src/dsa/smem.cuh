@@ -32,6 +32,29 @@ struct SplitSmem {
   float head_max[T::kHeads];  // the final maximum of each head (log2 domain)
 };
 
+// The direct kernel (FP8 caches): two tiles of raw slots that the MMAs read
+// as they landed (K and V converted in registers), the query as FP16 in the
+// order the converted K fragments take, and the BF16 query it comes from.
+struct DirectSmem {
+  using T = SplitTraits;
+  static constexpr int kSlotBytes = kDsaSlotDim + 16;  // 400: 25 x 16 B, ldmatrix rows on distinct banks
+  union Tiles {
+    uint8_t slots[2][T::kKeys][kSlotBytes];          // FP8 K (bytes 0..191) then V (192..383) of each key
+    float reduce[T::kWarps][T::kHeads][T::kDims];  // the warps' P V, added at the end
+  } tiles;
+  uint16_t q[T::kHeads][T::kRowHalves];  // FP16 q * 2^shift of its head, dims permuted (convert_q)
+  alignas(16) uint16_t q_raw[T::kHeads][T::kDims];  // BF16 q as copied (rows past `heads`: zeros)
+  int64_t column_page[T::kColumnBatch];
+  int32_t column_count[T::kColumnBatch];
+  float warp_max[T::kWarps][T::kHeads];
+  float warp_sum[T::kWarps][T::kHeads];
+  float head_max[T::kHeads];
+  float head_scale[T::kHeads];  // 2^-shift of each head's q, folded into its scores
+  static_assert((kSlotBytes / 16) % 2 == 1, "an odd number of 16-byte units a slot: conflict-free ldmatrix");
+};
+
+static_assert(3 * (sizeof(DirectSmem) + 1024) <= 228 * 1024, "three CTAs an SM");
+
 static_assert(2 * (sizeof(SplitSmem<false>) + 1024) <= 228 * 1024 &&
                   2 * (sizeof(SplitSmem<true>) + 1024) <= 228 * 1024,
               "two CTAs an SM: the next tile's copies of one overlap the other's math");

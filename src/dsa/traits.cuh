@@ -30,6 +30,13 @@ struct SplitTraits {
   static_assert((kRowHalves * 2 / 16) % 2 == 1, "an odd number of 16-byte units a row: conflict-free ldmatrix");
 };
 
+// The direct kernel (FP8 caches): the split kernel's geometry; its plan of
+// shared memory leaves room for three CTAs an SM, so it asks for registers
+// that fit them (65536 / (3 x 128) rounds down to 168 a thread).
+struct DirectTraits {
+  static constexpr int kMinBlocks = 3;
+};
+
 // The combine kernel: kSlices CTAs a row, one (head, granule) pair a thread.
 struct CombineTraits {
   static constexpr int kThreads = 256;

@@ -150,6 +150,12 @@ Status validate(const DsaDecodeArgs& a) {
                    "), got ", a.splits);
   }
   if (std::isnan(a.scale)) return invalid("scale: expected a number, got NaN");
+  if (a.kernel != DsaKernel::kAuto && a.kernel != DsaKernel::kStaged && a.kernel != DsaKernel::kDirect) {
+    return invalid("kernel: expected kAuto, kStaged or kDirect, got ", static_cast<int>(a.kernel));
+  }
+  if (a.kernel == DsaKernel::kDirect && a.cache_dtype != DType::kFloat8E4M3) {
+    return invalid("kernel: kDirect expects cache_dtype kFloat8E4M3, got ", static_cast<int>(a.cache_dtype));
+  }
   if (a.num_rows == 0) return Status::Ok();  // nothing is read or written
 
   if (Status s = check_rows("q", a.q, a.q_row_stride, a.q_head_stride, a.num_heads, false); !s.ok()) return s;

@@ -82,8 +82,8 @@ __device__ __forceinline__ RegionKeys region_keys(const DsaParams& p, int64_t re
 // The column table of the batch of `columns` region columns from `batch0`:
 // each thread resolves its columns' pages and visible slots (two dependent
 // loads for all of them at once).
-template <bool kFp8>
-__device__ __forceinline__ void resolve_columns(SplitSmem<kFp8>& s, const DsaParams& p, const RowInputs& in,
+template <class Smem>
+__device__ __forceinline__ void resolve_columns(Smem& s, const DsaParams& p, const RowInputs& in,
                                                 int64_t request, int batch0, int columns) {
   using T = SplitTraits;
 #pragma unroll
@@ -129,8 +129,8 @@ struct TileCursor {
 };
 
 // The first tile at or after (column, first) of the batch's `columns`.
-template <bool kFp8>
-__device__ __forceinline__ TileCursor seek_tile(const SplitSmem<kFp8>& s, int columns, TileCursor at) {
+template <class Smem>
+__device__ __forceinline__ TileCursor seek_tile(const Smem& s, int columns, TileCursor at) {
   while (at.column < columns && at.first >= s.column_count[at.column]) at = {at.column + 1, 0};
   return at;
 }

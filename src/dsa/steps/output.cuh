@@ -56,8 +56,8 @@ __device__ __forceinline__ void reduce_warps(SplitSmem<kFp8>& s, HeadPair& state
 // One granule a thread: the warps' sums and P V added in warp order, then
 // with one split the gated BF16 output, with more the normalized output in
 // `partial` and the natural-log sum of exp in `lse` (-inf: no visible key).
-template <bool kFp8>
-__device__ __forceinline__ void write_output(const DsaParams& p, const SplitSmem<kFp8>& s, int64_t row, int split,
+template <class Smem>
+__device__ __forceinline__ void write_output(const DsaParams& p, const Smem& s, int64_t row, int split,
                                              float v_scale) {
   using T = SplitTraits;
   for (int x = threadIdx.x; x < p.heads * T::kGranules; x += T::kThreads) {

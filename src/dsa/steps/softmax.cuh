@@ -21,8 +21,8 @@ struct HeadPair {
 
 // Writes the warp's maximum of heads g and g + 8 (`max`: this thread's)
 // into warp_max; the caller's barrier makes them visible.
-template <bool kFp8>
-__device__ __forceinline__ void publish_warp_max(SplitSmem<kFp8>& s, float2 max, int warp, int g, int t) {
+template <class Smem>
+__device__ __forceinline__ void publish_warp_max(Smem& s, float2 max, int warp, int g, int t) {
   float top = max.x, bottom = max.y;
 #pragma unroll
   for (int offset = 1; offset < 4; offset *= 2) {
@@ -40,8 +40,8 @@ struct TileScale {
 };
 
 // The tile's maximum over the warps (in warp order) folded into the state.
-template <bool kFp8>
-__device__ __forceinline__ TileScale update_max(const SplitSmem<kFp8>& s, HeadPair& state, int g) {
+template <class Smem>
+__device__ __forceinline__ TileScale update_max(const Smem& s, HeadPair& state, int g) {
   TileScale r;
 #pragma unroll
   for (int b = 0; b < 2; ++b) {

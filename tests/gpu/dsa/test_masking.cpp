@@ -1,12 +1,13 @@
 // Masked keys on the GPU: bad ids of every kind, repeated regions, negative
 // and extreme positions, table entries outside the pages; against the fp64
-// reference at several splits.
+// reference at several splits, with the staged and the direct kernel.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <random>
+#include <string>
 
 #include "gpu/dsa/checks.h"
 #include "support/test_support.h"
@@ -88,7 +89,15 @@ TEST_F(DsaGpu, MaskedIdsRepeatedRegionsAndExtremePositions) {
   for (int64_t r = 0; r < rows; ++r) empty_rows += ref.keys[r] == 0;
   EXPECT_GT(empty_rows, 0);
   DeviceProblem d(p, false);
-  for (int32_t splits : {1, 2, 5}) check_output(run(d, splits, false), d.args, p, ref, run_name(splits, false));
+  for (DsaKernel kernel : {DsaKernel::kAuto, DsaKernel::kDirect}) {  // the problem is FP8: both kernels
+    for (int32_t splits : {1, 2, 5}) {
+      DsaDecodeArgs args = d.args;
+      args.kernel = kernel;
+      args.splits = splits;
+      const std::string name = (kernel == DsaKernel::kDirect ? "direct, " : "auto, ") + run_name(splits, false);
+      check_output(run(d, args), args, p, ref, name);
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,98 @@
+// The direct kernel's loads: the BF16 query, its FP16 form scaled by a
+// power of two a head, and the copies of a tile's raw FP8 slots.
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+
+#include "common/ptx/copy.cuh"
+#include "dsa/params.h"
+#include "dsa/smem.cuh"
+#include "dsa/steps/convert.cuh"
+#include "dsa/steps/load.cuh"
+
+namespace sparse_decode::dsa {
+
+// Issues the copies of the row's BF16 query into q_raw (rows past `heads`
+// zero-filled) as one commit group.
+__device__ __forceinline__ void load_q_raw(DirectSmem& s, const DsaParams& p, int64_t row) {
+  using T = SplitTraits;
+  for (int x = threadIdx.x; x < T::kHeads * (T::kDims / 8); x += T::kThreads) {
+    const int head = x / (T::kDims / 8), piece = x % (T::kDims / 8);
+    const bool exists = head < p.heads;
+    const uint16_t* src = p.q + row * p.q_row_stride + (exists ? head * p.q_head_stride + piece * 8 : 0);
+    ptx::cp_async_16(ptx::smem_address(&s.q_raw[head][piece * 8]), src, exists ? 16u : 0u);
+  }
+  ptx::cp_async_commit();
+}
+
+// The column of q's FP16 tile that holds dim r (0..15) of a 16-dim step: the
+// converted K fragment of lane (g, t) carries dims 4t..4t+3 as the mma's k
+// indices 2t, 2t + 1 (b0) and 2t + 8, 2t + 9 (b1); q takes the same order.
+__device__ __forceinline__ int permuted_column(int r) { return (r & 2) * 4 + (r >> 2) * 2 + (r & 1); }
+
+// q_raw (landed and visible) -> q as FP16 * 2^shift, shift chosen a head so
+// that its largest |q| lies in [2^14, 2^15): exact for every element within
+// 2^28 of the largest (BF16 has 8 significant bits, FP16 11), the rest
+// changes a score by less than 2^-38 of |q|max |k|max a dim. head_scale
+// gets 2^-shift. 8 threads a head, 24 dims each. The maximum is over the
+// finite elements, so an inf does not leave the head's large finite values
+// to overflow FP16 (NaN and inf stay what they are); a head without a
+// finite non-zero element keeps shift 0.
+__device__ __forceinline__ void convert_q(DirectSmem& s) {
+  using T = SplitTraits;
+  constexpr int kThreadsPerHead = T::kThreads / T::kHeads;  // 8
+  constexpr int kDimsPerThread = T::kDims / kThreadsPerHead;  // 24
+  static_assert(kDimsPerThread % 4 == 0, "a thread converts whole groups of 4 dims");
+  const int head = threadIdx.x / kThreadsPerHead, dim0 = (threadIdx.x % kThreadsPerHead) * kDimsPerThread;
+  float value[kDimsPerThread];
+  float top = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kDimsPerThread; ++i) {
+    value[i] = bf16_bits_to_float(s.q_raw[head][dim0 + i]);
+    if (fabsf(value[i]) <= FLT_MAX) top = fmaxf(top, fabsf(value[i]));
+  }
+#pragma unroll
+  for (int offset = 1; offset < kThreadsPerHead; offset *= 2) {
+    top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, offset));
+  }
+  int exponent = 0;
+  frexpf(top, &exponent);  // top < 2^exponent <= 2 top
+  const int shift = top > 0.0f ? 15 - exponent : 0;
+  if (dim0 == 0) s.head_scale[head] = ldexpf(1.0f, -shift);
+#pragma unroll
+  for (int i = 0; i < kDimsPerThread; i += 2) {
+    const int dim = dim0 + i;
+    const __half2 pair = __floats2half2_rn(ldexpf(value[i], shift), ldexpf(value[i + 1], shift));
+    *reinterpret_cast<__half2*>(&s.q[head][(dim & ~15) + permuted_column(dim & 15)]) = pair;
+  }
+}
+
+// Issues the copies of slots [0, n) at `slots` into tile `buffer` as they
+// are (K then V, 384 bytes a key); keys n..63 are zero-filled, so the NaN
+// the caller may keep in unread slots never reaches an MMA.
+__device__ __forceinline__ void issue_slots(DirectSmem& s, const uint8_t* slots, int64_t slot_stride, int n,
+                                            int buffer) {
+  using T = SplitTraits;
+  constexpr int kSlotPieces = kDsaSlotDim / 16;  // 24
+  for (int x = threadIdx.x; x < T::kKeys * kSlotPieces; x += T::kThreads) {
+    const int key = x / kSlotPieces, piece = x % kSlotPieces;
+    const uint8_t* src = key < n ? slots + key * slot_stride + piece * 16 : slots;
+    ptx::cp_async_16(ptx::smem_address(&s.tiles.slots[buffer][key][piece * 16]), src, key < n ? 16u : 0u);
+  }
+  ptx::cp_async_commit();
+}
+
+// Issues the copies of the KV tile at `at` (up to 64 slots of its column)
+// into tile `buffer`.
+__device__ __forceinline__ void issue_slots_at(DirectSmem& s, const DsaParams& p, const uint8_t* group_base,
+                                               TileCursor at, int buffer) {
+  const int n = min(s.column_count[at.column] - at.first, SplitTraits::kKeys);
+  issue_slots(s, group_base + s.column_page[at.column] * p.page_stride + at.first * p.slot_stride, p.slot_stride, n,
+              buffer);
+}
+
+}  // namespace sparse_decode::dsa
