@@ -29,9 +29,11 @@ struct CUstream_st;  // cudaStream_t without the CUDA headers
 
 namespace sparse_decode {
 
-// q, out and lse may be [B, q_len, ...] request views as in section 1
-// (dsv4_decode.h, "Request views"): a nonzero *_request_stride needs the
-// uniform q_len (cum_seq_lens_q null). The metadata arrays are [T, ...].
+// q, out, lse and the per-token metadata (swa_rows, swa_lens, block_table,
+// lens) may each be a [B, q_len, ...] request view as in section 1
+// (dsv4_decode.h, "Request views"): token t = b * q_len + i at b * R + i * S.
+// A nonzero *_request_stride needs the uniform q_len (cum_seq_lens_q null)
+// and num_tokens = num_requests * q_len; 0 keeps that argument flat.
 struct Dsv4HcaDecodeArgs {
   MemorySpace memory = MemorySpace::kDevice;
   int64_t num_tokens = 0;  // T: query tokens of all requests, request-major
@@ -48,13 +50,19 @@ struct Dsv4HcaDecodeArgs {
   // Sliding-window stream.
   const int32_t* swa_rows = nullptr;  // [T, 128] absolute rows of swa_kv, 16-byte aligned
   int64_t swa_rows_stride = kSwaColumns;  // elements between tokens, >= 128, a multiple of 4
+  int64_t swa_rows_request_stride = 0;    // elements between requests of a [B, q_len] view, a multiple of 4; 0: flat
   const int32_t* swa_lens = nullptr;  // [T] active window columns, 0..128 (clamped to it)
+  int64_t swa_lens_token_stride = 1;    // elements between tokens (0: one value for all), >= 0
+  int64_t swa_lens_request_stride = 0;  // elements between requests of a [B, q_len] view; 0: flat
 
   // Compressed stream.
   const int32_t* block_table = nullptr;  // [T, max_pages] page ids of compressed_kv, 4-byte aligned
   int32_t max_pages = 0;                 // pages a table row holds, >= 1
   int64_t block_table_stride = 0;        // elements between tokens, >= max_pages
+  int64_t block_table_request_stride = 0;  // elements between requests of a [B, q_len] view; 0: flat
   const int32_t* lens = nullptr;         // [T] 128 + compressed slots the token attends
+  int64_t lens_token_stride = 1;         // elements between tokens (0: one value for all), >= 0
+  int64_t lens_request_stride = 0;       // elements between requests of a [B, q_len] view; 0: flat
 
   // Requests: hca_seq_lens bounds the compressed slots of their tokens.
   const int32_t* hca_seq_lens = nullptr;    // [B] 128 + backing compressed slots of each request

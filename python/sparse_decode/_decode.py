@@ -288,14 +288,16 @@ def dsv4_decode_hca(
         window columns c < swa_lens[t] are active (clamped to 0..128).
     block_table: int32 [T, max_pages] page ids of compressed_kv.
     lens: int32 [T], 128 + compressed slots the token attends.
+        These four take any token stride (contiguous columns) or [B, q_len,
+        ...] request views, read in place (no copy).
     hca_seq_lens: int32 [B], 128 + backing compressed slots per request: slot
         j of token t is read iff j < min(lens[t], hca_seq_lens[b]) - 128 (and
         j < max_pages * page_size), as row block_table[t, j // page_size] *
         page_size + j % page_size.
     cum_seq_lens_q (int32 [B + 1]) with max_q_len, or a uniform q_len
         (default: q.shape[1] of a 4-D q, else T / B): the token -> request
-        map; any query length >= 1. q, out and lse may be [B, q_len, ...]
-        request views as for dsv4_decode (the metadata arrays are [T, ...]).
+        map; any query length >= 1. q, out, lse and the metadata may be [B,
+        q_len, ...] request views as for dsv4_decode (uniform q_len).
     sinks: optional float32 [H]; sink_term as for dsv4_decode. bmm1_scale,
         bmm2_scale: floats.
     lse: optional float32 [T, H]. out_of_range_count: optional int32 [1],

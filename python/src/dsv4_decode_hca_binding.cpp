@@ -7,12 +7,21 @@
 namespace sparse_decode::binding {
 namespace {
 
-// swa_rows: [T, 128] (or [B, q_len, 128]); the struct has no width field, so
-// the 128 columns are checked here.
-IndexTable swa_rows_of(const Array& a, int64_t tokens) {
-  const IndexTable table = indices_of(a, tokens);
+// swa_rows: [T, 128] (or [B, q_len, 128]: with `views`, a request view is
+// read in place); the struct has no width field, so the 128 columns are
+// checked here.
+IndexTable swa_rows_of(const Array& a, int64_t tokens, bool views = false) {
+  const IndexTable table = indices_of(a, tokens, views);
   if (table.width != kSwaColumns) fail("swa_rows: expected [T, 128] int32, got " + a.shape_text());
   return table;
+}
+
+// A metadata array read as a [B, q_len, ...] request view (a nonzero
+// request stride) must have the call's B and q_len as its leading dims.
+void check_view_dims(const Array& a, int64_t request_stride, const Dsv4HcaDecodeArgs& args) {
+  if (request_stride == 0 || (a.shape[0] == args.num_requests && a.shape[1] == args.q_len)) return;
+  fail(std::string(a.name) + ": expected a [B, q_len, ...] view with B = " + std::to_string(args.num_requests) +
+       " requests of q_len = " + std::to_string(args.q_len) + " tokens, got shape " + a.shape_text());
 }
 
 // Runs the decode, or with size_only returns workspace_size() of the call
@@ -47,16 +56,29 @@ size_t decode_hca_arrays(const InArray& q_in, const InArray& swa_in, const InArr
   args.swa_kv = pool_of(*swa, hnd);
   args.compressed_kv = pool_of(*compressed, hnd);
 
-  const IndexTable rows = swa_rows_of(*swa_rows, args.num_tokens);
+  // The per-token metadata: [T, ...] with any token stride, or [B, q_len, ...] request views, read in place.
+  const IndexTable rows = swa_rows_of(*swa_rows, args.num_tokens, true);
   args.swa_rows = rows.data;
   args.swa_rows_stride = rows.stride;
-  args.swa_lens = vector_of<int32_t>(*swa_lens, Kind::kInt32, "int32", args.num_tokens);
-  const IndexTable pages = indices_of(*block_table, args.num_tokens);
+  args.swa_rows_request_stride = rows.request_stride;
+  const Lens window = lens_of(*swa_lens, args.num_tokens);
+  args.swa_lens = window.data;
+  args.swa_lens_token_stride = window.token_stride;
+  args.swa_lens_request_stride = window.request_stride;
+  const IndexTable pages = indices_of(*block_table, args.num_tokens, true);
   args.block_table = pages.data;
   args.max_pages = pages.width;
   args.block_table_stride = pages.stride;
-  args.lens = vector_of<int32_t>(*lens, Kind::kInt32, "int32", args.num_tokens);
+  args.block_table_request_stride = pages.request_stride;
+  const Lens given = lens_of(*lens, args.num_tokens);
+  args.lens = given.data;
+  args.lens_token_stride = given.token_stride;
+  args.lens_request_stride = given.request_stride;
   args.hca_seq_lens = set_requests(args, hca_seq_lens, cum, q_len, max_q_len, q_dim_len_of(q, 3));
+  check_view_dims(*swa_rows, args.swa_rows_request_stride, args);
+  check_view_dims(*swa_lens, args.swa_lens_request_stride, args);
+  check_view_dims(*block_table, args.block_table_request_stride, args);
+  check_view_dims(*lens, args.lens_request_stride, args);
 
   if (sinks) args.sinks = vector_of<float>(*sinks, Kind::kFloat32, "float32", args.num_heads);
   args.sink_term = sink_term_of(sink_term);

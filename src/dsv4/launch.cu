@@ -105,24 +105,43 @@ PoolParams pool_params(const KvPool& pool, int64_t element_bytes) {
 // How a call's tokens are laid out for the kernels: the plain form takes
 // flat arguments (a view that merges into one token stride counts as flat:
 // validate_views.h), lens at stride 1 and lse without the sink; anything
-// else runs the general form.
+// else runs the general form. The page walk's metadata (always the general
+// form) takes part in the choice of request_tokens and gets its strides
+// resolved in `pages`.
 struct TokenLayout {
   bool general = false;
   uint32_t request_tokens = 1;  // q_len of the views (general form), 1 without any
   validation::TokenStrides q, indices, lens, out, lse;
 };
 
-TokenLayout token_layout(const Dsv4DecodeArgs& args) {
+TokenLayout token_layout(const Dsv4DecodeArgs& args, PageWalkParams* pages = nullptr) {
   TokenLayout l;
+  const bool walk = pages != nullptr;
+  const PageWalkParams given = walk ? *pages : PageWalkParams{};
+  validation::TokenStrides swa_rows, swa_lens, block_table, walk_lens;  // the page walk's
   l.request_tokens = validation::resolve_token_strides(
       {{&l.q, args.q_token_stride, args.q_request_stride, true},
        {&l.indices, args.indices_stride, args.indices_request_stride, true},
        {&l.lens, args.lens_token_stride, args.lens_request_stride, args.lens != nullptr},
        {&l.out, args.out_token_stride, args.out_request_stride, true},
-       {&l.lse, args.lse_token_stride, args.lse_request_stride, args.lse != nullptr}},
+       {&l.lse, args.lse_token_stride, args.lse_request_stride, args.lse != nullptr},
+       {&swa_rows, given.swa_rows_stride, given.swa_rows_request_stride, walk},
+       {&swa_lens, given.swa_lens_token_stride, given.swa_lens_request_stride, walk},
+       {&block_table, given.block_table_stride, given.block_table_request_stride, walk},
+       {&walk_lens, given.lens_token_stride, given.lens_request_stride, walk}},
       args.q_len);
   const bool lse_with_sink = args.sink_term == SinkTerm::kInOutputAndLse && args.sinks && args.lse;
   l.general = l.request_tokens != 1 || (args.lens && l.lens.token_stride != 1) || lse_with_sink;
+  if (walk) {
+    pages->swa_rows_stride = swa_rows.token_stride;
+    pages->swa_rows_request_stride = swa_rows.request_stride;
+    pages->swa_lens_token_stride = swa_lens.token_stride;
+    pages->swa_lens_request_stride = swa_lens.request_stride;
+    pages->block_table_stride = block_table.token_stride;
+    pages->block_table_request_stride = block_table.request_stride;
+    pages->lens_token_stride = walk_lens.token_stride;
+    pages->lens_request_stride = walk_lens.request_stride;
+  }
   return l;
 }
 
@@ -259,9 +278,10 @@ Status launch_dsv4(const Dsv4DecodeArgs& args, void* workspace, size_t workspace
   if (kernel == Dsv4Kernel::kSplit && !split_workspace_fits(args, workspace, workspace_bytes)) {
     kernel = choose_kernel(args, false);  // only kAuto gets here: dsv4_decode refuses a forced kSplit
   }
-  const TokenLayout layout = token_layout(args);
+  PageWalkParams walk = pages ? *pages : PageWalkParams{};
+  const TokenLayout layout = token_layout(args, pages ? &walk : nullptr);
   Dsv4Params p = kernel_params(args, kernel, layout);
-  if (pages) p.pages = *pages;
+  if (pages) p.pages = walk;
   const bool cluster = kernel == Dsv4Kernel::kCluster, split = kernel == Dsv4Kernel::kSplit;
   const ChunkPlan plan = chunk_plan(args.width);
   const KernelForm form = pages ? KernelForm::kPageWalk : layout.general ? KernelForm::kGeneral : KernelForm::kPlain;

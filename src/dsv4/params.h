@@ -18,14 +18,22 @@ struct PoolParams {
 
 // Read by the kernels' page-walk form only (Traits::kPageWalk: dsv4_decode_hca
 // on the device): where a token's columns come from instead of indices and
-// lens (steps/column_source.cuh). Metadata arrays are [T, ...], token-major.
+// lens (steps/column_source.cuh). The per-token metadata arrays are
+// addressed as the general form addresses its arguments (Dsv4Params,
+// request_tokens): token stride and request stride, in elements.
 struct PageWalkParams {
-  const int32_t* swa_rows;       // [T, swa_rows_stride]: the index of window column c
+  const int32_t* swa_rows;       // [T, 128]: the index of window column c
   int64_t swa_rows_stride;       // elements
   const int32_t* swa_lens;       // [T]: window columns, clamped to 0..128
-  const int32_t* block_table;    // [T, block_table_stride]: the page of compressed column 128 + j
+  const int32_t* block_table;    // [T, max_pages]: the page of compressed column 128 + j
   int64_t block_table_stride;    // elements
   const int32_t* lens;           // [T]: 128 + compressed slots the token attends
+  int64_t swa_rows_request_stride;     // elements
+  int64_t swa_lens_token_stride;       // elements
+  int64_t swa_lens_request_stride;     // elements
+  int64_t block_table_request_stride;  // elements
+  int64_t lens_token_stride;           // elements
+  int64_t lens_request_stride;         // elements
   const int32_t* hca_seq_lens;   // [B]: 128 + backing compressed slots of each request
   FastDivisor page_size;         // of compressed_kv (<= 16384)
   int32_t columns;               // 128 + max_pages * page_size: the columns that have an entry

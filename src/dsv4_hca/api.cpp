@@ -55,7 +55,9 @@ Dsv4DecodeArgs section1_args(const Dsv4HcaDecodeArgs& args, int32_t width) {
   return s;
 }
 
-// Where the page walk reads a token's columns (validated arguments the GPU path serves).
+// Where the page walk reads a token's columns (validated arguments the GPU
+// path serves), with the caller's strides: launch_dsv4 resolves them with
+// those of q, out and lse.
 dsv4::PageWalkParams page_walk_params(const Dsv4HcaDecodeArgs& args) {
   const int32_t page_size = static_cast<int32_t>(args.compressed_kv.page_size);  // <= 16384: expanded_width
   dsv4::PageWalkParams p{};
@@ -65,6 +67,12 @@ dsv4::PageWalkParams page_walk_params(const Dsv4HcaDecodeArgs& args) {
   p.block_table = args.block_table;
   p.block_table_stride = args.block_table_stride;
   p.lens = args.lens;
+  p.swa_rows_request_stride = args.swa_rows_request_stride;
+  p.swa_lens_token_stride = args.swa_lens_token_stride;
+  p.swa_lens_request_stride = args.swa_lens_request_stride;
+  p.block_table_request_stride = args.block_table_request_stride;
+  p.lens_token_stride = args.lens_token_stride;
+  p.lens_request_stride = args.lens_request_stride;
   p.hca_seq_lens = args.hca_seq_lens;
   p.page_size = fast_divisor(static_cast<uint32_t>(page_size));
   p.columns = kSwaColumns + args.max_pages * page_size;

@@ -109,10 +109,18 @@ Status validate_decode(const Dsv4HcaDecodeArgs& args) {
           {{"q", "q_token_stride", args.q_request_stride, args.q_token_stride, 16},
            {"out", "out_token_stride", args.out_request_stride, args.out_token_stride, 8, out_extent},
            {"lse", "lse_token_stride", args.lse ? args.lse_request_stride : 0, args.lse_token_stride, 1,
-            args.lse ? H : 0}});
+            args.lse ? H : 0},
+           {"swa_rows", "swa_rows_stride", args.swa_rows_request_stride, args.swa_rows_stride, 4},
+           {"swa_lens", "swa_lens_token_stride", args.swa_lens_request_stride, args.swa_lens_token_stride},
+           {"block_table", "block_table_stride", args.block_table_request_stride, args.block_table_stride},
+           {"lens", "lens_token_stride", args.lens_request_stride, args.lens_token_stride}});
       !s.ok()) {
     return s;
   }
+  if (Status s = validation::check_lens_token_stride("swa_lens_token_stride", args.swa_lens_token_stride); !s.ok()) {
+    return s;
+  }
+  if (Status s = validation::check_lens_token_stride("lens_token_stride", args.lens_token_stride); !s.ok()) return s;
 
   if (Status s = validation::check_aligned4(
           {{args.sinks, "sinks"}, {args.lse, "lse"}, {args.out_of_range_count, "out_of_range_count"}});

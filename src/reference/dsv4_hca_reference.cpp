@@ -20,8 +20,11 @@ void append_row(const KvPool& pool, int64_t row, std::vector<double>& kv) {
 
 HcaRowState hca_swa_column(const Dsv4HcaDecodeArgs& args, int64_t token, int32_t column) {
   HcaRowState state;
-  if (column >= std::clamp(args.swa_lens[token], 0, kSwaColumns)) return state;
-  const int32_t row = args.swa_rows[token * args.swa_rows_stride + column];
+  const int32_t swa_len =
+      args.swa_lens[token_offset(token, args.swa_lens_token_stride, args.swa_lens_request_stride, args.q_len)];
+  if (column >= std::clamp(swa_len, 0, kSwaColumns)) return state;
+  const int32_t row =
+      args.swa_rows[token_offset(token, args.swa_rows_stride, args.swa_rows_request_stride, args.q_len) + column];
   if (row < 0) return state;
   if (row >= args.swa_kv.rows()) {
     state.out_of_range = true;
@@ -35,7 +38,8 @@ HcaRowState hca_swa_column(const Dsv4HcaDecodeArgs& args, int64_t token, int32_t
 int64_t hca_compressed_slots(const Dsv4HcaDecodeArgs& args, int64_t token) {
   const TokenRequest r = locate_token(token, args.num_requests, args.cum_seq_lens_q, args.q_len);
   if (r.request < 0) return 0;
-  const int64_t slots = std::min({int64_t{args.lens[token]} - kSwaColumns,
+  const int32_t len = args.lens[token_offset(token, args.lens_token_stride, args.lens_request_stride, args.q_len)];
+  const int64_t slots = std::min({int64_t{len} - kSwaColumns,
                                   int64_t{args.hca_seq_lens[r.request]} - kSwaColumns,
                                   int64_t{args.max_pages} * args.compressed_kv.page_size});
   return std::max<int64_t>(slots, 0);
@@ -44,7 +48,9 @@ int64_t hca_compressed_slots(const Dsv4HcaDecodeArgs& args, int64_t token) {
 HcaRowState hca_compressed_slot(const Dsv4HcaDecodeArgs& args, int64_t token, int64_t slot) {
   HcaRowState state;
   const int64_t page_size = args.compressed_kv.page_size;
-  const int32_t page = args.block_table[token * args.block_table_stride + slot / page_size];
+  const int32_t page =
+      args.block_table[token_offset(token, args.block_table_stride, args.block_table_request_stride, args.q_len) +
+                       slot / page_size];
   if (page < 0) return state;
   if (page >= args.compressed_kv.pages) {
     state.out_of_range = true;

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 import sparse_decode
-from dsv4_reference import assert_close_l2, assert_matches_exactly_rounded, make_problem, reference, token_positions
+from dsv4_reference import (SWA, assert_close_l2, assert_matches_exactly_rounded, make_problem, reference,
+                            token_positions)
 from helpers import numpy_kwargs, to_torch
 from hca_dsa_reference import hca_kwargs, make_hca_problem
 from packed_reference import make_packed_problem
@@ -107,6 +108,56 @@ def test_dsv4_decode_hca_views_same_bits_as_flat(rng, seed):
     check_padding_untouched(buffer, 3, BF16_NAN)
 
 
+def hca_metadata_views(p, B, q_len, layout):
+    """p's swa_rows, swa_lens, block_table and lens as views that are not contiguous: [B, q_len, ...]
+    request views of padded buffers ("padded"), of [q_len, B, ...] storage ("interleaved"), or [T, ...]
+    arrays with a token stride past the row ("strided"); the padding holds values that change the
+    result if read (row 0, page 0, a full window, lens past every footprint)."""
+    fills = dict(swa_rows=0, swa_lens=SWA, block_table=0, lens=1 << 30)
+    views = {}
+    for name, fill in fills.items():
+        a = getattr(p, name)
+        if layout == "padded":
+            view = padded(a, B, q_len, fill, extra_last=4)[0]
+        elif layout == "interleaved":
+            storage = np.full((q_len, B, *a.shape[1:]), fill, a.dtype)
+            view = storage.transpose(1, 0, *range(2, a.ndim + 1))
+            view[...] = a.reshape(B, q_len, *a.shape[1:])
+        else:
+            storage = np.full((a.shape[0], a.shape[1] + 4) if a.ndim == 2 else (2 * a.shape[0],), fill, a.dtype)
+            view = storage[:, : a.shape[1]] if a.ndim == 2 else storage[::2]
+            view[...] = a
+        assert not view.flags.c_contiguous and (layout == "strided" or unmerged(view)), name
+        views[name] = view
+    return views
+
+
+@pytest.mark.parametrize("layout", ["padded", "interleaved", "strided"])
+def test_dsv4_decode_hca_metadata_views_same_bits_as_flat(rng, seed, layout):
+    p = make_hca_problem(rng, tokens=6, q_len=3)
+    k = hca_kwargs(p)
+    flat = np.full(p.q.shape, BF16_NAN, np.uint16)
+    flat_count = np.zeros(1, np.int32)
+    sparse_decode.dsv4_decode_hca(**k, out=flat, out_of_range_count=flat_count)
+    assert np.all(flat != BF16_NAN), f"seed={seed}: the flat call left out unwritten"
+    out = np.full(p.q.shape, BF16_NAN, np.uint16)
+    count = np.zeros(1, np.int32)
+    sparse_decode.dsv4_decode_hca(**dict(k, **hca_metadata_views(p, 2, 3, layout)), out=out,
+                                  out_of_range_count=count)
+    assert np.array_equal(out, flat), f"seed={seed}: metadata views vs flat"
+    assert count[0] == flat_count[0], f"seed={seed}: out_of_range_count"
+
+
+def test_dsv4_decode_hca_metadata_view_of_other_requests_is_refused(rng):
+    p = make_hca_problem(rng, tokens=6, q_len=3)
+    rows = padded(p.swa_rows, 3, 2, 0, extra_last=4)[0]  # [3, 2, 128]: the call has B = 2, q_len = 3
+    out = np.full(p.q.shape, BF16_NAN, np.uint16)
+    with pytest.raises(ValueError, match=r"^swa_rows: expected a \[B, q_len, \.\.\.\] view with B = 2 requests of "
+                                         r"q_len = 3 tokens, got shape \[3, 2, 128\]"):
+        sparse_decode.dsv4_decode_hca(**dict(hca_kwargs(p), swa_rows=rows), out=out)
+    assert np.all(out == BF16_NAN)
+
+
 # ---------------------------------------------------------------- the drop-ins (torch CPU)
 
 
@@ -178,6 +229,30 @@ def test_flashmla_padded_q_and_indices(rng, seed, b, s_q):
         tile_scheduler_metadata=get_mla_metadata()[0], **args)
     assert torch.equal(bits_tensor(out), bits_tensor(contiguous)), f"seed={seed}: views vs contiguous"
     assert torch.equal(lse, contiguous_lse), f"seed={seed}: lse"
+
+
+def test_flashinfer_cute_dsl_takes_strided_metadata_without_a_copy(rng, seed):
+    """FlashInfer's HCA metadata shapes ([B * q_len, 128], [B * q_len, max_pages], [B * q_len]) as
+    strided slices of larger buffers: read in place, the bits of the contiguous call."""
+    torch = pytest.importorskip("torch")
+    from sparse_decode.flashinfer_compat import trtllm_batch_decode_sparse_mla_dsv4
+
+    p = make_hca_problem(rng, tokens=6, q_len=2, layout="HND")
+    views = hca_metadata_views(p, 3, 2, "strided")
+
+    def call(rows, window, table, lens):
+        return trtllm_batch_decode_sparse_mla_dsv4(
+            to_torch(p.q, element="fp8").reshape(3, 2, 16, 512), to_torch(p.swa_kv, element="fp8"),
+            torch.zeros(16, dtype=torch.uint8), compressed_kv_cache=to_torch(p.compressed_kv, element="fp8"),
+            sparse_topk_lens=lens, bmm1_scale=p.bmm1_scale, bmm2_scale=p.bmm2_scale, sinks=to_torch(p.sinks),
+            kv_layout="HND", backend="cute-dsl", hca_swa_indices=rows, hca_compressed_block_tables=table,
+            hca_seq_lens=to_torch(p.hca_seq_lens), swa_topk_lens=window)
+
+    contiguous = call(*(to_torch(getattr(p, n)) for n in ("swa_rows", "swa_lens", "block_table", "lens")))
+    tensors = [to_torch(views[n]) for n in ("swa_rows", "swa_lens", "block_table", "lens")]
+    assert not any(t.is_contiguous() for t in tensors)
+    out = call(*tensors)
+    assert torch.equal(bits_tensor(out), bits_tensor(contiguous)), f"seed={seed}"
 
 
 def bits_tensor(tensor):
@@ -277,3 +352,24 @@ def test_gpu_hca_views_same_bits_as_flat(rng, seed):
     heads = p.q.shape[-2]
     written = bits(out.as_strided((2, 5, heads, 512), (5 * heads * 512, heads * 512, 512, 1)))
     assert np.all(written[:, 3:] == BF16_NAN), f"seed={seed}: the padding between requests is not written"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["padded", "interleaved", "strided"])
+def test_gpu_hca_metadata_views_same_bits_as_flat(rng, seed, layout):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device (GPU tests run on the H200)")
+    from helpers import bits, served
+
+    p = make_hca_problem(rng, tokens=6, q_len=3)
+    k = {name: to_torch(value, "cuda", "fp8" if name in ("q", "swa_kv", "compressed_kv") else None)
+         if isinstance(value, np.ndarray) else value for name, value in hca_kwargs(p).items()}
+    flat = torch.full(p.q.shape, float("nan"), dtype=torch.bfloat16, device="cuda")
+    served(lambda: sparse_decode.dsv4_decode_hca(**k, out=flat))
+    views = {name: to_torch(view, "cuda") for name, view in hca_metadata_views(p, 2, 3, layout).items()}
+    out = torch.full(p.q.shape, float("nan"), dtype=torch.bfloat16, device="cuda")
+    sparse_decode.dsv4_decode_hca(**dict(k, **views), out=out)
+    torch.cuda.synchronize()
+    assert not torch.isnan(flat).any(), f"seed={seed}: the flat call left out unwritten"
+    assert np.array_equal(bits(out), bits(flat)), f"seed={seed}: metadata views vs flat"

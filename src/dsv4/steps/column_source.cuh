@@ -33,9 +33,13 @@ __device__ __forceinline__ bool column_has_entry(const Dsv4Params& p, int column
 template <class Traits>
 __device__ __forceinline__ const int32_t* column_entry(const Dsv4Params& p, int64_t token, int column) {
   if constexpr (Traits::kPageWalk) {
-    if (column < kSwaColumns) return p.pages.swa_rows + token * p.pages.swa_rows_stride + column;
+    if (column < kSwaColumns) {
+      return p.pages.swa_rows +
+             token_offset<Traits>(p, token, p.pages.swa_rows_stride, p.pages.swa_rows_request_stride) + column;
+    }
     const uint32_t page = divide(p.pages.page_size, static_cast<uint32_t>(column - kSwaColumns));
-    return p.pages.block_table + token * p.pages.block_table_stride + page;
+    return p.pages.block_table +
+           token_offset<Traits>(p, token, p.pages.block_table_stride, p.pages.block_table_request_stride) + page;
   } else {
     return &p.indices[token_offset<Traits>(p, token, p.indices_stride, p.indices_request_stride) + column];
   }

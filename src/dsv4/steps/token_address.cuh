@@ -1,4 +1,5 @@
-// Where a token's row of q, indices, lens, out and lse starts. The plain form
+// Where a token's row of q, indices, lens, out and lse starts (and in the
+// page walk, of swa_rows, swa_lens, block_table and lens). The plain form
 // of a kernel reads flat arguments (token t at t * token stride, lens at
 // stride 1); the general form (Traits::kGeneral) reads [B, q_len] request
 // views: request t / q_len, index t % q_len (params.h).

@@ -68,7 +68,8 @@ __device__ __forceinline__ int page_walk_len(ChunkSmem<Traits>& s, const Dsv4Par
   const int64_t request = p.cum_seq_lens_q
                               ? int64_t{varlen_request<Traits>(s, p, token)}
                               : int64_t{static_cast<uint32_t>(token) / static_cast<uint32_t>(p.q_len)};
-  const int64_t slots = request >= 0 ? dsv4_hca::compressed_slots(p.pages.lens[token], p.pages.hca_seq_lens[request],
+  const int64_t lens_at = token_offset<Traits>(p, token, p.pages.lens_token_stride, p.pages.lens_request_stride);
+  const int64_t slots = request >= 0 ? dsv4_hca::compressed_slots(p.pages.lens[lens_at], p.pages.hca_seq_lens[request],
                                                                    p.pages.columns - kSwaColumns)
                                      : 0;
   return static_cast<int>(kSwaColumns + slots);
@@ -99,7 +100,11 @@ __device__ __forceinline__ TokenScope token_scope(ChunkSmem<Traits>& s, const Ds
   scope.token = token;
   if constexpr (Traits::kPageWalk) {
     scope.len = page_walk_len<Traits>(s, p, token);
-    scope.window = has_swa_columns ? dsv4_hca::window_columns(p.pages.swa_lens[token]) : kSwaColumns;
+    scope.window =
+        has_swa_columns
+            ? dsv4_hca::window_columns(p.pages.swa_lens[token_offset<Traits>(p, token, p.pages.swa_lens_token_stride,
+                                                                              p.pages.swa_lens_request_stride)])
+            : kSwaColumns;
   } else {
     scope.len = p.lens ? p.lens[lens_offset<Traits>(p, token)] : p.width;
     scope.window = p.seq_lens && has_swa_columns ? swa_window<Traits>(s, p, token) : kSwaColumns;
