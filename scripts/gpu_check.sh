@@ -106,9 +106,13 @@ for tool in ${tools[@]+"${tools[@]}"}; do
   exclude=()
   [ "$tool" = synccheck ] && [ -n "$SYNCCHECK_EXCLUDE" ] && exclude=(--kernel-name-exclude "kns=$SYNCCHECK_EXCLUDE")
   tool_jobs[$tool]=""
-  for ((i = 0; i < sanitizer_shards; ++i)); do
+  # No more processes than tests: a process with no test makes no CUDA call,
+  # which the tools report as an error.
+  count=$("$tests" --gtest_filter="$filter" --gtest_list_tests | grep -c '^  ')
+  tool_shards=$((count < sanitizer_shards ? count : sanitizer_shards))
+  for ((i = 0; i < tool_shards; ++i)); do
     # shellcheck disable=SC2046
-    GTEST_TOTAL_SHARDS=$sanitizer_shards GTEST_SHARD_INDEX=$i timeout "${SANITIZER_TIMEOUT:-0}" \
+    GTEST_TOTAL_SHARDS=$tool_shards GTEST_SHARD_INDEX=$i timeout "${SANITIZER_TIMEOUT:-0}" \
       compute-sanitizer --tool "$tool" $(tool_options "$tool") ${exclude[@]+"${exclude[@]}"} --error-exitcode 9 \
       "$tests" --gtest_filter="$filter" > "$OUT/sanitizer_${tool}_$i.log" 2>&1 &
     tool_jobs[$tool]+=" $!"
