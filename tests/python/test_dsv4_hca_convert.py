@@ -91,10 +91,10 @@ def break_rule(t, rule):
         return k, rf"^indices: token {k} column 0 = {t.swa_rows}: expected a row of the SWA pool"
     if rule == 6:
         t.indices[k, 128:128 + min(n, t.page_size)] += t.pages * t.page_size  # its first page past the pool
-        return k, rf"^indices: token {k} column 128 = \d+ is in page \d+: expected a page of the compressed pool"
+        return k, rf"^indices: token {k} column 128 = \d+ is in page \d+: expected a page in \[0, compressed_pool_pages"
     column = 128 + (1 if n >= 2 else 0)
     t.indices[k, column] += 1  # the slot at another offset of its page: not canonical
-    return k, rf"^indices: token {k} column {column} = \d+: expected the canonical expansion"
+    return k, rf"^indices: token {k} column {column} = \d+: expected the canonical compressed-page expansion"
 
 
 @pytest.mark.parametrize("rule", [1, 3, 5, 6, 7])
@@ -128,9 +128,11 @@ def test_converter_errors(rng):
 
 @pytest.mark.parametrize("rule, message", [
     (3, r"^sparse_topk_lens\[3\] = \d+: expected 128 \+ floor\(visible / 128\)"),
-    (5, r"^sparse_indices: token 3 column 0 = 96: expected a row of the SWA pool in \[0, swa_pool_rows = 96\)"),
-    (6, r"^sparse_indices: token 3 column 128 = \d+ is in page \d+: expected a page of the compressed pool in "
-        r"\[0, compressed_pool_pages = 12\)"),
+    (5, r"^sparse_indices: token 3 column 0 = 96: expected a row of the SWA pool in \[0, swa_pool_rows = 96\) "
+        r"\(columns c < min\(128, visible\) = \d+ are the active SWA sparse_indices\)$"),
+    (6, r"^sparse_indices: token 3 column 128 = \d+ is in page \d+: expected a page in "
+        r"\[0, compressed_pool_pages = 12\), the valid physical page IDs of the compressed pool"),
+    (7, r"^sparse_indices: token 3 column 12\d = \d+: expected the canonical compressed-page expansion "),
     (1, r"^seq_lens\[1\] = 1: expected >= q_len = 2"),
 ])
 def test_flashinfer_converter_shapes_and_refusals(rng, seed, rule, message):
