@@ -15,11 +15,20 @@ def is_packed(cache: torch.Tensor) -> bool:
 
 
 def refuse(exception, arguments, why) -> None:
-    """`exception` for the first argument that is not at its default (why: text or a function giving it,
-    so that nothing is formatted on the served path)."""
+    """`exception` for the first argument that is not at its default (why: text, or a function of the
+    argument's name giving it, so that nothing is formatted on the served path)."""
     for name, value, default in arguments:
         if (value is not None) if default is None else (value != default):
-            raise exception(f"{name}: {why() if callable(why) else why}")
+            raise exception(f"{name}: {why(name) if callable(why) else why}")
+
+
+def refuse_other_set(arguments, argument_set: str, owner: str) -> None:
+    """ValueError for the first of `arguments` (name, value, default) not at its default: an argument of
+    the `owner` set that the `argument_set` does not take, in FlashInfer's words ("backend='cute-dsl' does
+    not accept hca_is_causal")."""
+    refuse(ValueError, arguments,
+           lambda name: f"backend={argument_set!r} does not accept {name} (an argument of the {owner}); "
+           "leave it at its default")
 
 
 def tensor(value, name: str) -> None:
@@ -70,3 +79,4 @@ def split_scratch(workspace_buffer: Optional[torch.Tensor]) -> Optional[torch.Te
         return workspace_buffer  # the library names what is wrong with it
     flat = workspace_buffer.reshape(-1).view(torch.uint8)
     return flat[(flat.numel() // 2) & ~255 :]  # 256-byte aligned when the buffer is
+

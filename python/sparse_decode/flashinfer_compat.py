@@ -34,8 +34,8 @@ from typing import Literal, Optional, Union
 import torch
 
 from . import torch_ops  # noqa: F401  (registers torch.ops.sparse_decode.*)
-from ._flashinfer_common import (BACKENDS, check_kv_layout, is_packed, optional_tensors, output, refuse, scale,
-                                 split_scratch, tensor)
+from ._flashinfer_common import (BACKENDS, check_kv_layout, is_packed, optional_tensors, output, refuse,
+                                 refuse_other_set, scale, split_scratch, tensor)
 from ._flashinfer_hca import DSV4HCAMetadata, convert_compressed_page_aligned_sparse_indices_to_hca_metadata, hca
 from ._flashinfer_packed import packed
 
@@ -150,7 +150,8 @@ def trtllm_batch_decode_sparse_mla_dsv4(
     hca_* tensors and swa_topk_lens: they are converted
     (convert_compressed_page_aligned_sparse_indices_to_hca_metadata's rules)
     and decoded. That path allocates the metadata on every call and is not
-    CUDA-graph safe; convert once and pass the explicit arguments instead.
+    CUDA-graph safe (RuntimeError inside a capture, as in FlashInfer);
+    convert once and pass the explicit arguments instead.
 
     Refusals raise what FlashInfer raises (ValueError for a bad argument or
     an argument of another backend's set, TypeError for a tensor scale that
@@ -180,20 +181,18 @@ def trtllm_batch_decode_sparse_mla_dsv4(
     else:
         argument_set = "trtllm-gen"
     if argument_set == "cute-dsl":
-        refuse(
-            ValueError,
+        refuse_other_set(
             (
                 ("extra_sparse_indices", extra_sparse_indices, None),
                 ("extra_sparse_topk_lens", extra_sparse_topk_lens, None),
             ),
-            "backend='cute-dsl' does not accept it (an argument of the packed-row, SM120 'sparse', set)",
+            "cute-dsl", "packed-row, SM120 'sparse', set",
         )
         if not hca_is_causal:
             raise ValueError(f"hca_is_causal: backend='cute-dsl' supports causal HCA only (rows per query token), "
                              f"expected True, got {hca_is_causal!r}")
     else:
-        refuse(
-            ValueError,
+        refuse_other_set(
             tuple((name, value, None) for name, value in zip(
                 _HCA_ARGUMENTS, (hca_swa_indices, hca_compressed_block_tables, hca_seq_lens)))
             + (
@@ -201,8 +200,7 @@ def trtllm_batch_decode_sparse_mla_dsv4(
                 ("hca_use_persistent", hca_use_persistent, False),
                 ("hca_sparse_indices_format", hca_sparse_indices_format, None),
             ),
-            lambda: f"backend={argument_set!r} does not accept it (an argument of the HCA set, selected by "
-            "backend='cute-dsl'); leave it at its default",
+            argument_set, "HCA set, selected by backend='cute-dsl'",
         )
     if cum_seq_lens_q is not None and max_q_len is None:
         raise ValueError("max_q_len: required with cum_seq_lens_q")
@@ -229,7 +227,7 @@ def trtllm_batch_decode_sparse_mla_dsv4(
             ("extra_sparse_indices", extra_sparse_indices, None),
             ("extra_sparse_topk_lens", extra_sparse_topk_lens, None),
         ),
-        lambda: (
+        lambda name: (
             "an argument of the packed-row (SM120 'sparse') set, which needs packed uint8 caches [..., 584]; "
             f"swa_kv_cache is {swa_kv_cache.dtype} {list(swa_kv_cache.shape)}, so backend={backend!r} uses the "
             "trtllm-gen set: leave it None"
