@@ -35,7 +35,7 @@ import torch
 
 from . import torch_ops  # noqa: F401  (registers torch.ops.sparse_decode.*)
 from ._flashinfer_common import (BACKENDS, check_kv_layout, is_packed, optional_tensors, output, refuse,
-                                 refuse_other_set, scale, split_scratch, tensor)
+                                 refuse_other_set, scale, split_scratch, storage_rows, tensor)
 from ._flashinfer_hca import DSV4HCAMetadata, convert_compressed_page_aligned_sparse_indices_to_hca_metadata, hca
 from ._flashinfer_packed import packed
 
@@ -47,6 +47,7 @@ __all__ = [
 ]
 
 _HCA_ARGUMENTS = ("hca_swa_indices", "hca_compressed_block_tables", "hca_seq_lens")
+_REMAP_ARGUMENTS = ("remapped_sparse_indices_buffer", "sparse_indices_are_storage_offsets")
 
 
 def _trtllm_gen_scales(bmm1_scale, bmm2_scale):
@@ -91,6 +92,8 @@ def trtllm_batch_decode_sparse_mla_dsv4(
     hca_is_causal: bool = True,
     hca_use_persistent: bool = False,
     hca_sparse_indices_format: Optional[Literal["compressed-page-aligned"]] = None,
+    remapped_sparse_indices_buffer: Optional[torch.Tensor] = None,
+    sparse_indices_are_storage_offsets: Optional[bool] = None,
 ) -> torch.Tensor:
     """Decode DeepSeek V4 sparse MLA (FlashInfer's trtllm-gen, SM120 packed and HCA argument sets).
 
@@ -111,6 +114,20 @@ def trtllm_batch_decode_sparse_mla_dsv4(
     compressed pool), and any device that sparse_decode serves runs it (CPU
     tensors run its float64 CPU backend). enable_pdl=None means on for CUDA
     tensors, as FlashInfer does on devices that support PDL.
+
+    Strided pools (a page stride larger than page_size rows, rows further
+    apart than 512 elements) are read where they are, with no remap.
+    sparse_indices_are_storage_offsets says what the indices count: None or
+    False, logical rows (row r is slot r % page_size of page r / page_size);
+    True, storage rows (row r sits r row strides past the pool's first row,
+    whatever the page stride: FlashInfer's flat row coordinates), read
+    through a [rows, 512] view of the same memory that ends at the pool's
+    last row (no copy). On tightly packed pools the two agree. FlashInfer
+    requires it set for strided pools; here None means False.
+    remapped_sparse_indices_buffer (FlashInfer's scratch for the remap of
+    logical indices on strided pools) is accepted and never written: no
+    remap is needed. Both belong to this set: the other sets refuse them
+    (ValueError, as FlashInfer).
 
     Packed (SM120 "sparse") set: BF16 query as above; swa_kv_cache and
     compressed_kv_cache uint8 [pages, page_size, 584] or 4-D in kv_layout
@@ -166,11 +183,14 @@ def trtllm_batch_decode_sparse_mla_dsv4(
                      out=out, sinks=sinks, cum_seq_lens_q=cum_seq_lens_q, swa_topk_lens=swa_topk_lens,
                      extra_sparse_indices=extra_sparse_indices, extra_sparse_topk_lens=extra_sparse_topk_lens,
                      hca_swa_indices=hca_swa_indices, hca_compressed_block_tables=hca_compressed_block_tables,
-                     hca_seq_lens=hca_seq_lens)
+                     hca_seq_lens=hca_seq_lens, remapped_sparse_indices_buffer=remapped_sparse_indices_buffer)
     scale(bmm1_scale, "bmm1_scale")
     scale(bmm2_scale, "bmm2_scale")
     if max_q_len is not None and (isinstance(max_q_len, bool) or not isinstance(max_q_len, numbers.Integral)):
         raise TypeError(f"max_q_len: expected an int or None, got {type(max_q_len).__name__}")
+    if sparse_indices_are_storage_offsets is not None and not isinstance(sparse_indices_are_storage_offsets, bool):
+        raise TypeError("sparse_indices_are_storage_offsets: expected True, False or None, got "
+                        f"{type(sparse_indices_are_storage_offsets).__name__}")
     check_kv_layout(kv_layout)
     if backend not in BACKENDS:
         raise ValueError(f"backend: expected one of {', '.join(map(repr, BACKENDS))}, got {backend!r}")
@@ -180,6 +200,11 @@ def trtllm_batch_decode_sparse_mla_dsv4(
         argument_set = "sparse"
     else:
         argument_set = "trtllm-gen"
+    if argument_set != "trtllm-gen":
+        refuse_other_set(
+            ((name, value, None) for name, value in zip(
+                _REMAP_ARGUMENTS, (remapped_sparse_indices_buffer, sparse_indices_are_storage_offsets))),
+            argument_set, "trtllm-gen set, for its indices into strided pools")
     if argument_set == "cute-dsl":
         refuse_other_set(
             (
@@ -236,6 +261,10 @@ def trtllm_batch_decode_sparse_mla_dsv4(
     if sparse_indices is None:
         raise ValueError("sparse_indices: required by the trtllm-gen argument set ([sum_q, W] int32)")
     bmm1_value, bmm1_tensor, bmm2_value, bmm2_tensor = _trtllm_gen_scales(bmm1_scale, bmm2_scale)
+    if sparse_indices_are_storage_offsets:
+        swa_kv_cache = storage_rows(swa_kv_cache, "swa_kv_cache", kv_layout)
+        if compressed_kv_cache is not None:
+            compressed_kv_cache = storage_rows(compressed_kv_cache, "compressed_kv_cache", kv_layout)
     out = output(out, query)
     torch.ops.sparse_decode.dsv4_decode(
         query,

@@ -38,6 +38,8 @@ FLASHINFER_PARAMETERS = [
     ("hca_is_causal", True),
     ("hca_use_persistent", False),
     ("hca_sparse_indices_format", None),
+    ("remapped_sparse_indices_buffer", None),  # FlashInfer's strided-pool arguments (after the documented ones)
+    ("sparse_indices_are_storage_offsets", None),
 ]
 
 

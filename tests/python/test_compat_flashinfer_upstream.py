@@ -1,6 +1,7 @@
 """The FlashInfer drop-in against FlashInfer's documented contract for DeepSeek-V4: its refusals carry
 FlashInfer's phrase (what a caller's `pytest.raises(..., match=...)` looks for) after the argument's
-name, with FlashInfer's exception type.
+name, with FlashInfer's exception type; and the trtllm-gen set's index arguments for strided pools
+(remapped_sparse_indices_buffer, sparse_indices_are_storage_offsets).
 
 Written from FlashInfer's signatures, documentation and messages; CPU tensors (the refusals happen
 before anything runs), except where a CUDA device is needed.
@@ -12,6 +13,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import compat_args  # noqa: E402
+from dsv4_reference import (  # noqa: E402
+    assert_matches_exactly_rounded, make_problem, reference, token_positions)
 from hca_dsa_reference import make_canonical_table, make_hca_problem  # noqa: E402
 from helpers import bits, to_torch  # noqa: E402
 from packed_reference import make_packed_problem  # noqa: E402
@@ -21,6 +24,7 @@ from sparse_decode.flashinfer_compat import (  # noqa: E402
 )
 
 I32 = torch.int32
+REMAP_ARGUMENTS = ("remapped_sparse_indices_buffer", "sparse_indices_are_storage_offsets")
 
 
 def poisoned_like(query):
@@ -62,6 +66,122 @@ def table(rng):
                   sparse_topk_lens=conv["sparse_topk_lens"], seq_lens=conv["seq_lens"], out=poisoned_like(query),
                   backend="cute-dsl", hca_sparse_indices_format="compressed-page-aligned")
     return t, conv, tagged
+
+
+# ---------------------------------------------------------------- index arguments of the trtllm-gen set
+
+
+@pytest.mark.parametrize("argument", REMAP_ARGUMENTS)
+@pytest.mark.parametrize("argument_set", ["cute-dsl", "sparse"])
+def test_other_sets_refuse_the_index_arguments(rng, argument_set, argument):
+    # FlashInfer: "backend='cute-dsl' does not accept ..." (ValueError); False is refused as True is.
+    args = {"cute-dsl": cute_dsl, "sparse": packed}[argument_set](rng)
+    args[argument] = torch.empty((1, 128), dtype=I32) if argument == REMAP_ARGUMENTS[0] else False
+    refused(trtllm_batch_decode_sparse_mla_dsv4, args, ValueError, argument,
+            rf"backend='{argument_set}' does not accept {argument} \(an argument of the trtllm-gen set")
+
+
+def padded_problem(rng, layout, dtype="fp8"):
+    """A problem whose pools are strided: 3 NaN rows after each page, 32 NaN elements after each row."""
+    return make_problem(rng, layout=layout, dtype=dtype, tokens=6, seq_lens="uniform", q_len=2, q4d=True,
+                        page_pad=3, row_pad=32)
+
+
+def storage_offsets(p, page_pad=3):
+    """The problem's logical indices as storage rows: row r of page r / page_size sits at
+    (r / page_size) * (page_size + page_pad) + r % page_size row strides from the pool's start."""
+    ps = p.swa_kv.shape[2] if p.layout == "HND" else p.swa_kv.shape[1]
+    i = p.indices.astype(np.int64)
+    return np.where(i < 0, i, i // ps * (ps + page_pad) + i % ps).astype(np.int32)
+
+
+@pytest.mark.parametrize("layout, dtype", [("HND", "fp8"), ("NHD", "bf16")])
+def test_storage_offsets_read_strided_pools_where_they_are(rng, seed, layout, dtype):
+    p = padded_problem(rng, layout, dtype)
+    args = compat_args.flashinfer_trtllm_gen(p)
+    expected = reference(p)[0].reshape(p.q.shape)
+    logical = trtllm_batch_decode_sparse_mla_dsv4(**args, out=poisoned_like(args["query"]))
+    assert_matches_exactly_rounded(bits(logical), expected, seed)
+    for flag in (None, False):  # logical rows: FlashInfer's False
+        out = trtllm_batch_decode_sparse_mla_dsv4(**args, out=poisoned_like(args["query"]),
+                                                  sparse_indices_are_storage_offsets=flag)
+        assert np.array_equal(bits(out), bits(logical)), f"seed={seed}: sparse_indices_are_storage_offsets={flag}"
+    # The same rows named by storage offset: the padding rows (NaN) between pages are never read, and
+    # offsets past the pool's last row (the logical ones past it) stay out of range.
+    stored = dict(args, sparse_indices=to_torch(storage_offsets(p)))
+    out = trtllm_batch_decode_sparse_mla_dsv4(**stored, out=poisoned_like(args["query"]),
+                                              sparse_indices_are_storage_offsets=True)
+    assert np.array_equal(bits(out), bits(logical)), f"seed={seed}: storage offsets vs logical rows"
+
+
+def test_storage_offsets_on_tight_pools_are_the_logical_rows(rng, seed):
+    p = make_problem(rng, layout="HND", tokens=6, seq_lens="uniform", q_len=2, q4d=True)
+    args = compat_args.flashinfer_trtllm_gen(p)
+    logical = trtllm_batch_decode_sparse_mla_dsv4(**args, out=poisoned_like(args["query"]))
+    stored = trtllm_batch_decode_sparse_mla_dsv4(**args, out=poisoned_like(args["query"]),
+                                                 sparse_indices_are_storage_offsets=True)
+    assert np.array_equal(bits(stored), bits(logical)), f"seed={seed}"
+    assert_matches_exactly_rounded(bits(stored), reference(p)[0].reshape(p.q.shape), seed)
+
+
+def test_a_storage_offset_names_the_row_at_that_many_row_strides(rng, seed):
+    # A row between pages (page padding) is a row of the storage: an offset that names it reads it.
+    p = padded_problem(rng, "HND")
+    args = compat_args.flashinfer_trtllm_gen(p)
+    ps, pool_rows = p.swa_kv.shape[2], p.swa_kv.shape[0] * p.swa_kv.shape[2]
+    positions = token_positions(p)
+    active = [(t, c) for t in range(p.tokens) for c in range(min(128, int(p.lens[t]), int(positions[t]) + 1))
+              if 0 <= p.indices[t, c] < pool_rows]
+    assert active, f"seed={seed}: the problem has an active SWA column"
+    row = int(p.indices[active[0]])  # a logical row an active column reads
+    storage = args["swa_kv_cache"]
+    rows = storage.as_strided((storage.shape[0] * (ps + 3), 512), (storage.stride(2), 1)).view(torch.uint8)
+    gap = ps  # the first padding row after page 0: NaN until written
+    indices = storage_offsets(p)
+    swa = indices[:, :128]
+    swa[swa == row // ps * (ps + 3) + row % ps] = gap
+    stored = dict(args, sparse_indices=to_torch(indices))
+    rows[gap].copy_(rows[row // ps * (ps + 3) + row % ps])  # the padding row holds the logical row's data
+    out = trtllm_batch_decode_sparse_mla_dsv4(**stored, out=poisoned_like(args["query"]),
+                                              sparse_indices_are_storage_offsets=True)
+    assert_matches_exactly_rounded(bits(out), reference(p)[0].reshape(p.q.shape), seed)
+    rows[gap].fill_(0x7F)  # FP8 NaN: the output shows that the padding row is read
+    out = trtllm_batch_decode_sparse_mla_dsv4(**stored, out=poisoned_like(args["query"]),
+                                              sparse_indices_are_storage_offsets=True)
+    assert torch.isnan(out.float()).any(), f"seed={seed}: the offset {gap} is read"
+
+
+def test_remapped_sparse_indices_buffer_is_accepted_and_never_written(rng, seed):
+    p = padded_problem(rng, "HND")
+    args = compat_args.flashinfer_trtllm_gen(p)
+    logical = trtllm_batch_decode_sparse_mla_dsv4(**args, out=poisoned_like(args["query"]))
+    buffer = torch.full(tuple(args["sparse_indices"].shape), 7, dtype=I32)
+    for flag in (False, True):
+        given = dict(args, sparse_indices=to_torch(storage_offsets(p))) if flag else args
+        out = trtllm_batch_decode_sparse_mla_dsv4(**given, out=poisoned_like(args["query"]),
+                                                  remapped_sparse_indices_buffer=buffer,
+                                                  sparse_indices_are_storage_offsets=flag)
+        assert np.array_equal(bits(out), bits(logical)), f"seed={seed}: storage offsets {flag}"
+        assert bool((buffer == 7).all()), "no remap is needed: the buffer is not written"
+
+
+@pytest.mark.parametrize("value, exception, message", [
+    (1, TypeError, r"^sparse_indices_are_storage_offsets: expected True, False or None, got int$"),
+    ("yes", TypeError, r"^sparse_indices_are_storage_offsets: expected True, False or None, got str$"),
+])
+def test_storage_offsets_flag_is_a_bool(rng, value, exception, message):
+    p = make_problem(rng, layout="HND", tokens=6, seq_lens="uniform", q_len=2, q4d=True)
+    args = compat_args.flashinfer_trtllm_gen(p)
+    with pytest.raises(exception, match=message):
+        trtllm_batch_decode_sparse_mla_dsv4(**args, sparse_indices_are_storage_offsets=value)
+
+
+def test_remapped_sparse_indices_buffer_is_a_tensor(rng):
+    p = make_problem(rng, layout="HND", tokens=6, seq_lens="uniform", q_len=2, q4d=True)
+    with pytest.raises(TypeError, match=r"^remapped_sparse_indices_buffer: expected a torch\.Tensor or None, "
+                                        r"got list$"):
+        trtllm_batch_decode_sparse_mla_dsv4(**compat_args.flashinfer_trtllm_gen(p),
+                                            remapped_sparse_indices_buffer=[0, 1])
 
 
 # ---------------------------------------------------------------- HCA: FlashInfer's phrases
