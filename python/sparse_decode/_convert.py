@@ -18,10 +18,11 @@ CONVERT_RULES = {
     2: ("indices", "expected a width >= 128 + floor(visible / 128), the token's compressed slots"),
     3: ("lens", "expected 128 + floor(visible / 128) (dense causal lengths)"),
     4: ("max_pages", "expected >= convert_max_pages(seq_lens[b], page_size), the pages of the token's request"),
-    5: ("indices", "expected window columns c < min(128, visible) to be rows of the SWA pool"),
-    6: ("indices", "expected the compressed columns' pages inside the compressed pool"),
-    7: ("indices", "expected compressed columns 128 + j to be the canonical expansion page * page_size + "
-                   "j % page_size"),
+    5: ("indices", "expected the active SWA indices (window columns c < min(128, visible)) to be rows of the "
+                   "SWA pool"),
+    6: ("indices", "expected the compressed columns' pages to be valid physical page IDs of the compressed pool"),
+    7: ("indices", "expected compressed columns 128 + j to be the canonical compressed-page expansion page * "
+                   "page_size + j % page_size"),
 }
 
 
@@ -87,8 +88,9 @@ def convert_page_aligned_indices(
     swa_pool_rows, compressed_pool_pages: the pools' sizes; active window
         rows and compressed pages must lie inside them (None: unchecked).
     Token refusals (FlashInfer's rules: window rows in the SWA pool, pages
-    in the compressed pool, compressed columns the canonical expansion page *
-    page_size + j % page_size, dense causal lens, the table wide enough):
+    in the compressed pool, compressed columns the canonical compressed-page
+    expansion page * page_size + j % page_size, dense causal lens, the
+    table wide enough):
     CPU arrays raise ValueError naming the first refused token; nothing is
     written but `error`.
 

@@ -15,11 +15,20 @@ def is_packed(cache: torch.Tensor) -> bool:
 
 
 def refuse(exception, arguments, why) -> None:
-    """`exception` for the first argument that is not at its default (why: text or a function giving it,
-    so that nothing is formatted on the served path)."""
+    """`exception` for the first argument that is not at its default (why: text, or a function of the
+    argument's name giving it, so that nothing is formatted on the served path)."""
     for name, value, default in arguments:
         if (value is not None) if default is None else (value != default):
-            raise exception(f"{name}: {why() if callable(why) else why}")
+            raise exception(f"{name}: {why(name) if callable(why) else why}")
+
+
+def refuse_other_set(arguments, argument_set: str, owner: str) -> None:
+    """ValueError for the first of `arguments` (name, value, default) not at its default: an argument of
+    the `owner` set that the `argument_set` does not take, in FlashInfer's words ("backend='cute-dsl' does
+    not accept hca_is_causal")."""
+    refuse(ValueError, arguments,
+           lambda name: f"backend={argument_set!r} does not accept {name} (an argument of the {owner}); "
+           "leave it at its default")
 
 
 def tensor(value, name: str) -> None:
@@ -70,3 +79,23 @@ def split_scratch(workspace_buffer: Optional[torch.Tensor]) -> Optional[torch.Te
         return workspace_buffer  # the library names what is wrong with it
     flat = workspace_buffer.reshape(-1).view(torch.uint8)
     return flat[(flat.numel() // 2) & ~255 :]  # 256-byte aligned when the buffer is
+
+
+def storage_rows(cache: torch.Tensor, name: str, kv_layout: str) -> torch.Tensor:
+    """A trtllm-gen pool as storage offsets count its rows (sparse_indices_are_storage_offsets=True): row r
+    sits r row strides past the pool's first row, whatever the page stride. A [rows, 512] view of the same
+    memory (one row a page, for the library) up to the pool's last row: no copy, and an offset past it is
+    past the pool. A pool the library would refuse is returned as it is, for the library to name."""
+    slot_dim = 2 if cache.dim() == 4 and kv_layout == "HND" else 1
+    if cache.dim() not in (3, 4) or cache.stride(-1) != 1 or (cache.dim() == 4 and cache.shape[3 - slot_dim] != 1):
+        return cache
+    pages, page_size = int(cache.shape[0]), int(cache.shape[slot_dim])
+    page_stride, row_stride = int(cache.stride(0)), int(cache.stride(slot_dim))
+    if pages < 1 or page_size < 1 or page_stride < 0:
+        return cache
+    if row_stride < cache.shape[-1]:
+        raise ValueError(f"{name} (row stride): expected >= {cache.shape[-1]} elements with "
+                         f"sparse_indices_are_storage_offsets=True (an offset counts rows of this stride), "
+                         f"got {row_stride}")
+    last = (pages - 1) * page_stride + (page_size - 1) * row_stride
+    return cache.as_strided((last // row_stride + 1, cache.shape[-1]), (row_stride, 1))

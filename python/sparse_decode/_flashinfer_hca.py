@@ -41,14 +41,27 @@ def _pool_rows(cache: Optional[torch.Tensor], kv_layout: str) -> int:
     return int(cache.shape[0]) * _page_size(cache, kv_layout)
 
 
+def capturing() -> bool:
+    """Whether the current CUDA stream is capturing a graph (False where CUDA was never initialized: no
+    capture can be running, and the query would initialize it)."""
+    return torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()
+
+
+def _request_count(sparse_indices, seq_lens, q_len) -> None:
+    """FlashInfer's refusal of a seq_lens whose length is not the query batch B = T / q_len."""
+    tokens = sparse_indices.shape[:-1].numel() if sparse_indices.dim() >= 2 else 0
+    if not isinstance(q_len, int) or q_len < 1 or tokens % q_len != 0 or seq_lens.numel() == tokens // q_len:
+        return  # the package converter names what else is wrong
+    raise ValueError(f"seq_lens: expected seq_lens with {tokens // q_len} entries, one per request (B = T / q_len: "
+                     f"T = {tokens} query tokens, q_len = {q_len}), got shape {list(seq_lens.shape)}")
+
+
 def _convert(sparse_indices, sparse_topk_lens, seq_lens, swa_kv_cache, compressed_kv_cache, kv_layout, **requests):
     """sparse_decode.convert_page_aligned_indices with outputs allocated on the table's device.
 
-    CUDA tensors convert on the device. Outside a CUDA-graph capture the block table's width and the
-    refusals are FlashInfer's: the width is read from seq_lens and the report after the conversion, each
-    a synchronization, as FlashInfer synchronizes there. Inside a capture nothing is read: the table is as
-    wide as sparse_indices can need (FlashInfer's columns followed by 0) and a refused table leaves the
-    outputs zero (the decode then attends the window row 0 only)."""
+    CUDA tensors convert on the device; the block table's width and the refusals are FlashInfer's: the
+    width is read from seq_lens and the report after the conversion, each a synchronization, as FlashInfer
+    synchronizes there (which is why a CUDA-graph capture is refused by the callers)."""
     for name, value in (
         ("sparse_indices", sparse_indices),
         ("sparse_topk_lens", sparse_topk_lens),
@@ -63,22 +76,21 @@ def _convert(sparse_indices, sparse_topk_lens, seq_lens, swa_kv_cache, compresse
             raise ValueError(f"{name}: required by the compressed-page-aligned conversion (its pool's size)")
         tensor(cache, name)
         if cache.device != sparse_indices.device:
-            raise ValueError(f"{name}: expected a tensor on sparse_indices' device ({sparse_indices.device}), "
+            raise ValueError(f"{name}: {name} must be on {sparse_indices.device}, sparse_indices' device, "
                              f"got {cache.device}")
+    _request_count(sparse_indices, seq_lens, requests.get("q_len"))
     page_size = _page_size(compressed_kv_cache, kv_layout)
     sizes = dict(page_size=page_size, swa_pool_rows=_pool_rows(swa_kv_cache, kv_layout),
                  compressed_pool_pages=int(compressed_kv_cache.shape[0]))
     error = max_pages = None
-    reads = False
     if sparse_indices.is_cuda:
         error = torch.zeros(3, dtype=torch.int32, device=sparse_indices.device)
-        reads = not torch.cuda.is_current_stream_capturing()
-        if reads and seq_lens.numel() > 0:
+        if seq_lens.numel() > 0:
             max_pages = max(1, convert_max_pages(int(seq_lens.max()), page_size))
     rows, lens, pages, hca_seq_lens = convert_page_aligned_indices(
         sparse_indices, sparse_topk_lens, seq_lens, error=error, max_pages=max_pages, **sizes, **requests
     )
-    if reads:
+    if error is not None:
         message = convert_refusal(error.tolist())
         if message is not None:
             raise ValueError(message)
@@ -116,17 +128,23 @@ def convert_compressed_page_aligned_sparse_indices_to_hca_metadata(
     seq_lens[b] < q_len, a table too narrow for a token's slots, lens that
     are not the dense causal ones, a window row outside swa_kv_cache, a
     page outside compressed_kv_cache, compressed columns that are not the
-    canonical expansion; and caches on another device than sparse_indices.
-    CPU tensors convert on the CPU. CUDA tensors convert on the device;
-    outside a CUDA-graph capture the block-table width is read from
-    seq_lens and the refusals from the device's report (a synchronization
-    each, as FlashInfer has); inside one nothing is read, the table is as
-    wide as sparse_indices can need (FlashInfer's followed by columns of 0,
-    never read) and refusals are not raised (the package function
-    sparse_decode.convert_page_aligned_indices returns the report in
-    `error` for that). Allocates its outputs, as FlashInfer does.
+    canonical compressed-page expansion; a seq_lens that is not one entry
+    a request; and caches on another device than sparse_indices. CPU
+    tensors convert on the CPU. CUDA tensors convert on the device: the
+    block-table width is read from seq_lens and the refusals from the
+    device's report (a synchronization each, as FlashInfer has), so a call
+    inside a CUDA-graph capture raises RuntimeError, as FlashInfer's does
+    (sparse_decode.convert_page_aligned_indices with preallocated outputs
+    and `error` converts inside one). Allocates its outputs, as FlashInfer
+    does.
     """
     check_kv_layout(kv_layout)
+    if capturing():
+        raise RuntimeError(
+            "sparse_indices: convert_compressed_page_aligned_sparse_indices_to_hca_metadata is not CUDA Graph "
+            "capture safe (it allocates its outputs and reads seq_lens and its refusals on the host); expected a "
+            "call outside the capture: convert before capturing, or call sparse_decode.convert_page_aligned_indices "
+            "with preallocated outputs and error=, which is")
     return _convert(sparse_indices, sparse_topk_lens, seq_lens, swa_kv_cache, compressed_kv_cache, kv_layout,
                     q_len=q_len)
 
@@ -166,6 +184,12 @@ def hca(
         ("swa_topk_lens", swa_topk_lens),
     )
     if hca_sparse_indices_format is not None:
+        if capturing():
+            raise RuntimeError(
+                "hca_sparse_indices_format: 'compressed-page-aligned' is not CUDA Graph capture safe (each call "
+                "allocates the HCA metadata and reads seq_lens and the refusals on the host); expected None "
+                "inside a capture: convert before capturing with "
+                "convert_compressed_page_aligned_sparse_indices_to_hca_metadata and pass the hca_* metadata")
         for name, value in explicit:
             if value is not None:
                 raise ValueError(f"{name}: produced by the compressed-page-aligned conversion, pass None")
@@ -181,8 +205,8 @@ def hca(
     else:
         if sparse_indices is not None:
             raise ValueError(
-                "sparse_indices: expected None with the explicit HCA metadata (backend='cute-dsl'), or set "
-                "hca_sparse_indices_format='compressed-page-aligned' to convert a combined table"
+                "sparse_indices: sparse_indices must be None with the explicit HCA metadata (backend='cute-dsl'), "
+                "or set hca_sparse_indices_format='compressed-page-aligned' to convert a combined table"
             )
         if seq_lens is not None:
             raise ValueError(

@@ -50,7 +50,8 @@ def packed(
     if sparse_indices is None:
         raise ValueError("sparse_indices: required by the packed-row argument set (the SWA segment, [sum_q, W] int32)")
     if query.dtype != torch.bfloat16:
-        raise ValueError(f"query: the packed-row argument set takes a BF16 query, got {query.dtype}")
+        raise ValueError(f"query: the packed-row (SM120 'sparse') argument set only supports BF16 query, expected "
+                         f"torch.bfloat16, got {query.dtype}")
     if (extra_sparse_indices is None) != (extra_sparse_topk_lens is None):
         given, missing = (
             ("extra_sparse_indices", "extra_sparse_topk_lens")

@@ -98,7 +98,7 @@ FLASHINFER_ARGUMENTS = (
     "seq_lens", "out", "bmm1_scale", "bmm2_scale", "sinks", "kv_layout", "cum_seq_lens_q", "max_q_len",
     "enable_pdl", "swa_topk_lens", "extra_sparse_indices", "extra_sparse_topk_lens", "backend", "hca_swa_indices",
     "hca_compressed_block_tables", "hca_seq_lens", "hca_is_causal", "hca_use_persistent",
-    "hca_sparse_indices_format",
+    "hca_sparse_indices_format", "remapped_sparse_indices_buffer", "sparse_indices_are_storage_offsets",
 )
 _FLASHINFER_COMMON = {"q": "query", "q_len": "query (q_len, dim 1)", "workspace": "workspace_buffer",
                       "page_layout": "kv_layout"}

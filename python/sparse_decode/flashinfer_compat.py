@@ -34,8 +34,8 @@ from typing import Literal, Optional, Union
 import torch
 
 from . import torch_ops  # noqa: F401  (registers torch.ops.sparse_decode.*)
-from ._flashinfer_common import (BACKENDS, check_kv_layout, is_packed, optional_tensors, output, refuse, scale,
-                                 split_scratch, tensor)
+from ._flashinfer_common import (BACKENDS, check_kv_layout, is_packed, optional_tensors, output, refuse,
+                                 refuse_other_set, scale, split_scratch, storage_rows, tensor)
 from ._flashinfer_hca import DSV4HCAMetadata, convert_compressed_page_aligned_sparse_indices_to_hca_metadata, hca
 from ._flashinfer_packed import packed
 
@@ -47,6 +47,7 @@ __all__ = [
 ]
 
 _HCA_ARGUMENTS = ("hca_swa_indices", "hca_compressed_block_tables", "hca_seq_lens")
+_REMAP_ARGUMENTS = ("remapped_sparse_indices_buffer", "sparse_indices_are_storage_offsets")
 
 
 def _trtllm_gen_scales(bmm1_scale, bmm2_scale):
@@ -91,6 +92,8 @@ def trtllm_batch_decode_sparse_mla_dsv4(
     hca_is_causal: bool = True,
     hca_use_persistent: bool = False,
     hca_sparse_indices_format: Optional[Literal["compressed-page-aligned"]] = None,
+    remapped_sparse_indices_buffer: Optional[torch.Tensor] = None,
+    sparse_indices_are_storage_offsets: Optional[bool] = None,
 ) -> torch.Tensor:
     """Decode DeepSeek V4 sparse MLA (FlashInfer's trtllm-gen, SM120 packed and HCA argument sets).
 
@@ -111,6 +114,20 @@ def trtllm_batch_decode_sparse_mla_dsv4(
     compressed pool), and any device that sparse_decode serves runs it (CPU
     tensors run its float64 CPU backend). enable_pdl=None means on for CUDA
     tensors, as FlashInfer does on devices that support PDL.
+
+    Strided pools (a page stride larger than page_size rows, rows further
+    apart than 512 elements) are read where they are, with no remap.
+    sparse_indices_are_storage_offsets says what the indices count: None or
+    False, logical rows (row r is slot r % page_size of page r / page_size);
+    True, storage rows (row r sits r row strides past the pool's first row,
+    whatever the page stride: FlashInfer's flat row coordinates), read
+    through a [rows, 512] view of the same memory that ends at the pool's
+    last row (no copy). On tightly packed pools the two agree. FlashInfer
+    requires it set for strided pools; here None means False.
+    remapped_sparse_indices_buffer (FlashInfer's scratch for the remap of
+    logical indices on strided pools) is accepted and never written: no
+    remap is needed. Both belong to this set: the other sets refuse them
+    (ValueError, as FlashInfer).
 
     Packed (SM120 "sparse") set: BF16 query as above; swa_kv_cache and
     compressed_kv_cache uint8 [pages, page_size, 584] or 4-D in kv_layout
@@ -150,7 +167,8 @@ def trtllm_batch_decode_sparse_mla_dsv4(
     hca_* tensors and swa_topk_lens: they are converted
     (convert_compressed_page_aligned_sparse_indices_to_hca_metadata's rules)
     and decoded. That path allocates the metadata on every call and is not
-    CUDA-graph safe; convert once and pass the explicit arguments instead.
+    CUDA-graph safe (RuntimeError inside a capture, as in FlashInfer);
+    convert once and pass the explicit arguments instead.
 
     Refusals raise what FlashInfer raises (ValueError for a bad argument or
     an argument of another backend's set, TypeError for a tensor scale that
@@ -165,11 +183,14 @@ def trtllm_batch_decode_sparse_mla_dsv4(
                      out=out, sinks=sinks, cum_seq_lens_q=cum_seq_lens_q, swa_topk_lens=swa_topk_lens,
                      extra_sparse_indices=extra_sparse_indices, extra_sparse_topk_lens=extra_sparse_topk_lens,
                      hca_swa_indices=hca_swa_indices, hca_compressed_block_tables=hca_compressed_block_tables,
-                     hca_seq_lens=hca_seq_lens)
+                     hca_seq_lens=hca_seq_lens, remapped_sparse_indices_buffer=remapped_sparse_indices_buffer)
     scale(bmm1_scale, "bmm1_scale")
     scale(bmm2_scale, "bmm2_scale")
     if max_q_len is not None and (isinstance(max_q_len, bool) or not isinstance(max_q_len, numbers.Integral)):
         raise TypeError(f"max_q_len: expected an int or None, got {type(max_q_len).__name__}")
+    if sparse_indices_are_storage_offsets is not None and not isinstance(sparse_indices_are_storage_offsets, bool):
+        raise TypeError("sparse_indices_are_storage_offsets: expected True, False or None, got "
+                        f"{type(sparse_indices_are_storage_offsets).__name__}")
     check_kv_layout(kv_layout)
     if backend not in BACKENDS:
         raise ValueError(f"backend: expected one of {', '.join(map(repr, BACKENDS))}, got {backend!r}")
@@ -179,21 +200,24 @@ def trtllm_batch_decode_sparse_mla_dsv4(
         argument_set = "sparse"
     else:
         argument_set = "trtllm-gen"
+    if argument_set != "trtllm-gen":
+        refuse_other_set(
+            ((name, value, None) for name, value in zip(
+                _REMAP_ARGUMENTS, (remapped_sparse_indices_buffer, sparse_indices_are_storage_offsets))),
+            argument_set, "trtllm-gen set, for its indices into strided pools")
     if argument_set == "cute-dsl":
-        refuse(
-            ValueError,
+        refuse_other_set(
             (
                 ("extra_sparse_indices", extra_sparse_indices, None),
                 ("extra_sparse_topk_lens", extra_sparse_topk_lens, None),
             ),
-            "backend='cute-dsl' does not accept it (an argument of the packed-row, SM120 'sparse', set)",
+            "cute-dsl", "packed-row, SM120 'sparse', set",
         )
         if not hca_is_causal:
             raise ValueError(f"hca_is_causal: backend='cute-dsl' supports causal HCA only (rows per query token), "
                              f"expected True, got {hca_is_causal!r}")
     else:
-        refuse(
-            ValueError,
+        refuse_other_set(
             tuple((name, value, None) for name, value in zip(
                 _HCA_ARGUMENTS, (hca_swa_indices, hca_compressed_block_tables, hca_seq_lens)))
             + (
@@ -201,8 +225,7 @@ def trtllm_batch_decode_sparse_mla_dsv4(
                 ("hca_use_persistent", hca_use_persistent, False),
                 ("hca_sparse_indices_format", hca_sparse_indices_format, None),
             ),
-            lambda: f"backend={argument_set!r} does not accept it (an argument of the HCA set, selected by "
-            "backend='cute-dsl'); leave it at its default",
+            argument_set, "HCA set, selected by backend='cute-dsl'",
         )
     if cum_seq_lens_q is not None and max_q_len is None:
         raise ValueError("max_q_len: required with cum_seq_lens_q")
@@ -229,7 +252,7 @@ def trtllm_batch_decode_sparse_mla_dsv4(
             ("extra_sparse_indices", extra_sparse_indices, None),
             ("extra_sparse_topk_lens", extra_sparse_topk_lens, None),
         ),
-        lambda: (
+        lambda name: (
             "an argument of the packed-row (SM120 'sparse') set, which needs packed uint8 caches [..., 584]; "
             f"swa_kv_cache is {swa_kv_cache.dtype} {list(swa_kv_cache.shape)}, so backend={backend!r} uses the "
             "trtllm-gen set: leave it None"
@@ -238,6 +261,10 @@ def trtllm_batch_decode_sparse_mla_dsv4(
     if sparse_indices is None:
         raise ValueError("sparse_indices: required by the trtllm-gen argument set ([sum_q, W] int32)")
     bmm1_value, bmm1_tensor, bmm2_value, bmm2_tensor = _trtllm_gen_scales(bmm1_scale, bmm2_scale)
+    if sparse_indices_are_storage_offsets:
+        swa_kv_cache = storage_rows(swa_kv_cache, "swa_kv_cache", kv_layout)
+        if compressed_kv_cache is not None:
+            compressed_kv_cache = storage_rows(compressed_kv_cache, "compressed_kv_cache", kv_layout)
     out = output(out, query)
     torch.ops.sparse_decode.dsv4_decode(
         query,

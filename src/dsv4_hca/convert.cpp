@@ -80,7 +80,7 @@ Status refusal(const Dsv4HcaConvertArgs& args, const ConvertParams& p, int64_t t
         if (window_rule(p, row, c) != 0) {
           return invalid("indices: token ", t, " column ", c, " = ", row[c],
                          ": expected a row of the SWA pool in [0, swa_pool_rows = ", p.swa_pool_rows,
-                         ") (columns c < min(128, visible) = ", s.window, " are active)");
+                         ") (columns c < min(128, visible) = ", s.window, " are the active SWA indices)");
         }
       }
       break;
@@ -93,11 +93,11 @@ Status refusal(const Dsv4HcaConvertArgs& args, const ConvertParams& p, int64_t t
         if (rule == static_cast<int32_t>(Rule::kPage)) {
           return invalid("indices: token ", t, " column ", kSwaColumns + j, " = ", row[kSwaColumns + j],
                          " is in page ", page,
-                         ": expected a page of the compressed pool in [0, compressed_pool_pages = ",
-                         p.compressed_pool_pages, ") (page_size = ", p.page_size, ")");
+                         ": expected a page in [0, compressed_pool_pages = ", p.compressed_pool_pages,
+                         "), the valid physical page IDs of the compressed pool (page_size = ", p.page_size, ")");
         }
         return invalid("indices: token ", t, " column ", kSwaColumns + j, " = ", row[kSwaColumns + j],
-                       ": expected the canonical expansion page * page_size + ", offset, " = ",
+                       ": expected the canonical compressed-page expansion page * page_size + ", offset, " = ",
                        page * p.page_size + offset, " (page ", page, " of column ", first, ", page_size = ",
                        p.page_size, "; column 128 + j holds slot j of the ", s.slots, " the token attends)");
       }

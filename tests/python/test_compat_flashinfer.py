@@ -38,6 +38,8 @@ FLASHINFER_PARAMETERS = [
     ("hca_is_causal", True),
     ("hca_use_persistent", False),
     ("hca_sparse_indices_format", None),
+    ("remapped_sparse_indices_buffer", None),  # FlashInfer's strided-pool arguments (after the documented ones)
+    ("sparse_indices_are_storage_offsets", None),
 ]
 
 
@@ -105,7 +107,7 @@ def test_without_seq_lens_and_compressed_pool(rng, seed):
 
 
 PACKED_ONLY = "an argument of the packed-row \\(SM120 'sparse'\\) set"
-HCA_ONLY = "backend='trtllm-gen' does not accept it \\(an argument of the HCA set"
+HCA_ONLY = "backend='trtllm-gen' does not accept {name} \\(an argument of the HCA set"
 
 
 @pytest.mark.parametrize(
@@ -126,7 +128,7 @@ def test_other_argument_sets_arguments_are_refused_as_flashinfer_refuses_them(rn
     # FlashInfer raises ValueError for an argument the resolved backend does not accept.
     p = make_problem(rng, layout="HND")
     value = torch.zeros(p.tokens, dtype=torch.int32) if value == "tensor" else value
-    with pytest.raises(ValueError, match=f"^{name}: {message}"):
+    with pytest.raises(ValueError, match=f"^{name}: {message.format(name=name)}"):
         trtllm_batch_decode_sparse_mla_dsv4(**flashinfer_args(p), backend="trtllm-gen", **{name: value})
 
 

@@ -108,7 +108,7 @@ def test_seq_lens_and_sparse_topk_lens_are_accepted(rng, seed, mapping):
         (dict(bmm1_scale=torch.tensor([0.1])), ValueError, r"^bmm1_scale: the packed-row .* takes a Python float"),
         (dict(bmm2_scale=torch.tensor([1.0])), ValueError, r"^bmm2_scale: the packed-row .* takes a Python float"),
         (dict(hca_seq_lens=torch.ones(5, dtype=torch.int32)), ValueError,
-         r"^hca_seq_lens: backend='sparse' does not accept it"),
+         r"^hca_seq_lens: backend='sparse' does not accept hca_seq_lens \("),
         (dict(backend="fa3"), ValueError, r"^backend: expected one of 'auto', 'trtllm-gen', 'cute-dsl', 'sparse'"),
         (dict(seq_lens=torch.ones(4, dtype=torch.int32)), ValueError,
          r"^seq_lens: expected B elements with B dividing"),
@@ -125,7 +125,8 @@ def test_refusals(rng, change, exception, message):
 def test_argument_errors(rng):
     p = make_packed_problem(rng)
     args = sm120_args(p)
-    with pytest.raises(ValueError, match=r"^query: the packed-row argument set takes a BF16 query, got torch\.float8"):
+    with pytest.raises(ValueError, match=r"^query: the packed-row \(SM120 'sparse'\) argument set only supports BF16 "
+                                         r"query, expected torch\.bfloat16, got torch\.float8"):
         trtllm_batch_decode_sparse_mla_dsv4(**{**args, "query": args["query"].to(torch.float8_e4m3fn)})
     with pytest.raises(ValueError, match=r"^sparse_indices: required by the packed-row argument set"):
         trtllm_batch_decode_sparse_mla_dsv4(**{**args, "sparse_indices": None})

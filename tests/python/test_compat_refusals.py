@@ -68,12 +68,15 @@ FLASHINFER = [
     ("cute-dsl", dict(bmm1_scale=torch.ones(1)), ValueError, r"^bmm1_scale: the HCA argument set .* Python float"),
     ("cute-dsl", dict(bmm2_scale=torch.ones(1)), ValueError, r"^bmm2_scale: the HCA argument set .* Python float"),
     ("cute-dsl", "seq_lens", ValueError, r"^seq_lens: expected None: the explicit HCA metadata .* uses hca_seq_lens"),
-    ("cute-dsl", "sparse_indices", ValueError, r"^sparse_indices: expected None with the explicit HCA metadata"),
+    ("cute-dsl", "sparse_indices", ValueError, r"^sparse_indices: sparse_indices must be None with the explicit HCA"),
     ("cute-dsl", dict(hca_sparse_indices_format="page-aligned"), ValueError,
      r"^hca_sparse_indices_format: expected None or 'compressed-page-aligned', got 'page-aligned'$"),
-    ("cute-dsl", "extra_sparse_indices", ValueError, r"^extra_sparse_indices: backend='cute-dsl' does not accept it"),
-    ("trtllm-gen", "hca_swa_indices", ValueError, r"^hca_swa_indices: backend='trtllm-gen' does not accept it"),
-    ("trtllm-gen", dict(hca_is_causal=False), ValueError, r"^hca_is_causal: backend='trtllm-gen' does not accept"),
+    ("cute-dsl", "extra_sparse_indices", ValueError,
+     r"^extra_sparse_indices: backend='cute-dsl' does not accept extra_sparse_indices \("),
+    ("trtllm-gen", "hca_swa_indices", ValueError,
+     r"^hca_swa_indices: backend='trtllm-gen' does not accept hca_swa_indices \("),
+    ("trtllm-gen", dict(hca_is_causal=False), ValueError,
+     r"^hca_is_causal: backend='trtllm-gen' does not accept hca_is_causal \("),
     ("trtllm-gen", dict(hca_use_persistent=True), ValueError, r"^hca_use_persistent: backend='trtllm-gen' does not"),
     ("trtllm-gen", "swa_topk_lens", ValueError, r"^swa_topk_lens: an argument of the packed-row \(SM120 'sparse'\)"),
     ("trtllm-gen", dict(backend="fa3"), ValueError, r"^backend: expected one of 'auto', 'trtllm-gen'"),
@@ -81,7 +84,7 @@ FLASHINFER = [
     ("trtllm-gen", dict(bmm1_scale=torch.ones(1, dtype=torch.float64)), TypeError,
      r"^bmm1_scale: expected a float or a float32 tensor, got a torch\.float64 tensor$"),
     ("trtllm-gen", dict(sinks=torch.zeros(3)), ValueError, r"^sinks: expected 16 elements"),
-    ("sparse", "hca_seq_lens", ValueError, r"^hca_seq_lens: backend='sparse' does not accept it"),
+    ("sparse", "hca_seq_lens", ValueError, r"^hca_seq_lens: backend='sparse' does not accept hca_seq_lens \("),
     ("sparse", dict(bmm1_scale=torch.ones(1)), ValueError, r"^bmm1_scale: the packed-row .* takes a Python float"),
     ("sparse", dict(bmm2_scale=0.5), ValueError, r"^bmm2_scale: expected 1\.0 with packed caches"),
     ("sparse", dict(extra_sparse_topk_lens=None), ValueError,
@@ -111,7 +114,7 @@ def test_backend_neutral_alias_is_the_same_function(rng, seed):
     args = trtllm_gen(rng)
     out = batch_decode_sparse_mla_dsv4(**args)
     assert out is args["out"] and not torch.isnan(out.float()).any(), f"seed={seed}: the alias decodes"
-    with pytest.raises(ValueError, match=r"^hca_seq_lens: backend='trtllm-gen' does not accept it"):
+    with pytest.raises(ValueError, match=r"^hca_seq_lens: backend='trtllm-gen' does not accept hca_seq_lens"):
         batch_decode_sparse_mla_dsv4(**{**args, "hca_seq_lens": torch.ones(3, dtype=I32)})
 
 
@@ -127,8 +130,7 @@ def test_flashinfer_converter_refuses_caches_on_another_device(rng):
     _, args = converter_args(rng)
     for name in ("swa_kv_cache", "compressed_kv_cache"):
         elsewhere = torch.empty(args[name].shape, dtype=args[name].dtype, device="meta")
-        with pytest.raises(ValueError, match=rf"^{name}: expected a tensor on sparse_indices' device \(cpu\), "
-                                             r"got meta$"):
+        with pytest.raises(ValueError, match=rf"^{name}: {name} must be on cpu, sparse_indices' device, got meta$"):
             convert_compressed_page_aligned_sparse_indices_to_hca_metadata(**{**args, name: elsewhere})
 
 
@@ -142,7 +144,8 @@ def test_flashinfer_tagged_conversion_names_a_seq_lens_of_the_wrong_length(rng):
                 hca_sparse_indices_format="compressed-page-aligned")
     args["out"] = poisoned_like(args["query"])
     refused(trtllm_batch_decode_sparse_mla_dsv4, args, ValueError,
-            r"^seq_lens: expected B = T / q_len = 3 elements \(T = 6 query tokens, q_len = 2\), got shape \[2\]$")
+            r"^seq_lens: expected seq_lens with 3 entries, one per request \(B = T / q_len: T = 6 query tokens, "
+            r"q_len = 2\), got shape \[2\]$")
 
 
 # ---------------------------------------------------------------- FlashMLA
@@ -227,7 +230,7 @@ def test_gpu_tensors_on_two_devices_are_refused_by_name(rng):
     refused(trtllm_batch_decode_sparse_mla_dsv4, cuda, ValueError,
             r"^sparse_indices: expected an array on the same device as query \(cuda:\d+\), got cpu:0$")
     _, conv = converter_args(rng)
-    with pytest.raises(ValueError, match=r"^swa_kv_cache: expected a tensor on sparse_indices' device \(cpu\)"):
+    with pytest.raises(ValueError, match=r"^swa_kv_cache: swa_kv_cache must be on cpu, sparse_indices' device"):
         convert_compressed_page_aligned_sparse_indices_to_hca_metadata(**{**conv,
                                                                            "swa_kv_cache": conv["swa_kv_cache"].cuda()})
     # FlashMLA: its C++ checks every tensor's device (RuntimeError).

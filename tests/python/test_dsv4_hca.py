@@ -155,7 +155,7 @@ def test_flashinfer_cute_dsl_argument_errors(rng):
                 hca_seq_lens=to_torch(p.hca_seq_lens), swa_topk_lens=to_torch(p.swa_lens))
     with pytest.raises(ValueError, match=r"^swa_topk_lens: required by the HCA argument set"):
         trtllm_batch_decode_sparse_mla_dsv4(**{**args, "swa_topk_lens": None})
-    with pytest.raises(ValueError, match=r"^sparse_indices: expected None with the explicit HCA metadata"):
+    with pytest.raises(ValueError, match=r"^sparse_indices: sparse_indices must be None with the explicit HCA "):
         trtllm_batch_decode_sparse_mla_dsv4(**args, sparse_indices=args["hca_swa_indices"])
     with pytest.raises(ValueError, match=r"^bmm1_scale: the HCA argument set \(backend='cute-dsl'\) takes a Python"):
         trtllm_batch_decode_sparse_mla_dsv4(**args, bmm1_scale=torch.ones(1))

@@ -91,10 +91,10 @@ def break_rule(t, rule):
         return k, rf"^indices: token {k} column 0 = {t.swa_rows}: expected a row of the SWA pool"
     if rule == 6:
         t.indices[k, 128:128 + min(n, t.page_size)] += t.pages * t.page_size  # its first page past the pool
-        return k, rf"^indices: token {k} column 128 = \d+ is in page \d+: expected a page of the compressed pool"
+        return k, rf"^indices: token {k} column 128 = \d+ is in page \d+: expected a page in \[0, compressed_pool_pages"
     column = 128 + (1 if n >= 2 else 0)
     t.indices[k, column] += 1  # the slot at another offset of its page: not canonical
-    return k, rf"^indices: token {k} column {column} = \d+: expected the canonical expansion"
+    return k, rf"^indices: token {k} column {column} = \d+: expected the canonical compressed-page expansion"
 
 
 @pytest.mark.parametrize("rule", [1, 3, 5, 6, 7])
@@ -128,9 +128,11 @@ def test_converter_errors(rng):
 
 @pytest.mark.parametrize("rule, message", [
     (3, r"^sparse_topk_lens\[3\] = \d+: expected 128 \+ floor\(visible / 128\)"),
-    (5, r"^sparse_indices: token 3 column 0 = 96: expected a row of the SWA pool in \[0, swa_pool_rows = 96\)"),
-    (6, r"^sparse_indices: token 3 column 128 = \d+ is in page \d+: expected a page of the compressed pool in "
-        r"\[0, compressed_pool_pages = 12\)"),
+    (5, r"^sparse_indices: token 3 column 0 = 96: expected a row of the SWA pool in \[0, swa_pool_rows = 96\) "
+        r"\(columns c < min\(128, visible\) = \d+ are the active SWA sparse_indices\)$"),
+    (6, r"^sparse_indices: token 3 column 128 = \d+ is in page \d+: expected a page in "
+        r"\[0, compressed_pool_pages = 12\), the valid physical page IDs of the compressed pool"),
+    (7, r"^sparse_indices: token 3 column 12\d = \d+: expected the canonical compressed-page expansion "),
     (1, r"^seq_lens\[1\] = 1: expected >= q_len = 2"),
 ])
 def test_flashinfer_converter_shapes_and_refusals(rng, seed, rule, message):
@@ -222,13 +224,14 @@ def test_gpu_flashinfer_converter_shapes_refusals_and_decode(rng, seed):
 
 @pytest.mark.gpu
 def test_gpu_converter_in_a_captured_cuda_graph(rng, seed):
-    # The package converter and FlashInfer's read nothing on the host inside a capture: a replay converts
-    # new tables in place (FlashInfer's converter: a table as wide as sparse_indices can need).
+    # The package converter reads nothing on the host inside a capture: a replay converts new tables in
+    # place. FlashInfer's converter and the converting decode refuse a capture (RuntimeError, as there).
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device (GPU tests run on the H200)")
     from helpers import to_torch
-    from sparse_decode.flashinfer_compat import convert_compressed_page_aligned_sparse_indices_to_hca_metadata
+    from sparse_decode.flashinfer_compat import (
+        convert_compressed_page_aligned_sparse_indices_to_hca_metadata, trtllm_batch_decode_sparse_mla_dsv4)
 
     t = make_canonical_table(rng, page_size=8, width=200, tokens=8, q_len=2)
     inputs = [to_torch(a, "cuda") for a in (t.indices, t.lens, t.seq_lens)]
@@ -237,6 +240,8 @@ def test_gpu_converter_in_a_captured_cuda_graph(rng, seed):
                for shape in ((8, 128), (8,), (8, max_pages), (4,))]
     error = torch.full((3,), 9, dtype=torch.int32, device="cuda")
     pools = [to_torch(a, "cuda", "fp8") for a in (t.swa, t.comp)]
+    query = to_torch(t.q, "cuda", "fp8")  # every tensor exists before the capture
+    out = torch.empty((8, t.q.shape[1], 512), dtype=torch.bfloat16, device="cuda")
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     graph = torch.cuda.CUDAGraph()
@@ -246,8 +251,14 @@ def test_gpu_converter_in_a_captured_cuda_graph(rng, seed):
                 *inputs, q_len=2, page_size=8, swa_pool_rows=t.swa_rows, compressed_pool_pages=t.pages,
                 swa_rows=outputs[0], swa_lens=outputs[1], block_table=outputs[2], hca_seq_lens=outputs[3],
                 error=error)
-            metadata = convert_compressed_page_aligned_sparse_indices_to_hca_metadata(
-                *inputs, pools[0], pools[1], q_len=2, kv_layout="NHD")
+            with pytest.raises(RuntimeError, match=r"^sparse_indices: .*not CUDA Graph capture safe"):
+                convert_compressed_page_aligned_sparse_indices_to_hca_metadata(
+                    *inputs, pools[0], pools[1], q_len=2, kv_layout="NHD")
+            with pytest.raises(RuntimeError, match=r"^hca_sparse_indices_format: .*not CUDA Graph capture safe"):
+                trtllm_batch_decode_sparse_mla_dsv4(
+                    query, pools[0], None, sparse_indices=inputs[0],
+                    compressed_kv_cache=pools[1], sparse_topk_lens=inputs[1], seq_lens=inputs[2], out=out,
+                    kv_layout="NHD", backend="cute-dsl", hca_sparse_indices_format="compressed-page-aligned")
     for _ in range(2):  # new tables, the same tensors
         fresh = make_canonical_table(rng, page_size=8, width=200, tokens=8, q_len=2)
         for tensor, array in zip(inputs, (fresh.indices, fresh.lens, fresh.seq_lens)):
@@ -258,6 +269,3 @@ def test_gpu_converter_in_a_captured_cuda_graph(rng, seed):
         expected = converted(fresh, max_pages=max_pages)
         for got, want in zip(outputs, expected):
             assert np.array_equal(got.cpu().numpy(), want), f"seed={seed}: package converter"
-        for got, want in zip((metadata.hca_swa_indices, metadata.swa_topk_lens,
-                              metadata.hca_compressed_block_tables, metadata.hca_seq_lens), expected):
-            assert np.array_equal(got.cpu().numpy(), want), f"seed={seed}: FlashInfer's converter"

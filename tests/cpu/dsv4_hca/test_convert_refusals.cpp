@@ -208,7 +208,7 @@ std::vector<ValueRefusal> value_refusals() {
              static_cast<int32_t>(in.swa_pool_rows);
          return true;
        },
-       "expected a row of the SWA pool"},
+       "are the active SWA indices)"},
       {"page_past_the_pool", Rule::kPage,
        [](In& in, Rng& rng) {
          const int64_t t = token_with_slots(in, 1, rng);
@@ -220,7 +220,7 @@ std::vector<ValueRefusal> value_refusals() {
          }
          return true;
        },
-       "expected a page of the compressed pool in [0, compressed_pool_pages"},
+       "expected a page in [0, compressed_pool_pages"},
       {"page_minus_1", Rule::kPage,
        [](In& in, Rng& rng) {
          const int64_t t = token_with_slots(in, 1, rng);
@@ -228,7 +228,7 @@ std::vector<ValueRefusal> value_refusals() {
          in.indices[t * in.stride + kSwaColumns] = -1;
          return true;
        },
-       "is in page -1: expected a page of the compressed pool"},
+       "), the valid physical page IDs of the compressed pool (page_size = "},
       {"reordered_inside_a_page", Rule::kNotCanonical,
        [](In& in, Rng& rng) {
          const int64_t t = token_with_slots(in, 2, rng);
@@ -240,7 +240,7 @@ std::vector<ValueRefusal> value_refusals() {
          in.indices[t * in.stride + kSwaColumns + j] += static_cast<int32_t>(in.page_size);  // the next page's slot
          return true;
        },
-       "expected the canonical expansion page * page_size + "},
+       "expected the canonical compressed-page expansion page * page_size + "},
       {"page_start_not_aligned", Rule::kNotCanonical,
        [](In& in, Rng& rng) {
          const int64_t t = token_with_slots(in, 1, rng);
@@ -248,7 +248,7 @@ std::vector<ValueRefusal> value_refusals() {
          in.indices[t * in.stride + kSwaColumns] += 1;
          return true;
        },
-       "expected the canonical expansion page * page_size + 0"},
+       "expected the canonical compressed-page expansion page * page_size + 0"},
       {"hole_in_the_slots", Rule::kNotCanonical,
        [](In& in, Rng& rng) {
          const int64_t t = token_with_slots(in, 2, rng);
@@ -259,7 +259,7 @@ std::vector<ValueRefusal> value_refusals() {
          in.indices[t * in.stride + kSwaColumns + j] = -1;
          return true;
        },
-       "expected the canonical expansion"},
+       "expected the canonical compressed-page expansion"},
   };
 }
 
