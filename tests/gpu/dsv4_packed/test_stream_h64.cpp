@@ -13,8 +13,11 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "gpu/dsv4_packed/checks.h"
+#include "support/packed_windows.h"
+#include "support/request_views.h"
 #include "support/test_support.h"
 
 namespace sparse_decode::gpu_test::dsv4_packed {
@@ -148,6 +151,167 @@ TEST_F(Dsv4PackedGpu, StreamH64QueryDimsOfVeryDifferentMagnitudes) {
           }
         }
     });
+  }
+}
+
+// The general form's token addressing at 64 and 128 heads: q, both
+// segments' indices and lens, out and lse as [B, q_len] request views whose
+// leading dims do not merge give the flat call's bits, and nothing outside
+// the views' rows is written (the second 64-head group's rows included).
+TEST_F(Dsv4PackedGpu, StreamH64RequestViewsGiveTheFlatBits) {
+  struct Shape {
+    int heads;
+    int32_t requests, q_len;
+    bool extra;
+  };
+  for (const Shape& shape : {Shape{64, 3, 4, true}, Shape{128, 2, 5, false}, Shape{128, 3, 7, true}}) {
+    const int heads = shape.heads;
+    const int32_t requests = shape.requests, q_len = shape.q_len;
+    const int64_t T = int64_t{requests} * q_len;
+    Dsv4PackedProblemConfig config = h64_config(test::fresh_seed(), heads, T, shape.extra ? 512 : 0);
+    config.q_len = q_len;
+    SCOPED_TRACE(test::seed_message(config.seed) + ", H " + std::to_string(heads) + ", B " +
+                 std::to_string(requests) + ", q_len " + std::to_string(q_len));
+    const Dsv4PackedProblem p = testing::make_dsv4_packed_problem(config);
+    PackedDeviceProblem flat(p);
+    flat.args.kernel = Dsv4PackedKernel::kStreamH64;
+    const DeviceResult want = check_against_reference(p, flat);
+    const int64_t row = int64_t{heads} * kHeadDim;
+    const test::ViewStrides q_view = test::interleaved_view(row + 8, requests);
+    DeviceBuffer q(test::to_view<uint16_t>(p.q.data(), row, row, T, q_len, q_view, 0xFFFF));
+    Dsv4PackedDecodeArgs views = flat.args;
+    views.num_requests = requests, views.q_len = q_len;
+    views.q = q.get(), views.q_token_stride = q_view.token_stride, views.q_request_stride = q_view.request_stride;
+    // Each segment's indices and lens as padded request views.
+    std::vector<DeviceBuffer> keep;
+    keep.reserve(4);
+    auto segment_views = [&](PackedSegment& seg, const std::vector<int32_t>& indices, int64_t stride, int32_t width,
+                             const std::vector<int32_t>& lens) {
+      const test::ViewStrides iv = test::padded_view(stride + 4, q_len, 8), lv = test::padded_view(3, q_len, 2);
+      keep.emplace_back(test::to_view<int32_t>(indices.data(), stride, width, T, q_len, iv, 0));
+      seg.indices = keep.back().as<int32_t>();
+      seg.indices_stride = iv.token_stride, seg.indices_request_stride = iv.request_stride;
+      if (!lens.empty()) {
+        keep.emplace_back(test::to_view<int32_t>(lens.data(), 1, 1, T, q_len, lv, 1 << 20));
+        seg.lens = keep.back().as<int32_t>();
+        seg.lens_token_stride = lv.token_stride, seg.lens_request_stride = lv.request_stride;
+      }
+    };
+    segment_views(views.swa, p.swa_indices, p.swa_stride(), config.swa_width, p.swa_lens);
+    if (shape.extra) segment_views(views.extra, p.extra_indices, p.extra_stride(), config.extra_width, p.extra_lens);
+    const test::ViewStrides out_view = test::padded_view(row + 8, q_len, 16);
+    const test::ViewStrides lse_view = test::padded_view(heads + 1, q_len, 1);
+    DeviceBuffer out(test::view_extent(out_view, requests, q_len, row) * 2);
+    DeviceBuffer lse(test::view_extent(lse_view, requests, q_len, heads) * 4);
+    views.out = out.get(), views.out_token_stride = out_view.token_stride;
+    views.out_request_stride = out_view.request_stride;
+    views.lse = lse.as<float>(), views.lse_token_stride = lse_view.token_stride;
+    views.lse_request_stride = lse_view.request_stride;
+    out.fill_bytes(kPoisonByte), lse.fill_bytes(kPoisonByte);
+    gpu_test::poison_outputs(flat.out, flat.lse, flat.out_of_range_count);
+    const Status status = flat.decode(views);
+    ASSERT_TRUE(status.ok()) << status.message();
+    testing::check_cuda(static_cast<int>(cudaDeviceSynchronize()), "views");
+    const uint16_t out_poison = 0xFFFF;
+    float lse_poison;
+    std::memset(&lse_poison, kPoisonByte, 4);
+    bool out_padding = false, lse_padding = false;
+    EXPECT_TRUE(test::from_view(out.download<uint16_t>(), row, T, q_len, out_view, out_poison, &out_padding) ==
+                want.out)
+        << "out through the views differs from the flat call";
+    const std::vector<float> got_lse =
+        test::from_view(lse.download<float>(), heads, T, q_len, lse_view, lse_poison, &lse_padding);
+    EXPECT_EQ(std::memcmp(got_lse.data(), want.lse.data(), got_lse.size() * 4), 0) << "lse differs";
+    EXPECT_TRUE(out_padding && lse_padding) << "written outside the views' rows";
+    int32_t count = 0;
+    flat.out_of_range_count.download(&count, 4);
+    EXPECT_EQ(count, want.count);
+  }
+}
+
+// The seq_lens window (the general form) at 64 and 128 heads: the call with
+// seq_lens gives the bits of the call without it on indices windowed by
+// hand, and the reference's values; uniform and varlen requests.
+TEST_F(Dsv4PackedGpu, StreamH64SeqLensWindow) {
+  struct Case {
+    test::PackedRequests requests;
+    const char* what;
+  };
+  const Case cases[] = {{{{2, 60, 130, 300}, 3, {}}, "uniform"},
+                        {{{2, 3, 130, 70}, 0, {0, 1, 4, 9, 12}}, "varlen"},
+                        {{{9, 4, 40}, 0, {1, 3, 3, 10}}, "empty request, padding tokens"}};
+  for (int heads : {64, 128})
+    for (const Case& k : cases) {
+      Dsv4PackedProblemConfig config = h64_config(test::fresh_seed(), heads, 12);
+      SCOPED_TRACE(std::string(k.what) + ", " + test::seed_message(config.seed) + ", H " + std::to_string(heads));
+      const Dsv4PackedProblem p = testing::make_dsv4_packed_problem(config);
+      int64_t cut = 0;
+      Dsv4PackedProblem windowed = p;
+      windowed.swa_indices = test::windowed_swa_indices(p, k.requests, &cut);
+      EXPECT_GT(cut, 0) << "no column is cut by the window alone: the test proves little";
+      PackedDeviceProblem with(p), plain(windowed);
+      DeviceBuffer seq_lens(k.requests.seq_lens), cum(k.requests.cum);
+      with.args.seq_lens = seq_lens.as<int32_t>();
+      with.args.num_requests = static_cast<int32_t>(k.requests.seq_lens.size());
+      if (k.requests.cum.empty()) {
+        with.args.q_len = k.requests.q_len;
+      } else {
+        with.args.cum_seq_lens_q = cum.as<int32_t>();
+        with.args.max_q_len = 1 << 20;
+      }
+      with.args.kernel = plain.args.kernel = Dsv4PackedKernel::kStreamH64;
+      const reference::Dsv4Result ref = reference::dsv4_decode_packed(windowed.host_args(nullptr, nullptr));
+      const DeviceResult got = run_device(with);
+      const DeviceResult want = run_device(plain);
+      EXPECT_EQ(got.out, want.out) << "seq_lens window vs the window applied to the indices";
+      EXPECT_EQ(std::memcmp(got.lse.data(), want.lse.data(), want.lse.size() * 4), 0);
+      EXPECT_EQ(got.count, want.count);
+      test::expect_rows_close(got.out_values(), ref.out, config.tokens, heads, kMaxRelativeError, "vs reference");
+      test::expect_lse_close(got.lse, ref.lse, 1e-3, "lse vs reference");
+    }
+}
+
+// Strided q, out and lse at 64 and 128 heads (head strides past 512, token
+// strides with padding): the contiguous call's bits, the padding untouched.
+TEST_F(Dsv4PackedGpu, StreamH64StridedQueryAndOutput) {
+  for (int heads : {64, 128}) {
+    Dsv4PackedProblemConfig c = h64_config(test::fresh_seed(), heads, 5);
+    SCOPED_TRACE(test::seed_message(c.seed) + ", H " + std::to_string(heads));
+    Dsv4PackedProblem problem = testing::make_dsv4_packed_problem(c);
+    const int H = c.heads;
+    const int64_t q_head = 1024, q_token = H * q_head + 40, out_head = 640, out_token = H * out_head + 64;
+    const int64_t lse_token = H + 24;
+    std::vector<uint16_t> q(static_cast<size_t>(c.tokens) * q_token, 0x7FC0);  // NaN between the rows
+    for (int64_t t = 0; t < c.tokens; ++t)
+      for (int h = 0; h < H; ++h)
+        std::memcpy(&q[t * q_token + h * q_head], &problem.q[(t * H + h) * kHeadDim], kHeadDim * 2);
+    PackedDeviceProblem device(problem);
+    device.args.kernel = Dsv4PackedKernel::kStreamH64;
+    const DeviceResult contiguous = check_against_reference(problem, device);
+    DeviceBuffer q_device(q), out(static_cast<size_t>(c.tokens) * out_token * 2), lse(c.tokens * lse_token * 4);
+    Dsv4PackedDecodeArgs args = device.args;
+    args.q = q_device.get(), args.q_token_stride = q_token, args.q_head_stride = q_head;
+    args.out = out.get(), args.out_token_stride = out_token, args.out_head_stride = out_head;
+    args.lse = lse.as<float>(), args.lse_token_stride = lse_token;
+    out.fill_bytes(kPoisonByte), lse.fill_bytes(kPoisonByte);
+    ASSERT_TRUE(device.decode(args).ok());
+    const std::vector<uint16_t> got = out.download<uint16_t>();
+    const std::vector<float> got_lse = lse.download<float>();
+    for (int64_t t = 0; t < c.tokens; ++t) {
+      for (int h = 0; h < H; ++h) {
+        ASSERT_EQ(
+            std::memcmp(&got[t * out_token + h * out_head], &contiguous.out[(t * H + h) * kHeadDim], kHeadDim * 2), 0)
+            << "token " << t << " head " << h;
+        for (int64_t d = kHeadDim; d < out_head; ++d) ASSERT_EQ(got[t * out_token + h * out_head + d], 0xFFFF);
+        EXPECT_EQ(std::memcmp(&got_lse[t * lse_token + h], &contiguous.lse[t * H + h], 4), 0);
+      }
+      for (int64_t e = int64_t{H} * out_head; e < out_token; ++e) ASSERT_EQ(got[t * out_token + e], 0xFFFF);
+      for (int64_t h = H; h < lse_token; ++h) {
+        uint32_t bits;
+        std::memcpy(&bits, &got_lse[t * lse_token + h], 4);
+        ASSERT_EQ(bits, 0xFFFFFFFFu) << "lse padding written";
+      }
+    }
   }
 }
 
