@@ -315,6 +315,27 @@ TEST_F(Dsv4PackedGpu, StreamH64StridedQueryAndOutput) {
   }
 }
 
+// PDL on, without lse or the counter (both null): out keeps the bits of
+// the call with them, and the poisoned lse stays untouched.
+TEST_F(Dsv4PackedGpu, StreamH64WithPdlAndWithoutLseOrCounter) {
+  for (int heads : {64, 128}) {
+    Dsv4PackedProblemConfig c = h64_config(test::fresh_seed(), heads, 12);
+    SCOPED_TRACE(test::seed_message(c.seed) + ", H " + std::to_string(heads));
+    Dsv4PackedProblem problem = testing::make_dsv4_packed_problem(c);
+    PackedDeviceProblem device(problem);
+    device.args.kernel = Dsv4PackedKernel::kStreamH64;
+    const DeviceResult full = run_device(device);
+    device.args.enable_pdl = true;
+    device.args.lse = nullptr;
+    device.args.out_of_range_count = nullptr;
+    const DeviceResult lean = run_device(device);
+    EXPECT_TRUE(lean.out == full.out);
+    EXPECT_EQ(lean.count, kCountStart);
+    const std::vector<uint32_t> poison(lean.lse.size(), 0xFFFFFFFFu);
+    EXPECT_EQ(std::memcmp(lean.lse.data(), poison.data(), poison.size() * 4), 0) << "lse written without lse";
+  }
+}
+
 // The same call twice gives the same bits, and a token alone the bits it
 // has inside a batch (one CTA a unit: nothing depends on the batch).
 TEST_F(Dsv4PackedGpu, StreamH64DeterministicAndBatchInvariant) {
