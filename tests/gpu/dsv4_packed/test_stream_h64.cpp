@@ -23,11 +23,13 @@
 namespace sparse_decode::gpu_test::dsv4_packed {
 namespace {
 
-// The problem run by the 64-head form alone, against the reference.
+// The problem run by the 64-head form alone, against the reference (which
+// takes the call's sink term). Its seed is derived from the test's (traced
+// there with the replay variable), so it is named as the case's.
 DeviceResult check_h64(const Dsv4PackedProblemConfig& config, const std::function<void(Dsv4PackedProblem&)>& edit = {},
                        GroupCheck groups = GroupCheck::kEachRow,
                        const std::function<void(Dsv4PackedDecodeArgs&)>& call = {}) {
-  SCOPED_TRACE(test::seed_message(config.seed) + ", T " + std::to_string(config.tokens) + ", H " +
+  SCOPED_TRACE("case seed " + std::to_string(config.seed) + ", T " + std::to_string(config.tokens) + ", H " +
                std::to_string(config.heads) + ", widths " + std::to_string(config.swa_width) + "+" +
                std::to_string(config.extra_width) + ", page size " + std::to_string(config.page_size));
   Dsv4PackedProblem problem = testing::make_dsv4_packed_problem(config);
@@ -50,6 +52,7 @@ Dsv4PackedProblemConfig h64_config(uint64_t seed, int heads, int64_t tokens, int
 // one), 48, 130 (past a wave at 128 heads: 260 CTAs) and 300.
 TEST_F(Dsv4PackedGpu, StreamH64TokenCounts) {
   const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE(test::seed_message(seed));
   for (int heads : {64, 128})
     for (int64_t tokens : {1, 6, 13, 48, 130, 300}) check_h64(h64_config(seed + tokens + heads, heads, tokens));
 }
@@ -58,6 +61,7 @@ TEST_F(Dsv4PackedGpu, StreamH64TokenCounts) {
 // extra segments (the walk over many chunks), at page sizes 1, 61 and 256.
 TEST_F(Dsv4PackedGpu, StreamH64WidthsAndPageSizes) {
   const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE(test::seed_message(seed));
   const int32_t widths[][2] = {{128, 0}, {64, 0}, {1, 1}, {77, 0}, {130, 1024}, {256, 4096}};
   for (int heads : {64, 128})
     for (const auto& w : widths)
@@ -74,6 +78,7 @@ TEST_F(Dsv4PackedGpu, StreamH64WidthsAndPageSizes) {
 // -inf) and out-of-range indices (counted, not read).
 TEST_F(Dsv4PackedGpu, StreamH64HolesLensAndEmptyTokens) {
   const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE(test::seed_message(seed));
   for (int heads : {64, 128}) {
     Dsv4PackedProblemConfig holes = h64_config(seed + heads, heads, 24);
     holes.hole_fraction = 0.3;
@@ -97,9 +102,12 @@ TEST_F(Dsv4PackedGpu, StreamH64HolesLensAndEmptyTokens) {
 }
 
 // Sinks: none, ±inf and large ones in the output, and in lse too (the
-// general form: kInOutputAndLse).
+// general form: kInOutputAndLse) with sinks near the heads' lse (~7), ±inf
+// and tokens without rows (lse: the sink as given), so that an lse without
+// its sink fails at every head.
 TEST_F(Dsv4PackedGpu, StreamH64Sinks) {
   const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE(test::seed_message(seed));
   for (int heads : {64, 128}) {
     Dsv4PackedProblemConfig none = h64_config(seed + heads, heads, 6);
     none.sinks = false;
@@ -109,8 +117,27 @@ TEST_F(Dsv4PackedGpu, StreamH64Sinks) {
         p.sinks[h] = h % 4 == 0 ? INFINITY : h % 4 == 1 ? -INFINITY : h % 4 == 2 ? 30.0f : p.sinks[h];
       }
     });
-    check_h64(h64_config(seed + heads + 2, heads, 6), {}, GroupCheck::kEachRow,
-              [](Dsv4PackedDecodeArgs& a) { a.sink_term = SinkTerm::kInOutputAndLse; });
+    const auto near_lse = [](Dsv4PackedProblem& p) {
+      for (size_t h = 0; h < p.sinks.size(); ++h) {
+        p.sinks[h] = h % 8 == 0 ? INFINITY : h % 8 == 1 ? -INFINITY : 6.0f + static_cast<float>(h % 8);
+      }
+      for (int64_t t = 1; t < p.config.tokens; t += 3) {  // tokens 1 and 4: nothing active
+        if (!p.swa_lens.empty()) p.swa_lens[t] = 0;
+        for (int64_t c = 0; c < p.swa_stride(); ++c) p.swa_indices[t * p.swa_stride() + c] = -1;
+        p.extra_lens[t] = 0;
+      }
+    };
+    const Dsv4PackedProblemConfig c = h64_config(seed + heads + 2, heads, 6);
+    const DeviceResult with_sink = check_h64(c, near_lse, GroupCheck::kEachRow,
+                                             [](Dsv4PackedDecodeArgs& a) { a.sink_term = SinkTerm::kInOutputAndLse; });
+    const DeviceResult without = check_h64(c, near_lse);
+    EXPECT_EQ(with_sink.out, without.out) << "kInOutputAndLse changed out";
+    for (int64_t t = 0; t < c.tokens; t += 3)  // tokens with rows: a sink of 8..13 moves lse by > 0.1
+      for (int h = 0; h < heads; ++h) {
+        if (h % 8 < 2) continue;
+        const size_t i = static_cast<size_t>(t * heads + h);
+        EXPECT_GT(with_sink.lse[i] - without.lse[i], 0.05f) << "token " << t << " head " << h;
+      }
   }
 }
 
@@ -119,6 +146,7 @@ TEST_F(Dsv4PackedGpu, StreamH64Sinks) {
 // each (head, scale tile) comes from the softmax's largest key.
 TEST_F(Dsv4PackedGpu, StreamH64ScaleBytesAcrossTheUe8m0Range) {
   const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE(test::seed_message(seed));
   for (int heads : {64, 128})
     for (int range : {0, 1}) {
       Dsv4PackedProblemConfig c = h64_config(seed + range + heads, heads, 12);
@@ -133,6 +161,7 @@ TEST_F(Dsv4PackedGpu, StreamH64ScaleBytesAcrossTheUe8m0Range) {
 // each of the four 16-head groups of the Q tile.
 TEST_F(Dsv4PackedGpu, StreamH64QueryDimsOfVeryDifferentMagnitudes) {
   const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE(test::seed_message(seed));
   for (int heads : {64, 128}) {
     check_h64(h64_config(seed + heads, heads, 12), [](Dsv4PackedProblem& p) {
       const int H = p.config.heads;
