@@ -58,21 +58,31 @@ __device__ __forceinline__ void softmax_chunk(Smem& s, int buffer, bool first) {
   }
   sum += __shfl_xor_sync(0xffffffffu, sum, 8);
   sum += __shfl_xor_sync(0xffffffffu, sum, 16);
-  // The keys: a masked column has P = 0 and scale bits 0, key 0.
-#pragma unroll 1
+  // The keys: a masked column has P = 0 and scale bits 0, key 0. The 7
+  // tiles' maxima are independent chains, interleaved (one chain of 16
+  // dependent maxima and 2 shuffles a tile in turn would be latency-bound),
+  // and their shuffles go out together.
+  uint32_t best[Traits::kScaleTiles];
+#pragma unroll
   for (int t = 0; t < Traits::kScaleTiles; ++t) {
-    uint32_t best = 0;
+    best[t] = 0;
 #pragma unroll
     for (int i = 0; i < kColumns / 4; ++i) {
       const uint4 scale = *reinterpret_cast<const uint4*>(&s.scale_bits[buffer][t][first_column + 4 * i]);
-      best = max(best, __float_as_uint(prob[4 * i + 0]) + scale.x);
-      best = max(best, __float_as_uint(prob[4 * i + 1]) + scale.y);
-      best = max(best, __float_as_uint(prob[4 * i + 2]) + scale.z);
-      best = max(best, __float_as_uint(prob[4 * i + 3]) + scale.w);
+      best[t] = max(best[t], __float_as_uint(prob[4 * i + 0]) + scale.x);
+      best[t] = max(best[t], __float_as_uint(prob[4 * i + 1]) + scale.y);
+      best[t] = max(best[t], __float_as_uint(prob[4 * i + 2]) + scale.z);
+      best[t] = max(best[t], __float_as_uint(prob[4 * i + 3]) + scale.w);
     }
-    best = max(best, __shfl_xor_sync(0xffffffffu, best, 8));
-    best = max(best, __shfl_xor_sync(0xffffffffu, best, 16));
-    if (part == 0) s.best_key[t][head] = best;
+  }
+#pragma unroll
+  for (int offset = 8; offset <= 16; offset *= 2) {
+#pragma unroll
+    for (int t = 0; t < Traits::kScaleTiles; ++t) best[t] = max(best[t], __shfl_xor_sync(0xffffffffu, best[t], offset));
+  }
+  if (part == 0) {
+#pragma unroll
+    for (int t = 0; t < Traits::kScaleTiles; ++t) s.best_key[t][head] = best[t];
   }
   __syncwarp();  // every lane has read the old statistics
   if (part == 0) {
