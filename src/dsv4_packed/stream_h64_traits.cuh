@@ -3,7 +3,7 @@
 // token on one gathered KV tile, so that each row is read once a 64-head
 // group instead of once a 16-head group. The producer warpgroup, the KV
 // tiles and their barriers are the 16-head kernel's; the heads are wgmma's
-// N (two passes of 32) and four mma.sync head tiles. Its shared-memory
+// N (64, one pass) and four mma.sync head tiles. Its shared-memory
 // plan: stream_h64_smem.cuh. The design: docs/kernels/packed.md.
 #pragma once
 
@@ -15,8 +15,6 @@ struct StreamH64Traits {
   using Base = StreamTraits;  // the producers, KV tiles, q layout and scale tiles
   static constexpr int kHeads = 64;
   static constexpr int kHeadTiles = kHeads / 16;      // P V: mma.sync M = 16 heads a tile
-  static constexpr int kScoreHeads = 32;              // wgmma N of one score pass
-  static constexpr int kScorePasses = kHeads / kScoreHeads;  // each pass keeps 32 score registers live, not 64
   static constexpr int kChunkColumns = Base::kChunkColumns;
   static constexpr int kWarps = Base::kWarps;
   static constexpr int kThreads = Base::kThreads;
@@ -48,7 +46,7 @@ struct StreamH64Traits {
   static constexpr int kMathRegisters =
       ((kLaunchRegisters * kLaunchThreads - kProducerRegisters * 32 * kProducerWarps) / kThreads) / 8 * 8;
 
-  static_assert(kScorePasses * kScoreHeads == kHeads && kHeadTiles == 4, "64 heads: 2 score passes, 4 head tiles");
+  static_assert(kHeads == 64 && kHeadTiles == 4, "64 heads: wgmma N = 64 for S, 4 mma.sync head tiles for P V");
   static_assert(kSoftmaxThreads == 4 && kSoftmaxColumns == 16, "softmax: 4 threads a head, 4 float4 a thread");
   static_assert(kMathRegisters == 240 && kLaunchRegisters == 168, "setmaxnreg: 168 at launch, 240 for the math");
   static_assert(kProducerRegisters * 32 * kProducerWarps + kMathRegisters * kThreads <=

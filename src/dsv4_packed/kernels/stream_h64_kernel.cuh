@@ -3,7 +3,7 @@
 // token's chunks (SWA, then extra), each gathered row serving all 64 heads.
 // The producer warpgroup is the 16-head kernel's (steps/stream/produce.cuh);
 // the math warps run its steps for 64 heads: S = Q K^T with FP16 wgmma N =
-// 32 in two passes, the softmax 4 threads a head (it also finds each
+// 64, the softmax 4 threads a head (it also finds each
 // (scale tile, head)'s largest P V key), P V with FP16 mma.sync on four head
 // tiles, each V fragment converted once. docs/kernels/packed.md explains it.
 #pragma once
