@@ -9,3 +9,12 @@ const void* stream_h64_kernel_pointer(bool general) {
                  : reinterpret_cast<const void*>(&stream_h64_kernel<false>);
 }
 }  // namespace sparse_decode::dsv4_packed
+
+#if defined(SPARSE_DECODE_DIAGNOSTICS)
+int sparse_decode::instrument::phase_clocks::read_packed_stream_h64(unsigned long long* host) {
+  return copy_clocks(host);
+}
+int sparse_decode::instrument::phase_clocks::read_packed_stream_h64_stamps(unsigned long long* host) {
+  return copy_stamps(host);
+}
+#endif

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "common/instrument.cuh"
 #include "common/math.cuh"
 #include "common/ptx/sync.cuh"
 #include "dsv4_packed/params.h"
@@ -43,6 +44,10 @@ __global__ void __launch_bounds__(StreamH64Traits::kLaunchThreads, StreamH64Trai
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int chunks = p.swa.chunks + p.extra.chunks;
 
+  // Span marks (diagnostics builds only): 0 entry, 1 math warps' start, 2 q
+  // converted, 3 first rows landed, 4 walk end, 5 results stored; chunk
+  // marks as the 16-head walks' (phase_clocks.cpp).
+  instrument::phase_span(0);
   // Sinks are weights: read before the grid dependency wait (PDL).
   const float sink = p.sinks && tid < count ? p.sinks[first_head + tid] : -INFINITY;
   if (tid == 0) {  // one thread: racecheck attributes a warp's divergent mbarrier inits to another lane
@@ -59,6 +64,7 @@ __global__ void __launch_bounds__(StreamH64Traits::kLaunchThreads, StreamH64Trai
     return;
   }
   ptx::setmaxnreg_inc<Traits::kMathRegisters>();
+  instrument::phase_span(1);
   const stream_h64::QueryGroups query = stream_h64::load_query<kGeneral>(p, token, first_head, count);
   if (tid < Traits::kHeads) {
     s.sink_log2[tid] = sink * kLog2e;
@@ -66,6 +72,7 @@ __global__ void __launch_bounds__(StreamH64Traits::kLaunchThreads, StreamH64Trai
     s.running_sum[tid] = 0.0f;
   }
   stream_h64::convert_query(s, query, p.scale_log2);
+  instrument::phase_span(2);
 
   stream_h64::HeadTileFragments acc = {};
   stream_h64::HeadTileExponents exponent;
@@ -73,16 +80,25 @@ __global__ void __launch_bounds__(StreamH64Traits::kLaunchThreads, StreamH64Trai
   for (int ht = 0; ht < Traits::kHeadTiles; ++ht) exponent[ht][0] = exponent[ht][1] = stream::kNoExponent;
   for (int i = 0; i < chunks; ++i) {
     const int buffer = i % Traits::kBuffers;
+    instrument::phase_mark(i, 0);
     ptx::mbarrier_wait_parity(ptx::smem_address(&s.rows_landed[buffer]), (i / Traits::kBuffers) & 1);
+    if (i == 0) instrument::phase_span(3);
+    instrument::phase_mark(i, 1);
+    instrument::phase_mark(i, 2);  // no gather step: the producers copy the rows
     stream_h64::score_chunk(s, buffer);
+    instrument::phase_mark(i, 3);
     stream_h64::math_sync();
+    instrument::phase_mark(i, 4);
     stream_h64::softmax_chunk(s, buffer, i == 0);
+    instrument::phase_mark(i, 5);
     stream_h64::math_sync();
+    instrument::phase_mark(i, 6);
     if (warp < Traits::kScaleTiles) {
       stream_h64::accumulate_scaled_tile(s, buffer, acc, exponent);
     } else {
       stream_h64::accumulate_tail(s, buffer, acc);
     }
+    instrument::phase_mark(i, 7);
     // The warp's reads of the KV tile are done: released to the producers'
     // next bulk copy into it (async proxy).
     if (i + Traits::kBuffers < chunks) {
@@ -90,6 +106,7 @@ __global__ void __launch_bounds__(StreamH64Traits::kLaunchThreads, StreamH64Trai
       ptx::named_barrier_arrive(Traits::kTileFreeBarrier + buffer, Traits::kLaunchThreads);
     }
   }
+  instrument::phase_span(4);
   // Each head tile stored as the 16-head kernel stores its 16 heads.
   const int g = lane / 4;
 #pragma unroll
@@ -100,6 +117,7 @@ __global__ void __launch_bounds__(StreamH64Traits::kLaunchThreads, StreamH64Trai
     stream::store_warp_output<kGeneral>(p, token, first_head + 16 * ht, count - 16 * ht, warp, acc[ht], exponent[ht],
                                         stats, 0, 2, [&](int head) { return s.sink_log2[16 * ht + head]; });
   }
+  instrument::phase_span(5);
 }
 
 }  // namespace sparse_decode::dsv4_packed
