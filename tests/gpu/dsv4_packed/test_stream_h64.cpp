@@ -395,6 +395,9 @@ TEST_F(Dsv4PackedGpu, StreamH64DeterministicAndBatchInvariant) {
   EXPECT_TRUE(std::equal(first.out.begin() + t * out_row, first.out.begin() + (t + 1) * out_row,
                          alone.out.begin() + t * out_row))
       << "token " << t << " alone differs from the batch";
+  const int H = problem.config.heads;
+  EXPECT_EQ(std::memcmp(&alone.lse[t * H], &first.lse[t * H], H * sizeof(float)), 0)
+      << "token " << t << "'s lse alone differs from the batch";
 }
 
 }  // namespace
