@@ -71,6 +71,11 @@ struct BenchRow {
   double gather_fraction() const { return decode_us > 0 ? gather_us / decode_us : 0.0; }
 };
 
+// --kernel stream_h64 (packed rows only): Dsv4PackedKernel::kStreamH64,
+// carried in the options' Dsv4Kernel list by value (packed_layers.h casts
+// the kernels; auto, cluster, stream and split share their values).
+inline constexpr Dsv4Kernel kPackedStreamH64 = static_cast<Dsv4Kernel>(4);
+
 const char* kernel_name(Dsv4Kernel kernel);
 
 // The head counts a run times when --heads is not given: 16, 64 and 128 for

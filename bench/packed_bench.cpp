@@ -19,7 +19,10 @@ std::string check_packed_options(const BenchOptions& o) {
   if (o.dtype != DType::kFloat8E4M3) {
     return "--dtype: expected fp8 with --layout packed (packed rows are FP8 + BF16), got bf16";
   }
-  if (o.kernels.size() != 1) return "--kernel: expected auto, cluster, stream or split with --layout packed, got all";
+  static_assert(static_cast<int>(kPackedStreamH64) == static_cast<int>(Dsv4PackedKernel::kStreamH64));
+  if (o.kernels.size() != 1) {
+    return "--kernel: expected auto, cluster, stream, split or stream_h64 with --layout packed, got all";
+  }
   for (int32_t w : o.widths) {
     if (w < kSwaColumns || w % 4 != 0 || w > kSwaColumns + kPackedMaxWidth) {
       return "--widths: expected 128 SWA + 0..16384 extra columns, a multiple of 4, with --layout packed, got " +

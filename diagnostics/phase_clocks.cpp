@@ -7,7 +7,8 @@
 //   3 scores stored (wgmma), 4 barrier, 5 softmax, 6 barrier, 7 P V + fold.
 // Then every CTA's span marks by %globaltimer (ns from the earliest entry):
 // the earliest, median and latest CTA at each mark (split, cluster and stream).
-//   phase-clocks [stream|split|cluster|packed-split|packed-stream] [tokens] [width]
+//   phase-clocks [stream|split|cluster|packed-split|packed-stream|packed-h64] [tokens] [width] [heads]
+// (heads: packed-h64 only, 64 or 128; its chunk marks are those above.)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -32,6 +33,24 @@ void print_span(const std::vector<unsigned long long>& marks) {
     std::printf("%2d", wg);
     for (int k = 1; k < clocks::kMarks && m[k] != 0; ++k) std::printf(" %7lld", static_cast<long long>(m[k] - m[k - 1]));
     std::printf("\n");
+  }
+}
+
+// CTA 0's chunk marks of each warpgroup, cycles from the previous mark, for
+// the first `chunks` chunks. Stream kernels with producers mark no gather
+// step (mark 2 follows mark 1 at once). (The one-tile walk of the cluster
+// kernel: mark 1 follows the gather's issue and the wait, mark 2 the CTA
+// barrier.) Chunks CTA 0 did not walk are left out.
+void print_chunks(const std::vector<unsigned long long>& marks, int chunks) {
+  std::printf("wg chunk |  wait+bar  gather  scores  bar  softmax  bar  pv+fold | chunk\n");
+  for (int wg = 0; wg < clocks::kWarpgroups; ++wg) {
+    for (int c = 0; c < chunks && c < clocks::kChunks; ++c) {
+      const unsigned long long* m = &marks[(wg * (clocks::kChunks + 1) + c) * clocks::kMarks];
+      if (m[0] == 0 && m[clocks::kMarks - 1] == 0) continue;
+      std::printf("%2d %5d |", wg, c);
+      for (int k = 1; k < clocks::kMarks; ++k) std::printf(" %7lld", static_cast<long long>(m[k] - m[k - 1]));
+      std::printf(" | %7lld\n", static_cast<long long>(m[clocks::kMarks - 1] - m[0]));
+    }
   }
 }
 
@@ -76,18 +95,23 @@ void print_stamps(const std::vector<unsigned long long>& stamps) {
   }
 }
 
-// The packed stream kernel's split path or stream kernel (kernel "packed-split"
-// or "packed-stream") on a synthetic packed problem: CTA 0's span marks and
-// every CTA's stamps.
-int run_packed(const std::string& kernel, int64_t tokens, int32_t width) {
+// The packed stream kernel's split path, stream kernel or 64-head form
+// (kernel "packed-split", "packed-stream" or "packed-h64", the last at
+// `heads`) on a synthetic packed problem: CTA 0's span marks (and the
+// 64-head form's chunk marks) and every CTA's stamps.
+int run_packed(const std::string& kernel, int64_t tokens, int32_t width, int heads) {
+  const bool h64 = kernel == "packed-h64";
   testing::Dsv4PackedProblemConfig config;
   config.tokens = tokens;
+  if (h64) config.heads = heads;
   config.extra_width = width - kSwaColumns;
   config.extra_rows = 1 << 18;  // 153 MB of rows (more than L2): the gather reads DRAM
   const testing::Dsv4PackedProblem problem = testing::make_dsv4_packed_problem(config);
   testing::Dsv4PackedDeviceProblem device(problem);
   Dsv4PackedDecodeArgs& args = device.args;
-  args.kernel = kernel == "packed-split" ? Dsv4PackedKernel::kSplit : Dsv4PackedKernel::kStream;
+  args.kernel = h64                      ? Dsv4PackedKernel::kStreamH64
+                : kernel == "packed-split" ? Dsv4PackedKernel::kSplit
+                                           : Dsv4PackedKernel::kStream;
   const size_t bytes = workspace_size(args);
   testing::DeviceBuffer workspace(bytes > 0 ? bytes : 16);
   testing::DeviceBuffer flush(size_t{512} << 20);
@@ -101,12 +125,19 @@ int run_packed(const std::string& kernel, int64_t tokens, int32_t width) {
     testing::check_cuda(cudaDeviceSynchronize(), "the decode");
   }
   std::vector<unsigned long long> marks(clocks::kCount), stamps(clocks::kStampCount, 0);
-  int error = clocks::read_packed_stream(marks.data());
-  if (error == 0) error = clocks::read_packed_stream_stamps(stamps.data());
+  int error = h64 ? clocks::read_packed_stream_h64(marks.data()) : clocks::read_packed_stream(marks.data());
+  if (error == 0) {
+    error = h64 ? clocks::read_packed_stream_h64_stamps(stamps.data())
+                : clocks::read_packed_stream_stamps(stamps.data());
+  }
   testing::check_cuda(error, "reading the clocks");
-  std::printf("%s, T = %lld, W = %d; CTA 0 span, cycles from the previous mark (0 entry, 1 math warps' start,\n"
-              "2 q converted, 3 first rows landed, 4 walk end, 5 results stored or written)\n",
-              kernel.c_str(), static_cast<long long>(tokens), width);
+  int khz = 0;
+  cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0);
+  std::printf("%s, T = %lld, W = %d, H = %d, SM clock %d MHz\n", kernel.c_str(), static_cast<long long>(tokens),
+              width, config.heads, khz / 1000);
+  if (h64) print_chunks(marks, (width + 63) / 64);
+  std::printf("CTA 0 span, cycles from the previous mark (0 entry, 1 math warps' start, 2 q converted,\n"
+              "3 first rows landed, 4 walk end, 5 results stored or written)\n");
   print_span(marks);
   print_stamps(stamps);
   return 0;
@@ -136,7 +167,8 @@ void print_combine_stamps(const std::vector<unsigned long long>& stamps) {
 int main(int argc, char** argv) {
   const std::string kernel = argc > 1 ? argv[1] : "stream";
   if (kernel.rfind("packed", 0) == 0) {
-    return run_packed(kernel, argc > 2 ? std::atoll(argv[2]) : 1, argc > 3 ? std::atoi(argv[3]) : 640);
+    return run_packed(kernel, argc > 2 ? std::atoll(argv[2]) : 1, argc > 3 ? std::atoi(argv[3]) : 640,
+                      argc > 4 ? std::atoi(argv[4]) : 64);
   }
   testing::Dsv4ProblemConfig config;
   config.tokens = argc > 2 ? std::atoll(argv[2]) : 1;
@@ -188,21 +220,7 @@ int main(int argc, char** argv) {
   cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0);
   std::printf("%s kernel, T = %lld, W = %d, SM clock %d MHz; cycles from the previous mark\n", kernel.c_str(),
               static_cast<long long>(config.tokens), config.width, khz / 1000);
-  // Stream kernels with producers mark no gather step (mark 2 follows mark 1 at once).
-  std::printf("wg chunk |  wait+bar  gather  scores  bar  softmax  bar  pv+fold | chunk\n");
-  // (The one-tile walk of the cluster kernel: mark 1 follows the gather's
-  // issue and the wait, mark 2 the CTA barrier.) Chunks CTA 0 did not walk
-  // are left out.
-  const int chunks = (config.width + 63) / 64;
-  for (int wg = 0; wg < clocks::kWarpgroups; ++wg) {
-    for (int c = 0; c < chunks && c < clocks::kChunks; ++c) {
-      const unsigned long long* m = &marks[(wg * (clocks::kChunks + 1) + c) * clocks::kMarks];
-      if (m[0] == 0 && m[clocks::kMarks - 1] == 0) continue;
-      std::printf("%2d %5d |", wg, c);
-      for (int k = 1; k < clocks::kMarks; ++k) std::printf(" %7lld", static_cast<long long>(m[k] - m[k - 1]));
-      std::printf(" | %7lld\n", static_cast<long long>(m[clocks::kMarks - 1] - m[0]));
-    }
-  }
+  print_chunks(marks, (config.width + 63) / 64);
   std::printf("CTA 0 span, cycles from the previous span mark (0 entry, 1 walk start, then the kernel's own:\n"
               "stream 2 query landed, 3 walk end, 4 stored; split 2 walk end, 3 group written; cluster 2 walk\n"
               "end, 3 cluster wait, 4 sent, 5 received, 6 stored)\n");

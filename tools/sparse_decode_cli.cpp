@@ -60,7 +60,8 @@ constexpr const char* kBenchHelp = R"(  bench   per-layer time of dsv4_decode in
                                   packed and hca: fp8 only; dsa: the cache (q, out and gate
                                   are BF16)
             --kernel K            auto (default), cluster, stream, split, or all (each of them
-                                  a shape); packed: not all; hca and dsa: auto only
+                                  a shape); packed: not all, and also stream_h64 (the
+                                  64-head form; 64 and 128 heads); hca and dsa: auto only
             --gather-rows N       rows each warp of the reference gather keeps in flight:
                                   1, 2, 4 or 8; 0 (default) times all four and keeps
                                   the fastest for each shape (not with dsa)
@@ -147,7 +148,8 @@ std::vector<bench::BenchMode> parse_modes(ArgReader& args, const std::string& op
 }
 
 std::vector<Dsv4Kernel> parse_kernels(ArgReader& args, const std::string& option) {
-  const std::string kernel = args.choice(option, {"auto", "cluster", "stream", "split", "all"});
+  const std::string kernel = args.choice(option, {"auto", "cluster", "stream", "split", "stream_h64", "all"});
+  if (kernel == "stream_h64") return {bench::kPackedStreamH64};
   if (kernel == "cluster") return {Dsv4Kernel::kCluster};
   if (kernel == "stream") return {Dsv4Kernel::kStream};
   if (kernel == "split") return {Dsv4Kernel::kSplit};

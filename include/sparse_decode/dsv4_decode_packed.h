@@ -46,6 +46,7 @@ enum class Dsv4PackedKernel : int32_t {
   kCluster = 1,  // a thread-block cluster a (token, 16-head group): small batches
   kStream = 2,   // one or two CTAs a (token, 16-head group) walking its rows: large batches
   kSplit = 3,    // a CTA a run of chunks, shares combined through the workspace: small and middle batches
+  kStreamH64 = 4,  // one CTA a (token, 64-head group) on one gathered tile: 64 and 128 heads; only when forced
 };
 
 // A pool of packed rows. Row r is page r / page_size, slot r % page_size.
@@ -138,8 +139,10 @@ struct Dsv4PackedDecodeArgs {
   // and 67-132, wider tokens up to 132. Otherwise the cluster kernel
   // up to 16 units (W > 128), the stream kernel beyond, with two CTAs a unit
   // up to 66 units. kCluster, kStream and kSplit force one
-  // (docs/kernels/packed.md; a forced kSplit needs the workspace). The
-  // kernels give results within the accuracy bound but not the same bits.
+  // (docs/kernels/packed.md; a forced kSplit needs the workspace).
+  // kStreamH64 (num_heads 64 or 128) reads each row once a 64-head group
+  // instead of once a 16-head group; kAuto does not pick it. The kernels
+  // give results within the accuracy bound but not the same bits.
   Dsv4PackedKernel kernel = Dsv4PackedKernel::kAuto;
 };
 

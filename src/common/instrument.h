@@ -87,6 +87,11 @@ int read_stream_pv_warps_stamps(unsigned long long* host);
 // landed, 4 walk end, 5 results stored or written.
 int read_packed_stream(unsigned long long* host);
 int read_packed_stream_stamps(unsigned long long* host);
+// The packed stream kernel's 64-head form: the same span marks, and chunk
+// marks [warpgroup][chunk][mark] as the 16-head walks' (0 chunk start, 1
+// rows landed, 2 = 1, 3 scores, 4 barrier, 5 softmax, 6 barrier, 7 P V).
+int read_packed_stream_h64(unsigned long long* host);
+int read_packed_stream_h64_stamps(unsigned long long* host);
 
 }  // namespace phase_clocks
 }  // namespace sparse_decode::instrument

@@ -10,6 +10,7 @@
 #include "dsv4_packed/cluster_traits.cuh"
 #include "dsv4_packed/dispatch_rules.h"
 #include "dsv4_packed/split_workspace.cuh"
+#include "dsv4_packed/stream_h64_traits.cuh"
 #include "dsv4_packed/stream_traits.cuh"
 
 namespace sparse_decode::dsv4_packed {
@@ -105,6 +106,17 @@ Status kernels_support(const Dsv4PackedDecodeArgs& args) {
       return Status::NotSupported("dsv4_decode_packed: num_tokens: at most " +
                                   std::to_string(int64_t{0x7fffffff} / ctas) +
                                   " (token, 16-head group) units a call on the split path (grid size)");
+    }
+    return hopper_device_status("dsv4_decode_packed: ");
+  }
+  if (choice == Dsv4PackedKernel::kStreamH64) {
+    if (args.num_heads % StreamH64Traits::kHeads != 0) {
+      return Status::NotSupported("dsv4_decode_packed: num_heads: kernel kStreamH64 serves 64 or 128 heads, got " +
+                                  std::to_string(args.num_heads));
+    }
+    if (args.num_tokens > int64_t{0x7fffffff} / (args.num_heads / StreamH64Traits::kHeads)) {
+      return Status::NotSupported(
+          "dsv4_decode_packed: num_tokens: at most 2^31 - 1 (token, 64-head group) units a call with kStreamH64");
     }
     return hopper_device_status("dsv4_decode_packed: ");
   }

@@ -17,6 +17,7 @@
 #include "dsv4_packed/instantiations/kernels.h"
 #include "dsv4_packed/params.h"
 #include "dsv4_packed/split_workspace.cuh"
+#include "dsv4_packed/stream_h64_smem.cuh"
 #include "dsv4_packed/stream_smem.cuh"
 
 namespace sparse_decode::dsv4_packed {
@@ -71,6 +72,32 @@ Status configure_stream_kernel() {
   static_assert(StreamTraits::kLaunchRegisters == 80, "the message below names the register count");
   static OncePerDevice configured(set_stream_kernel_attributes,
                                   "configuring the packed-row stream kernel (it must compile to 80 registers a thread)");
+  return configured.run();
+}
+
+int set_stream_h64_kernel_attributes() {
+  cudaError_t e = cudaSuccess;
+  for (bool general : {false, true}) {
+    const void* kernel = stream_h64_kernel_pointer(general);
+    cudaFuncAttributes attributes{};
+    if (e == cudaSuccess) e = cudaFuncGetAttributes(&attributes, kernel);
+    if (e == cudaSuccess && attributes.numRegs != StreamH64Traits::kLaunchRegisters) {
+      e = cudaErrorInvalidDeviceFunction;  // setmaxnreg's plan, as for the 16-head kernel
+    }
+    if (e == cudaSuccess) {
+      e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(sizeof(StreamH64Smem)));
+    }
+  }
+  return e;
+}
+
+// Raises the 64-head stream kernel's shared-memory limit, after checking its register count.
+Status configure_stream_h64_kernel() {
+  static_assert(StreamH64Traits::kLaunchRegisters == 168, "the message below names the register count");
+  static OncePerDevice configured(
+      set_stream_h64_kernel_attributes,
+      "configuring the packed-row 64-head stream kernel (it must compile to 168 registers a thread)");
   return configured.run();
 }
 
@@ -178,6 +205,16 @@ Status launch_stream(const Dsv4PackedDecodeArgs& args, const TokenLayout& layout
                        &p, "launching the packed-row stream kernel");
 }
 
+// The stream kernel's 64-head form: one CTA a (token, 64-head group) unit.
+Status launch_stream_h64(const Dsv4PackedDecodeArgs& args, const TokenLayout& layout, CUstream_st* stream) {
+  Params p = params_of(args, layout, 0, nullptr, 0);
+  const int64_t units = args.num_tokens * (args.num_heads / StreamH64Traits::kHeads);
+  return launch_kernel(stream_h64_kernel_pointer(layout.general),
+                       LaunchConfig(units, StreamH64Traits::kLaunchThreads, sizeof(StreamH64Smem), args.enable_pdl,
+                                    stream, 1u),
+                       &p, "launching the packed-row 64-head stream kernel");
+}
+
 // The split path: the stream kernel's CTAs write their shares, then the
 // combine kernel folds them. The combine kernel always overlaps the split
 // kernel's tail (PDL): it waits for the shares before it reads them.
@@ -210,6 +247,10 @@ Status launch(const Dsv4PackedDecodeArgs& args, void* workspace, size_t workspac
   if (kernel == Dsv4PackedKernel::kCluster) {
     if (Status status = configure_cluster_kernel(); !status.ok()) return status;
     return launch_cluster(args, layout, stream);
+  }
+  if (kernel == Dsv4PackedKernel::kStreamH64) {
+    if (Status status = configure_stream_h64_kernel(); !status.ok()) return status;
+    return launch_stream_h64(args, layout, stream);
   }
   if (Status status = configure_stream_kernel(); !status.ok()) return status;
   return kernel == Dsv4PackedKernel::kSplit ? launch_split(args, layout, workspace, stream)

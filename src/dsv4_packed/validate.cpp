@@ -97,8 +97,9 @@ Status validate(const Dsv4PackedDecodeArgs& args) {
   }
   if (args.num_tokens < 0) return invalid("num_tokens: expected >= 0, got ", args.num_tokens);
   if (args.kernel != Dsv4PackedKernel::kAuto && args.kernel != Dsv4PackedKernel::kCluster && args.kernel != Dsv4PackedKernel::kStream &&
-      args.kernel != Dsv4PackedKernel::kSplit) {
-    return invalid("kernel: expected kAuto, kCluster, kStream or kSplit, got ", static_cast<int>(args.kernel));
+      args.kernel != Dsv4PackedKernel::kSplit && args.kernel != Dsv4PackedKernel::kStreamH64) {
+    return invalid("kernel: expected kAuto, kCluster, kStream, kSplit or kStreamH64, got ",
+                   static_cast<int>(args.kernel));
   }
   if (Status s = validation::check_sink_term(args.sink_term); !s.ok()) return s;
   const int32_t H = args.num_heads;

@@ -227,6 +227,34 @@ TEST(Dsv4PackedValidation, SplitPathGridLimit) {
   EXPECT_NE(status.message().find("num_tokens"), std::string::npos) << status.message();
 }
 
+// The 64-head form serves 64 and 128 heads when forced, without a
+// workspace; other head counts are refused naming num_heads, before any
+// device check.
+TEST(Dsv4PackedValidation, StreamH64HeadCounts) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE(test::seed_message(seed));
+  ValidPackedCall call(seed);
+  Dsv4PackedDecodeArgs a = call.args;
+  a.memory = MemorySpace::kDevice;
+  a.kernel = Dsv4PackedKernel::kStreamH64;
+  for (int32_t heads : {8, 16, 32}) {
+    a.num_heads = heads;
+    a.out_token_stride = int64_t{heads} * kHeadDim;
+    a.q_token_stride = int64_t{heads} * kHeadDim;
+    a.lse_token_stride = heads;
+    ASSERT_TRUE(validate(a).ok()) << validate(a).message();
+    const Status status = supports(a);
+    EXPECT_EQ(status.code(), StatusCode::kNotSupported) << heads << " heads";
+    EXPECT_NE(status.message().find("num_heads"), std::string::npos) << status.message();
+    EXPECT_EQ(workspace_size(a), 0u);
+  }
+  a.num_heads = 64;
+  a.out_token_stride = a.q_token_stride = 64 * kHeadDim;
+  a.lse_token_stride = 64;
+  EXPECT_EQ(workspace_size(a), 0u);
+  EXPECT_EQ(validate(a).code(), StatusCode::kOk) << validate(a).message();
+}
+
 TEST(Dsv4PackedValidation, ValidEdgeArguments) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE(test::seed_message(seed));

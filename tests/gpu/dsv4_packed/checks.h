@@ -76,15 +76,17 @@ inline void expect_close_by_scale_tile(const std::vector<double>& got, const std
 
 enum class GroupCheck { kEachRow, kOverRows };
 
-// The device against the reference of the same problem on the host: every
-// element written and finite, relative L2 error per (token, head) and per
-// scale tile (64 dims), exact zeros for tokens with no active column, lse, counter.
+// The device against the reference of the same problem and sink term on the
+// host: every element written and finite, relative L2 error per (token,
+// head) and per scale tile (64 dims), exact zeros for tokens with no active
+// column, lse, counter.
 inline DeviceResult check_against_reference(const Dsv4PackedProblem& problem, PackedDeviceProblem& device,
                                      GroupCheck groups = GroupCheck::kEachRow) {
   const DeviceResult got = run_device(device);
   Dsv4PackedDecodeArgs host = problem.host_args(nullptr, nullptr);
   host.q_token_stride = device.args.q_token_stride;
   host.q_head_stride = device.args.q_head_stride;
+  host.sink_term = device.args.sink_term;  // kInOutputAndLse: lse with the sink
   const reference::Dsv4Result ref = reference::dsv4_decode_packed(host);
   const int64_t T = problem.config.tokens;
   const int H = problem.config.heads;

@@ -56,7 +56,10 @@ __device__ __forceinline__ int32_t listed_index(const Params& p, int chunk, int 
 // byte << 23. Masked rows are zero-filled, scales 0, so that NaN in unused
 // slots never reaches an MMA. Arrivals on rows_landed: lane 0 with the
 // expected bytes, then every lane after its scales, zeros and mask.
-__device__ __forceinline__ void produce_chunk(Smem& s, const Params& p, int i, int chunk, int32_t index,
+// S: the kernel's shared-memory plan (StreamSmem, or the 64-head form's,
+// whose KV tiles, scales, barriers and producer warps are the same).
+template <class S>
+__device__ __forceinline__ void produce_chunk(S& s, const Params& p, int i, int chunk, int32_t index,
                                               bool count_out_of_range) {
   constexpr int kRows = Traits::kProducerRows;
   const int pw = threadIdx.x / 32 - Traits::kWarps, lane = threadIdx.x % 32;
@@ -110,8 +113,8 @@ __device__ __forceinline__ void produce_chunk(Smem& s, const Params& p, int i, i
 // CTAs walk a chunk or two: one DRAM trip less before the first rows).
 // kGeneral: the kernel's general form (request views, the seq_lens window);
 // the plain form's instructions stay those of the calls without them.
-template <bool kIndexBeforeLens, bool kGeneral>
-__device__ __forceinline__ void produce_chunks(Smem& s, const Params& p, int64_t token, int first, int count,
+template <bool kIndexBeforeLens, bool kGeneral, class S>
+__device__ __forceinline__ void produce_chunks(S& s, const Params& p, int64_t token, int first, int count,
                                                bool count_out_of_range) {
   constexpr int kRows = Traits::kProducerRows;
   const int lane = threadIdx.x % 32;

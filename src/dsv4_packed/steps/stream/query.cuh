@@ -52,49 +52,75 @@ __device__ __forceinline__ QueryBlocks load_query(const Params& p, int64_t token
   return q;
 }
 
-__device__ __forceinline__ void convert_query(Smem& s, const QueryBlocks& q, float scale_log2) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int head = lane % Traits::kHeads, first_block = 4 * warp + 2 * (lane / Traits::kHeads);
-  uint16_t v[2][16];
+// Block b's 16 BF16 values of q (as loaded).
+__device__ __forceinline__ void unpack_block(const QueryBlocks& q, int b, uint16_t (&v)[16]) {
+#pragma unroll
+  for (int piece = 0; piece < 2; ++piece) {
+    const uint4 bits = q.bits[b][piece];
+    const uint32_t words[4] = {bits.x, bits.y, bits.z, bits.w};
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      v[8 * piece + 2 * w] = static_cast<uint16_t>(words[w] & 0xffffu);
+      v[8 * piece + 2 * w + 1] = static_cast<uint16_t>(words[w] >> 16);
+    }
+  }
+}
+
+// The largest |q| of a lane's two blocks.
+__device__ __forceinline__ float query_amax(const QueryBlocks& q) {
   float amax = 0.0f;
 #pragma unroll
   for (int b = 0; b < 2; ++b) {
+    uint16_t v[16];
+    unpack_block(q, b, v);
 #pragma unroll
-    for (int piece = 0; piece < 2; ++piece) {
-      const uint4 bits = q.bits[b][piece];
-      const uint32_t words[4] = {bits.x, bits.y, bits.z, bits.w};
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        v[b][8 * piece + 2 * w] = static_cast<uint16_t>(words[w] & 0xffffu);
-        v[b][8 * piece + 2 * w + 1] = static_cast<uint16_t>(words[w] >> 16);
-      }
-    }
-#pragma unroll
-    for (int d = 0; d < 16; ++d) amax = fmaxf(amax, fabsf(__uint_as_float(uint32_t{v[b][d]} << 16)));
+    for (int d = 0; d < 16; ++d) amax = fmaxf(amax, fabsf(__uint_as_float(uint32_t{v[d]} << 16)));
   }
+  return amax;
+}
+
+// The power of two that puts a head's largest |q| in [2^14, 2^15).
+__device__ __forceinline__ int query_shift(float amax) {
+  const int shift = amax > 0.0f ? 14 - (static_cast<int>(__float_as_uint(amax) >> 23) - 127) : 0;
+  return shift > 126 ? 126 : shift;
+}
+
+// Block b (16-dim block `block` of the head) times `factor`, as the two
+// 16-byte pieces of the Q tile: FP16 in the E4M3 k order, or BF16 (the
+// BF16 dims).
+__device__ __forceinline__ void query_block_words(const QueryBlocks& q, int b, int block, float factor,
+                                                  uint32_t (&words)[2][4]) {
+  uint16_t v[16];
+  unpack_block(q, b, v);
+  auto value = [&](int d) { return __uint_as_float(uint32_t{v[d]} << 16) * factor; };
+  if (block < Traits::kFp8Blocks) {
+#pragma unroll
+    for (int k = 0; k < 16; k += 2) {
+      const int dim = k < 8 ? 2 * k : 2 * (k - 8) + 2;  // k and k + 1 <- dims dim, dim + 1
+      words[k / 8][(k % 8) / 2] = ptx::half2_bits(value(dim), value(dim + 1));
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < 16; k += 2) words[k / 8][(k % 8) / 2] = ptx::bf16x2_bits(value(k), value(k + 1));
+  }
+}
+
+__device__ __forceinline__ void convert_query(Smem& s, const QueryBlocks& q, float scale_log2) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int head = lane % Traits::kHeads, first_block = 4 * warp + 2 * (lane / Traits::kHeads);
+  float amax = query_amax(q);
   amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, Traits::kHeads));
   if (lane < Traits::kHeads) s.query_amax[warp][head] = amax;
   math_sync();
 #pragma unroll
   for (int w = 0; w < Traits::kWarps; ++w) amax = fmaxf(amax, s.query_amax[w][head]);
-  int shift = amax > 0.0f ? 14 - (static_cast<int>(__float_as_uint(amax) >> 23) - 127) : 0;
-  shift = shift > 126 ? 126 : shift;
+  const int shift = query_shift(amax);
   const float factor = pow2(shift);
 #pragma unroll
   for (int b = 0; b < 2; ++b) {
     const int block = first_block + b;
-    auto value = [&](int d) { return __uint_as_float(uint32_t{v[b][d]} << 16) * factor; };
     uint32_t words[2][4];
-    if (block < Traits::kFp8Blocks) {
-#pragma unroll
-      for (int k = 0; k < 16; k += 2) {
-        const int dim = k < 8 ? 2 * k : 2 * (k - 8) + 2;  // k and k + 1 <- dims dim, dim + 1
-        words[k / 8][(k % 8) / 2] = ptx::half2_bits(value(dim), value(dim + 1));
-      }
-    } else {
-#pragma unroll
-      for (int k = 0; k < 16; k += 2) words[k / 8][(k % 8) / 2] = ptx::bf16x2_bits(value(k), value(k + 1));
-    }
+    query_block_words(q, b, block, factor, words);
 #pragma unroll
     for (int piece = 0; piece < 2; ++piece) {
       *reinterpret_cast<uint4*>(&s.q[head / 8][2 * block + piece][head % 8][0]) =
