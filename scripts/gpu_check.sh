@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-check-out}
 BUILD_DIR=${BUILD_DIR:-build}
 SANITIZER_FILTER=${SANITIZER_FILTER:-"-*BitwiseIdentical*:*ManyTokens*:*BatchInvariance*"}
-RACECHECK_FILTER=${RACECHECK_FILTER:-"Dsv4Gpu.NoSinksNoLens:Dsv4Gpu.HeadCounts:Dsv4Gpu.SplitCombineAtEveryGroupCount:Dsv4Gpu.Bf16MaskedColumnsSinksAndPages:EveryKernel/Dsv4PackedGpuKernels.WithPdlAndWithoutLseOrCounter/*:Dsv4HcaGpu.SinkTerm:DsaGpu.BroadcastQuery:MergeGpu.LargeAndTinyLse:Dsv4HcaConvertGpu.DeviceRefusesAsTheHostDoes"}
+RACECHECK_FILTER=${RACECHECK_FILTER:-"Dsv4Gpu.NoSinksNoLens:Dsv4Gpu.HeadCounts:Dsv4Gpu.SplitCombineAtEveryGroupCount:Dsv4Gpu.Bf16MaskedColumnsSinksAndPages:EveryKernel/Dsv4PackedGpuKernels.WithPdlAndWithoutLseOrCounter/*:Dsv4HcaGpu.SinkTerm:DsaGpu.BroadcastQuery:DsaGpu.AutoRunsTheDirectKernel:Dsv4PackedGpu.StreamH64WithPdlAndWithoutLseOrCounter:MergeGpu.LargeAndTinyLse:Dsv4HcaConvertGpu.DeviceRefusesAsTheHostDoes"}
 sanitizer_shards=${SANITIZER_SHARDS:-4}
 BENCH_ARGS=${BENCH_ARGS:-}
 mkdir -p "$OUT"
