@@ -14,6 +14,20 @@ namespace sparse_decode::dsv4_packed::stream {
 // FP32 value of a row's scale: 2^(byte - 127); byte 0 is the subnormal 2^-127.
 __device__ __forceinline__ float scale_value(uint32_t bits) { return __uint_as_float(bits != 0 ? bits : 0x00400000u); }
 
+// A score tile's E4M3 bytes (two ldmatrix.x4) as the FP16 A fragments of its
+// kSteps k-steps of 16 dims: exact, every E4M3 value is an FP16 one.
+template <int kSteps>
+__device__ __forceinline__ void tile_to_f16_fragments(const uint32_t (&m)[2][4], uint32_t (&a)[kSteps][4]) {
+#pragma unroll
+  for (int k = 0; k < kSteps; ++k) {
+    const uint32_t top = m[k / 2][2 * (k % 2)], bottom = m[k / 2][2 * (k % 2) + 1];
+    a[k][0] = ptx::e4m3x2_to_f16x2<false>(top);
+    a[k][1] = ptx::e4m3x2_to_f16x2<false>(bottom);
+    a[k][2] = ptx::e4m3x2_to_f16x2<true>(top);
+    a[k][3] = ptx::e4m3x2_to_f16x2<true>(bottom);
+  }
+}
+
 // Warpgroup g's share of S^T (64 columns x 16 heads) over score tiles 4g ..
 // 4g + 3: score tile j < 7 (scale tile j) from the E4M3 bytes (two ldmatrix.x4 give its 4 FP16
 // k-steps after an exact conversion), on its own accumulator, then times the
@@ -43,14 +57,7 @@ __device__ __forceinline__ void score_chunk(Smem& s, int buffer) {
     float acc[8];
     uint32_t a[Traits::kStepsPerTile][4];
     if (tile < Traits::kScaleTiles) {
-#pragma unroll
-      for (int k = 0; k < Traits::kStepsPerTile; ++k) {
-        const uint32_t top = m[k / 2][2 * (k % 2)], bottom = m[k / 2][2 * (k % 2) + 1];
-        a[k][0] = ptx::e4m3x2_to_f16x2<false>(top);
-        a[k][1] = ptx::e4m3x2_to_f16x2<false>(bottom);
-        a[k][2] = ptx::e4m3x2_to_f16x2<true>(top);
-        a[k][3] = ptx::e4m3x2_to_f16x2<true>(bottom);
-      }
+      tile_to_f16_fragments(m, a);
       ptx::wgmma_fence();
 #pragma unroll
       for (int k = 0; k < Traits::kStepsPerTile; ++k) {

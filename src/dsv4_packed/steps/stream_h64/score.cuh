@@ -43,14 +43,7 @@ __device__ __forceinline__ void score_chunk(Smem& s, int buffer) {
     uint32_t a[Traits::kStepsPerTile][4];
     // Only warpgroup 1's last tile is the BF16 one (7 scale tiles + 1 in 2 x 4).
     if (j + 1 < Traits::kTilesPerWarpgroup || tile < Traits::kScaleTiles) {
-#pragma unroll
-      for (int k = 0; k < Traits::kStepsPerTile; ++k) {
-        const uint32_t top = m[k / 2][2 * (k % 2)], bottom = m[k / 2][2 * (k % 2) + 1];
-        a[k][0] = ptx::e4m3x2_to_f16x2<false>(top);
-        a[k][1] = ptx::e4m3x2_to_f16x2<false>(bottom);
-        a[k][2] = ptx::e4m3x2_to_f16x2<true>(top);
-        a[k][3] = ptx::e4m3x2_to_f16x2<true>(bottom);
-      }
+      stream::tile_to_f16_fragments(m, a);
       ptx::wgmma_fence();
 #pragma unroll
       for (int k = 0; k < Traits::kStepsPerTile; ++k) {
