@@ -46,7 +46,7 @@ enum class Dsv4PackedKernel : int32_t {
   kCluster = 1,  // a thread-block cluster a (token, 16-head group): small batches
   kStream = 2,   // one or two CTAs a (token, 16-head group) walking its rows: large batches
   kSplit = 3,    // a CTA a run of chunks, shares combined through the workspace: small and middle batches
-  kStreamH64 = 4,  // one CTA a (token, 64-head group) on one gathered tile: 64 and 128 heads; only when forced
+  kStreamH64 = 4,  // one CTA a (token, 64-head group) on one gathered tile: 64 and 128 heads, large batches
 };
 
 // A pool of packed rows. Row r is page r / page_size, slot r % page_size.
@@ -133,7 +133,9 @@ struct Dsv4PackedDecodeArgs {
   bool enable_pdl = false;
 
   // Device memory only: which kernel runs. kAuto picks by the batch (units:
-  // (token, 16-head group) pairs; chunks: 64 columns of a token). With the
+  // (token, 16-head group) pairs; chunks: 64 columns of a token). At 64 and
+  // 128 heads and W <= 640, kStreamH64 from 128 (token, 64-head group)
+  // units (T = 128 at 64 heads, 64 at 128), before the rest. With the
   // workspace of workspace_size(), the split path where it measured fastest:
   // at W = 128 up to 64 units, W = 256 to 640 up to 32, W = 1152 up to 48
   // and 67-132, wider tokens up to 132. Otherwise the cluster kernel
@@ -141,7 +143,7 @@ struct Dsv4PackedDecodeArgs {
   // up to 66 units. kCluster, kStream and kSplit force one
   // (docs/kernels/packed.md; a forced kSplit needs the workspace).
   // kStreamH64 (num_heads 64 or 128) reads each row once a 64-head group
-  // instead of once a 16-head group; kAuto does not pick it. The kernels
+  // instead of once a 16-head group. The kernels
   // give results within the accuracy bound but not the same bits.
   Dsv4PackedKernel kernel = Dsv4PackedKernel::kAuto;
 };

@@ -79,6 +79,11 @@ int stream_unit_ctas(const Dsv4PackedDecodeArgs& args) {
 
 Dsv4PackedKernel choose_kernel(const Dsv4PackedDecodeArgs& args, bool split_workspace) {
   if (args.kernel != Dsv4PackedKernel::kAuto) return args.kernel;
+  if (args.num_heads % StreamH64Traits::kHeads == 0 && token_chunks(args) <= kDispatchRules.h64_max_chunks &&
+      validation::saturating_mul(args.num_tokens, args.num_heads / StreamH64Traits::kHeads) >=
+          kDispatchRules.h64_min_units) {
+    return Dsv4PackedKernel::kStreamH64;
+  }
   const int64_t units = units_of(args);
   if (split_workspace && split_serves(token_chunks(args), units)) return Dsv4PackedKernel::kSplit;
   if (token_chunks(args) <= kDispatchRules.stream_max_chunks_always) return Dsv4PackedKernel::kStream;

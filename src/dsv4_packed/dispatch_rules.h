@@ -42,6 +42,11 @@ struct DispatchRules {
   int64_t cluster_max_units;
   int64_t pair_max_units;
   SplitBound split[kSplitRows];  // by width: the first row whose max_chunks holds the token's chunks
+  // At 64 and 128 heads, the 64-head form (one CTA a (token, 64-head group))
+  // from h64_min_units such units on, for tokens of at most h64_max_chunks
+  // chunks, before every other line.
+  int64_t h64_min_units;
+  int32_t h64_max_chunks;
 };
 
 // Measured at 16 heads, µs a layer (H200).
@@ -54,7 +59,10 @@ inline constexpr DispatchRules kDispatchRules = {
         {10, 32, false},  // W <= 640: from T = 1 (8.7 against 10.0); past 32 the pair wins (T = 40: 18.1 against 19.2)
         {18, 48, true},   // W <= 1152: the pair wins at 49 to 66 units; then split (T = 96: 39.1 against 41.9)
         {kAnyChunks, kSplitMaxUnits, false},  // wider: faster up to one wave (W = 2176, T = 1: 14.9 against 19.5)
-    }};
+    },
+    128,  // 64 heads, T = 128, W = 640: 57.6 against 75.7 (128 heads: 113.0 against 143.7)
+    10,   // W <= 640; T = 2048 at W = 128, 64 heads: 308.7 against 325.8
+};
 
 // The split rows cover every width, in increasing order.
 constexpr bool split_rows_ordered() {

@@ -1,6 +1,7 @@
-// The split workspace of dsv4_decode_packed on the GPU: a forced kSplit
-// without one is refused and writes nothing, kAuto without one runs another
-// kernel; zero tokens launch nothing.
+// The choice of dsv4_decode_packed on the GPU: a forced kSplit without its
+// workspace is refused and writes nothing, kAuto without one runs another
+// kernel; kAuto runs the 64-head form from 128 (token, 64-head group) units;
+// zero tokens launch nothing.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -42,6 +43,35 @@ TEST_F(Dsv4PackedGpu, SplitPathWithoutItsWorkspace) {
   const DeviceResult without = gpu_test::download_outputs(device.out, device.lse, device.out_of_range_count);
   test::expect_rows_close(without.out_values(), with_workspace.out_values(), c.tokens, c.heads, kMaxRelativeError,
                           "kAuto without the workspace vs with it");
+}
+
+// kAuto at 64 and 128 heads and W = 640: from 128 (token, 64-head group)
+// units the bits of a forced kStreamH64, one unit fewer those of kStream
+// (one CTA a 16-head unit); both against the reference.
+TEST_F(Dsv4PackedGpu, AutoRunsTheH64FormFrom128Units) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE(test::seed_message(seed));
+  struct Case {
+    int heads;
+    int64_t tokens;
+    Dsv4PackedKernel runs;
+  };
+  const Case cases[] = {{64, 128, Dsv4PackedKernel::kStreamH64},
+                        {128, 64, Dsv4PackedKernel::kStreamH64},
+                        {64, 127, Dsv4PackedKernel::kStream},
+                        {128, 63, Dsv4PackedKernel::kStream}};
+  for (const Case& k : cases) {
+    SCOPED_TRACE("H " + std::to_string(k.heads) + ", T " + std::to_string(k.tokens));
+    Dsv4PackedProblemConfig c = config_for(seed + static_cast<uint64_t>(k.tokens * k.heads), k.tokens);
+    c.heads = k.heads;
+    Dsv4PackedProblem problem = testing::make_dsv4_packed_problem(c);
+    PackedDeviceProblem device(problem);
+    const DeviceResult automatic = check_against_reference(problem, device);
+    device.args.kernel = k.runs;
+    const DeviceResult forced = run_device(device);
+    EXPECT_TRUE(automatic.out == forced.out) << "kAuto's bits are not the forced kernel's";
+    EXPECT_TRUE(automatic.lse == forced.lse) << "kAuto's lse is not the forced kernel's";
+  }
 }
 
 TEST_F(Dsv4PackedGpu, ZeroTokensLaunchesNothing) {

@@ -1,5 +1,5 @@
 // The packed stream kernel's 64-head form (Dsv4PackedKernel::kStreamH64,
-// forced; kAuto does not pick it) against the fp64 reference: 64 and 128
+// forced; kAuto's pick is tested in test_dispatch.cpp) against the fp64 reference: 64 and 128
 // heads over token counts from one to past a wave of 132 CTAs, both segment
 // shapes, odd widths, page sizes, sinks (in the output, in lse, none),
 // holes and short lens, tokens with nothing active, the UE8M0 scale range
