@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -80,10 +81,18 @@ Dsv4Outputs add_dsv4_outputs(Arena& arena, Rng& rng, int64_t tokens, int heads, 
 
 // Compares out, lse and the counter of `after` with the reference result
 // (the counter: kCountStart + expected_count, which must equal the
-// reference's own count). `label` prefixes the failures.
+// reference's own count). An lse outside kMaxLseError's bound is compared
+// again with `lse_slack(row)` added (row = t * heads + h), where given.
 void check_dsv4_outputs(const Arena& arena, const std::vector<uint8_t>& after, const Dsv4Outputs& o,
                         const reference::Dsv4Result& ref, int64_t tokens, int heads, int64_t expected_count,
-                        Outcome& outcome);
+                        Outcome& outcome, const std::function<double(size_t row)>& lse_slack = {});
+
+// The arena's image with the sign bit of every byte of `regions` cleared:
+// |x| of every E4M3 element (NaN stays NaN). Absent regions are skipped.
+std::vector<uint8_t> e4m3_magnitudes(const Arena& arena, std::initializer_list<size_t> regions);
+
+// kFp8LseSlack times the magnitude lse of a row (0 where it is not finite).
+double fp8_lse_slack(double magnitude_lse);
 
 // Sinks and scales.
 std::vector<float> draw_sinks(Rng& rng, int heads, bool adversarial);  // N(0, 1), with NaN / inf / huge entries

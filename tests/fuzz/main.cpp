@@ -93,7 +93,6 @@ bool run_one(const Options& o, int op, uint64_t index, uint64_t seed, Device& de
   t.garbage += outcome.garbage;
   t.max_error = std::max(t.max_error, outcome.max_relative_error);
   t.max_above_floor = std::max(t.max_above_floor, outcome.max_above_floor);
-  if (outcome.max_relative_error > 0.1) std::printf("DEBUG %s seed %" PRIu64 "\n", kOps[op].name, seed);
   bool fault = false;
   const char* backend = o.cpu ? "cpu" : "gpu";
   if (!outcome.failures.empty()) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "fuzz/case.h"
 #include "fuzz/data.h"
 #include "fuzz/fuzz.h"
 #include "reference/dsv4_reference.h"
@@ -115,6 +116,18 @@ void comparisons(Checks& c) {
   c.expect(compare_lse(10.0, 10.005f).verdict == RowVerdict::kMatch, "lse within 1e-3");
   c.expect(compare_lse(10.0, 10.02f).verdict == RowVerdict::kMismatch, "lse off by 2e-3");
   c.expect(compare_lse(1.0, std::nanf("")).verdict == RowVerdict::kMismatch, "lse NaN fails");
+  // FP8 scores: 2^-12 of the terms' magnitude on top; a magnitude lse of 64
+  // allows 0.0156 more, one that is not finite nothing.
+  c.expect(compare_lse(1.0, 1.012f, fp8_lse_slack(64.0)).verdict == RowVerdict::kMatch, "lse within the FP8 slack");
+  c.expect(compare_lse(1.0, 1.03f, fp8_lse_slack(64.0)).verdict == RowVerdict::kMismatch, "lse past the FP8 slack");
+  c.expect(fp8_lse_slack(std::nan("")) == 0.0 && fp8_lse_slack(-inf) == 0.0, "no slack from a non-finite magnitude");
+  Arena arena;
+  const size_t signs = arena.add("signs", 4, RegionKind::kInput);
+  const uint8_t bytes[4] = {0x80, 0xB8, 0x38, 0xFF};  // -0, -1, 1, NaN
+  std::memcpy(arena.host(signs), bytes, 4);
+  const std::vector<uint8_t> abs_image = e4m3_magnitudes(arena, {signs, kAbsent});
+  const uint8_t* a = abs_image.data() + arena.region(signs).offset;
+  c.expect(a[0] == 0x00 && a[1] == 0x38 && a[2] == 0x38 && a[3] == 0x7F, "E4M3 magnitudes clear the sign bits");
 }
 
 // A hand-counted table: the pool's row count exactly, INT32_MAX, INT32_MIN,
