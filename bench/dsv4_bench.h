@@ -34,6 +34,7 @@ struct BenchOptions {
   int warmup = 3;         // untimed replays first
   std::string csv_path;   // empty: no CSV
   bool enable_pdl = false;
+  bool batch_invariant = false;  // --batch-invariant (packed): Dsv4PackedDecodeArgs::batch_invariant
   DType dtype = DType::kFloat8E4M3;  // of q and the pools (--dtype fp8 | bf16)
   std::vector<Dsv4Kernel> kernels = {Dsv4Kernel::kAuto};  // each timed per shape (--kernel)
   int gather_rows_per_warp = 0;  // of the reference gather: 1, 2, 4, 8, or 0 = the fastest of these a shape

@@ -48,8 +48,8 @@ void print_header(const BenchOptions& o, const PackedPools& pools, const GraphTi
               static_cast<long long>(kBenchPageSize), kPackedBenchScaleMin, kPackedBenchScaleMax);
   std::printf("%d layers a graph, each its own indices and pool region; pools %.2f GiB; L2 flushed with %zu MiB\n",
               o.layers, pools.total_bytes() / double(1 << 30), timer.flush_bytes() / kMiB);
-  std::printf("sinks on, every column active (lens = widths); median of %d replays (per layer = replay / L)%s\n",
-              o.replays, o.enable_pdl ? ", PDL on" : "");
+  std::printf("sinks on, every column active (lens = widths); median of %d replays (per layer = replay / L)%s%s\n",
+              o.replays, o.enable_pdl ? ", PDL on" : "", o.batch_invariant ? ", batch_invariant on" : "");
   print_gather_note(o);
   std::printf("%6s %6s %6s %5s %-8s %11s %12s %9s %11s %7s %10s %10s\n", "T", "width", "extra", "heads", "mode",
               "decode_us", "gathered_MB", "GB/s", "gather_us", "rows/w", "fraction", "check_err");
@@ -62,8 +62,8 @@ void print_row(const BenchRow& r) {
   std::fflush(stdout);
 }
 
-void write_csv_row(std::ofstream& csv, const BenchRow& r, bool pdl) {
-  csv << "dsv4_decode_packed," << (pdl ? "packed+pdl," : "packed,") << r.tokens << ',' << r.width << ',' << r.heads
+void write_csv_row(std::ofstream& csv, const BenchRow& r, bool pdl, bool invariant) {
+  csv << "dsv4_decode_packed,packed" << (pdl ? "+pdl" : "") << (invariant ? "+invariant," : ",") << r.tokens << ',' << r.width << ',' << r.heads
       << ',' << r.layers << ',' << r.decode_us << ',' << r.gathered_bytes << ',' << r.gbps() << ',' << r.gather_us
       << ',' << r.gather_fraction() << ',' << mode_name(r.mode) << '\n';
   csv.flush();
@@ -76,6 +76,7 @@ ShapeOutcome run_shape(PackedContext& ctx, const BenchShape& shape, BenchRow& ro
   const BenchOptions& o = ctx.options;
   PackedBenchLayers layers(ctx.pools, shape, o.seed + 7919ull * shape.tokens + shape.width, ctx.stream);
   layers.set_kernel(o.kernels[0]);
+  layers.set_batch_invariant(o.batch_invariant);
   if (Status status = supports(layers.layer(0).args); !status.ok()) {
     std::printf("skip T=%lld width=%d heads=%d: %s\n", static_cast<long long>(shape.tokens), shape.width, shape.heads,
                 status.message().c_str());
@@ -134,7 +135,7 @@ int run_packed_bench(const BenchOptions& options) {
       failed += outcome == ShapeOutcome::kCheckFailed;
       if (outcome != ShapeOutcome::kTimed) return;
       print_row(row);
-      if (csv.is_open()) write_csv_row(csv, row, options.enable_pdl);
+      if (csv.is_open()) write_csv_row(csv, row, options.enable_pdl, options.batch_invariant);
     });
   }
   std::printf("\nGB/s = gathered bytes (T x W x 584 + BF16 q and out) / decode time; "

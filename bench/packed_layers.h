@@ -66,6 +66,9 @@ class PackedBenchLayers {
   void set_kernel(Dsv4Kernel kernel) {  // --kernel auto, cluster, stream, split or stream_h64: the same values
     for (PackedBenchLayer& l : layers_) l.args.kernel = static_cast<Dsv4PackedKernel>(kernel);
   }
+  void set_batch_invariant(bool on) {  // --batch-invariant
+    for (PackedBenchLayer& l : layers_) l.args.batch_invariant = on;
+  }
 
   // Bytes one layer moves at the least: T * W rows of 584 bytes, q and out (both BF16).
   int64_t gathered_bytes_per_layer() const;

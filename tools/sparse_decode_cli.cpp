@@ -51,6 +51,8 @@ constexpr const char* kBenchHelp = R"(  bench   per-layer time of dsv4_decode in
             --replays R           timed replays, median reported: 1..100000 (default 30)
             --csv PATH            also write the rows as CSV (column `mode` says which)
             --pdl                 enable programmatic dependent launch
+            --batch-invariant     packed only: the calls' batch_invariant flag (one kernel
+                                  at every batch; CSV path packed+invariant)
             --layout L            plain (default: dsv4_decode), packed (dsv4_decode_packed,
                                   584-byte rows; width W = SWA 128 + extra W - 128), hca
                                   (dsv4_decode_hca, FP8: top-k as whole pages of 64 rows,
@@ -168,6 +170,9 @@ std::vector<DsaKernel> parse_dsa_kernels(ArgReader& args, const std::string& opt
 // What the chosen layout asks of the options (some depend on --layout, which
 // may come after them).
 std::string check_layout_options(const bench::BenchOptions& o) {
+  if (o.batch_invariant && o.layout != bench::BenchLayout::kPacked) {
+    return "--batch-invariant: expected --layout packed with it (the flag of dsv4_decode_packed)";
+  }
   switch (o.layout) {
     case bench::BenchLayout::kPacked: return bench::check_packed_options(o);
     case bench::BenchLayout::kHca: return bench::check_hca_options(o);
@@ -198,6 +203,8 @@ bench::BenchOptions parse_bench(ArgReader& args) {
       o.gather_rows_per_warp = static_cast<int>(args.int_choice(option, {0, 1, 2, 4, 8}));
     } else if (option == "--pdl") {
       o.enable_pdl = true;
+    } else if (option == "--batch-invariant") {
+      o.batch_invariant = true;
     } else if (option == "--layout") {
       o.layout = parse_layout(args, option);
     } else if (option == "--dtype") {
@@ -220,7 +227,7 @@ bench::BenchOptions parse_bench(ArgReader& args) {
       o.seed = static_cast<uint64_t>(args.int_value(option, 0, INT64_MAX));
     } else {
       unknown_option(option, {"--tokens", "--widths", "--heads", "--mode", "--layers", "--replays", "--csv",
-                              "--gather-rows", "--pdl", "--layout", "--dtype", "--kernel", "--groups", "--block",
+                              "--gather-rows", "--pdl", "--batch-invariant", "--layout", "--dtype", "--kernel", "--groups", "--block",
                               "--regions", "--splits", "--dsa-kernel", "--cache-mib", "--seed"});
     }
   }

@@ -182,6 +182,7 @@ def dsv4_decode_packed(
     lse: Any = None,
     out_of_range_count: Any = None,
     enable_pdl: bool = False,
+    batch_invariant: bool = False,
     workspace: Any = None,
     stream: Optional[int] = None,
 ) -> None:
@@ -218,6 +219,9 @@ def dsv4_decode_packed(
         token with no active column).
     out_of_range_count: optional int32 [1], += active columns past their pool.
     workspace, enable_pdl, stream: as for dsv4_decode.
+    batch_invariant: on the GPU, a token's output bits independent of the
+        other tokens and their number (one kernel at every batch: slower at
+        small batches and at 64 and 128 heads; docs/kernels/packed.md).
 
     Raises as dsv4_decode does (NotImplementedError e.g. for device memory
     without a Hopper GPU), naming the argument as this signature spells it.
@@ -242,6 +246,7 @@ def dsv4_decode_packed(
             sink_term=_sink_term(sink_term),
             **_plain(lse=lse, out_of_range_count=out_of_range_count),
             enable_pdl=bool(enable_pdl),
+            batch_invariant=bool(batch_invariant),
             stream=int(stream_handle),
         )
         _run_with_workspace(_ext.dsv4_decode_packed, arguments, workspace, q, stream_handle)

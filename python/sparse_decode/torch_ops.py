@@ -102,6 +102,7 @@ def dsv4_decode_packed(
     q_len: Optional[int] = None,
     max_q_len: Optional[int] = None,
     sink_term: str = "in_output",
+    batch_invariant: bool = False,
     caller: str = "",
 ) -> None:
     """sparse_decode.dsv4_decode_packed on torch tensors, on the current stream of q's device.

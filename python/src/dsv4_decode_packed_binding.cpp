@@ -42,7 +42,7 @@ size_t decode_packed_arrays(const InArray& q_in, const InArray& swa_cache_in, co
                           const std::optional<InArray>& sinks_in, int32_t sink_term,
                           const std::optional<OutArray>& lse_in,
                           const std::optional<OutArray>& count_in, const std::optional<OutArray>& workspace_in,
-                          bool enable_pdl, uintptr_t stream, bool size_only) {
+                          bool enable_pdl, bool batch_invariant, uintptr_t stream, bool size_only) {
   const Array q = view("q", q_in);
   const std::optional<Array> swa_cache = view("swa_cache", swa_cache_in),
                              swa_indices = view("swa_indices", swa_indices_in), out = view("out", out_in),
@@ -92,6 +92,7 @@ size_t decode_packed_arrays(const InArray& q_in, const InArray& swa_cache_in, co
   if (sinks) args.sinks = vector_of<float>(*sinks, Kind::kFloat32, "float32", args.num_heads);
   args.sink_term = sink_term_of(sink_term);
   set_lse_count_and_pdl(args, lse, count, enable_pdl);
+  args.batch_invariant = batch_invariant;
 
   if (size_only) return workspace_size(args);
   run_decode(args, workspace, stream, [](const auto&... call) { return dsv4_decode_packed(call...); });
@@ -108,7 +109,8 @@ void add_dsv4_decode_packed(nb::module_& m) {
         nb::arg("cum_seq_lens_q").none(), nb::arg("q_len").none(), nb::arg("max_q_len").none(),
         nb::arg("softmax_scale"), nb::arg("sinks").none(), nb::arg("sink_term"), nb::arg("lse").none(),
         nb::arg("out_of_range_count").none(),
-        nb::arg("workspace").none(), nb::arg("enable_pdl"), nb::arg("stream"), nb::arg("size_only") = false);
+        nb::arg("workspace").none(), nb::arg("enable_pdl"), nb::arg("batch_invariant"), nb::arg("stream"),
+        nb::arg("size_only") = false);
 }
 
 }  // namespace sparse_decode::binding

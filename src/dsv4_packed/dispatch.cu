@@ -69,9 +69,9 @@ SplitPlan split_plan(int32_t chunks, int64_t units) {
 
 SplitPlan split_plan_of(const Dsv4PackedDecodeArgs& args) { return split_plan(token_chunks(args), units_of(args)); }
 
-// kAuto's rule, also when kStream is forced.
+// kAuto's rule, also when kStream is forced; one CTA a unit for batch invariance.
 int stream_unit_ctas(const Dsv4PackedDecodeArgs& args) {
-  return units_of(args) <= kDispatchRules.pair_max_units &&
+  return !args.batch_invariant && units_of(args) <= kDispatchRules.pair_max_units &&
                  token_chunks(args) > kDispatchRules.stream_max_chunks_always
              ? 2
              : 1;
@@ -79,6 +79,7 @@ int stream_unit_ctas(const Dsv4PackedDecodeArgs& args) {
 
 Dsv4PackedKernel choose_kernel(const Dsv4PackedDecodeArgs& args, bool split_workspace) {
   if (args.kernel != Dsv4PackedKernel::kAuto) return args.kernel;
+  if (args.batch_invariant) return Dsv4PackedKernel::kStream;
   if (args.num_heads % StreamH64Traits::kHeads == 0 && token_chunks(args) <= kDispatchRules.h64_max_chunks &&
       validation::saturating_mul(args.num_tokens, args.num_heads / StreamH64Traits::kHeads) >=
           kDispatchRules.h64_min_units) {

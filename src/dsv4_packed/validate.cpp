@@ -101,6 +101,12 @@ Status validate(const Dsv4PackedDecodeArgs& args) {
     return invalid("kernel: expected kAuto, kCluster, kStream, kSplit or kStreamH64, got ",
                    static_cast<int>(args.kernel));
   }
+  if (args.batch_invariant &&
+      (args.kernel == Dsv4PackedKernel::kCluster || args.kernel == Dsv4PackedKernel::kSplit)) {
+    return invalid("batch_invariant: expected kernel kAuto, kStream or kStreamH64 with it (their bits do not depend "
+                   "on the batch), got ",
+                   args.kernel == Dsv4PackedKernel::kCluster ? "kCluster" : "kSplit");
+  }
   if (Status s = validation::check_sink_term(args.sink_term); !s.ok()) return s;
   const int32_t H = args.num_heads;
   if (H != 8 && H != 16 && H != 32 && H != 64 && H != 128) {

@@ -256,3 +256,21 @@ def test_window_views_and_sink_term(rng, seed, sink_term, B, q_len):
     finite = np.isfinite(ref_lse)
     np.testing.assert_allclose(got[finite], ref_lse[finite], rtol=1e-3, atol=1e-2, err_msg=f"seed={seed}")
     assert int(count.item()) - 7 == ref_count, f"seed={seed}: out-of-range count"
+
+
+def test_batch_invariant_flag_keeps_a_tokens_bits(rng, seed):
+    # 12 tokens of 16 heads take the split path by default; with the flag each
+    # token's bits are those it gets alone (and within the accuracy bound).
+    p = make_packed_problem(rng, tokens=12)
+    out, lse, count = decode_on_gpu(p, batch_invariant=True)
+    check_against_reference(p, seed, out, lse, count)
+    kwargs = torch_kwargs(p, "cuda")
+    for t in (0, 5, 11):
+        alone = {name: (value[t : t + 1] if name in ("q", "swa_indices", "swa_lens", "extra_indices", "extra_lens")
+                        and value is not None else value) for name, value in kwargs.items()}
+        out_t = torch.full_like(out[t : t + 1], float("nan"))
+        lse_t = torch.full_like(lse[t : t + 1], float("nan"))
+        sparse_decode.dsv4_decode_packed(**alone, out=out_t, lse=lse_t, batch_invariant=True)
+        torch.cuda.synchronize()
+        assert np.array_equal(bits(out_t), bits(out[t : t + 1])), f"seed={seed}: token {t} alone"
+        assert torch.equal(lse_t.view(torch.int32), lse[t : t + 1].view(torch.int32)), f"seed={seed}: lse of token {t}"

@@ -139,3 +139,9 @@ def test_ml_dtypes_query_and_output(rng, seed):
 def test_same_bits_run_after_run(rng):
     p = make_packed_problem(rng)
     assert np.array_equal(run_numpy(p)[0], run_numpy(p)[0])
+
+
+def test_batch_invariant_flag_on_the_cpu_backend(rng):
+    # The CPU backend's bits never depend on the batch: the flag changes nothing there.
+    p = make_packed_problem(rng, tokens=7)
+    assert np.array_equal(run_numpy(p, batch_invariant=True)[0], run_numpy(p)[0])

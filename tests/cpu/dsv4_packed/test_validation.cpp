@@ -55,6 +55,10 @@ std::vector<Refusal> refusals() {
       {"memory", [](A& a) { a.memory = static_cast<MemorySpace>(5); }, "memory: "},
       {"num_tokens_negative", [](A& a) { a.num_tokens = -1; }, "num_tokens: "},
       {"kernel", [](A& a) { a.kernel = static_cast<Dsv4PackedKernel>(9); }, "kernel: "},
+      {"batch_invariant_cluster", [](A& a) { a.batch_invariant = true, a.kernel = Dsv4PackedKernel::kCluster; },
+       "batch_invariant: expected kernel kAuto, kStream or kStreamH64 with it"},
+      {"batch_invariant_split", [](A& a) { a.batch_invariant = true, a.kernel = Dsv4PackedKernel::kSplit; },
+       "batch_invariant: "},
       {"num_heads_12", [](A& a) { a.num_heads = 12; }, "num_heads: "},
       {"num_heads_0", [](A& a) { a.num_heads = 0; }, "num_heads: "},
       {"num_heads_256", [](A& a) { a.num_heads = 256; }, "num_heads: "},
@@ -225,6 +229,29 @@ TEST(Dsv4PackedValidation, SplitPathGridLimit) {
   const Status status = supports(a);
   EXPECT_EQ(status.code(), StatusCode::kNotSupported);
   EXPECT_NE(status.message().find("num_tokens"), std::string::npos) << status.message();
+}
+
+// With batch_invariant, kAuto and a forced kStream run one CTA a unit at
+// every batch: no workspace, where the split path would otherwise take one.
+TEST(Dsv4PackedValidation, BatchInvariantNeedsNoWorkspace) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE(test::seed_message(seed));
+  ValidPackedCall call(seed);  // 16 heads, widths 128 + 256
+  Dsv4PackedDecodeArgs a = call.args;
+  a.memory = MemorySpace::kDevice;
+  a.batch_invariant = true;
+  for (Dsv4PackedKernel kernel : {Dsv4PackedKernel::kAuto, Dsv4PackedKernel::kStream}) {
+    a.kernel = kernel;
+    for (int64_t tokens : {1, 7, 32, 100, 5000}) {
+      a.num_tokens = tokens;
+      ASSERT_TRUE(validate(a).ok()) << validate(a).message();
+      EXPECT_EQ(workspace_size(a), 0u) << tokens << " tokens";
+    }
+  }
+  a.batch_invariant = false;
+  a.kernel = Dsv4PackedKernel::kAuto;
+  a.num_tokens = 7;
+  EXPECT_GT(workspace_size(a), 0u) << "without the flag, 7 tokens take the split path";
 }
 
 // The 64-head form serves 64 and 128 heads when forced, without a

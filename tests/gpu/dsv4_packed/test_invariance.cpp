@@ -1,9 +1,12 @@
-// Determinism and batch invariance of dsv4_decode_packed on the GPU, each
-// kernel forced.
+// Determinism and batch invariance of dsv4_decode_packed on the GPU: each
+// kernel forced, and the batch_invariant flag at every head count.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
+#include <string>
 #include <vector>
 
 #include "gpu/dsv4_packed/checks.h"
@@ -43,6 +46,88 @@ TEST_P(Dsv4PackedGpuKernels, BitwiseIdenticalOverRunsAndBatches) {
     ASSERT_TRUE(device.decode(one).ok());
     const std::vector<uint16_t> got = device.out.download<uint16_t>();
     EXPECT_EQ(std::memcmp(&got[t * row], &first.out[t * row], row * 2), 0) << "token " << t << " alone";
+  }
+}
+
+// Tokens [first, first + count) of `all` as a call of their own: the same
+// rows of q, indices, lens, out and lse.
+Dsv4PackedDecodeArgs sub_batch(const Dsv4PackedDecodeArgs& all, int64_t first, int64_t count) {
+  Dsv4PackedDecodeArgs a = all;
+  a.num_tokens = count;
+  a.q = static_cast<const uint16_t*>(all.q) + first * all.q_token_stride;
+  a.swa.indices += first * all.swa.indices_stride;
+  if (a.swa.lens) a.swa.lens += first;
+  a.extra.indices += first * all.extra.indices_stride;
+  a.extra.lens += first;
+  a.out = static_cast<uint16_t*>(all.out) + first * all.out_token_stride;
+  if (a.lse) a.lse += first * all.lse_token_stride;
+  return a;
+}
+
+// With batch_invariant, tracked tokens of a problem of 5000 keep their
+// output and lse bits through batches of 1, 7, 100 and 5000 around them
+// (each at another place in each batch), at 16, 64 and 128 heads, with
+// kAuto, a forced kStream and (64 and 128 heads) a forced kStreamH64.
+TEST_F(Dsv4PackedGpu, BatchInvariantFlagKeepsTokenBitsAtEveryBatch) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE(test::seed_message(seed));
+  for (int heads : {16, 64, 128}) {
+    Dsv4PackedProblemConfig c = config_for(seed + static_cast<uint64_t>(heads), 5000);
+    c.heads = heads;
+    c.hole_fraction = 0.05;
+    Dsv4PackedProblem problem = testing::make_dsv4_packed_problem(c);
+    PackedDeviceProblem device(problem);
+    std::vector<Dsv4PackedKernel> kernels = {Dsv4PackedKernel::kAuto, Dsv4PackedKernel::kStream};
+    if (heads >= 64) kernels.push_back(Dsv4PackedKernel::kStreamH64);
+    const int64_t out_stride = device.args.out_token_stride, lse_stride = device.args.lse_token_stride;
+    ASSERT_NE(device.args.lse, nullptr);
+    for (Dsv4PackedKernel kernel : kernels) {
+      SCOPED_TRACE("H " + std::to_string(heads) + ", kernel " + std::to_string(static_cast<int>(kernel)));
+      Dsv4PackedDecodeArgs all = device.args;
+      all.batch_invariant = true;
+      all.kernel = kernel;
+      const int64_t tracked[] = {0, 3, 2500, 4999};
+      std::vector<std::vector<uint16_t>> out_bits(std::size(tracked));
+      std::vector<std::vector<float>> lse_bits(std::size(tracked));
+      for (int64_t batch : {1, 7, 100, 5000}) {
+        for (size_t k = 0; k < std::size(tracked); ++k) {
+          // The batch holds the token at another offset for each size.
+          const int64_t first = std::clamp<int64_t>(tracked[k] - batch / 3, 0, c.tokens - batch);
+          gpu_test::poison_outputs(device.out, device.lse, device.out_of_range_count);
+          ASSERT_TRUE(device.decode(sub_batch(all, first, batch)).ok()) << "batch " << batch;
+          const DeviceResult got = gpu_test::download_outputs(device.out, device.lse, device.out_of_range_count);
+          const auto out_row = got.out.begin() + tracked[k] * out_stride;
+          const auto lse_row = got.lse.begin() + tracked[k] * lse_stride;
+          const std::vector<uint16_t> out(out_row, out_row + int64_t{heads} * kHeadDim);
+          const std::vector<float> lse(lse_row, lse_row + heads);
+          if (out_bits[k].empty()) {
+            out_bits[k] = out, lse_bits[k] = lse;
+            continue;
+          }
+          EXPECT_TRUE(out == out_bits[k]) << "token " << tracked[k] << " in a batch of " << batch;
+          EXPECT_EQ(std::memcmp(lse.data(), lse_bits[k].data(), lse.size() * sizeof(float)), 0)
+              << "token " << tracked[k] << "'s lse in a batch of " << batch;
+        }
+      }
+    }
+  }
+}
+
+// The flag's path against the reference at small batches, where kAuto
+// would otherwise take the split path, the cluster kernel or the pair.
+TEST_F(Dsv4PackedGpu, BatchInvariantFlagMatchesTheReference) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE(test::seed_message(seed));
+  for (int64_t tokens : {1, 7, 12, 40}) {
+    for (int heads : {16, 64}) {
+      Dsv4PackedProblemConfig c = config_for(seed + static_cast<uint64_t>(tokens * heads), tokens);
+      c.heads = heads;
+      Dsv4PackedProblem problem = testing::make_dsv4_packed_problem(c);
+      PackedDeviceProblem device(problem);
+      device.args.batch_invariant = true;
+      SCOPED_TRACE("T " + std::to_string(tokens) + ", H " + std::to_string(heads));
+      check_against_reference(problem, device);
+    }
   }
 }
 
