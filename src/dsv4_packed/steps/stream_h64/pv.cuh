@@ -61,19 +61,14 @@ __device__ __forceinline__ void accumulate_scaled_tile(Smem& s, int buffer, Head
     }
 #pragma unroll
     for (int db = 0; db < 2; ++db) {
-      uint32_t r[4];
-      ptx::ldmatrix_x4_trans(r, v_base + kk * 16 * Traits::kTileRowBytes + db * 32);
+      uint32_t even[2][2], odd[2][2];
+      stream::v_to_f16_fragments(v_base + kk * 16 * Traits::kTileRowBytes + db * 32, even, odd);
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        // bytes (k, 2j), (k, 2j+1), (k+1, 2j), (k+1, 2j+1) -> (k, 2j), (k+1, 2j) | (k, 2j+1), (k+1, 2j+1)
-        const uint32_t rows_lo = __byte_perm(r[2 * half], 0, 0x3120);
-        const uint32_t rows_hi = __byte_perm(r[2 * half + 1], 0, 0x3120);
-        const uint32_t even[2] = {ptx::e4m3x2_to_f16x2<false>(rows_lo), ptx::e4m3x2_to_f16x2<false>(rows_hi)};
-        const uint32_t odd[2] = {ptx::e4m3x2_to_f16x2<true>(rows_lo), ptx::e4m3x2_to_f16x2<true>(rows_hi)};
 #pragma unroll
         for (int ht = 0; ht < Traits::kHeadTiles; ++ht) {
-          ptx::mma_f16_16x8x16(acc[ht][db][half][0], a[ht], even[0], even[1]);
-          ptx::mma_f16_16x8x16(acc[ht][db][half][1], a[ht], odd[0], odd[1]);
+          ptx::mma_f16_16x8x16(acc[ht][db][half][0], a[ht], even[half][0], even[half][1]);
+          ptx::mma_f16_16x8x16(acc[ht][db][half][1], a[ht], odd[half][0], odd[half][1]);
         }
       }
     }

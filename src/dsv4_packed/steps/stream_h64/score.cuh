@@ -5,11 +5,6 @@
 // while the next tile's bytes load.
 #pragma once
 
-#include <cstdint>
-
-#include "common/ptx/convert.cuh"
-#include "common/ptx/copy.cuh"
-#include "common/ptx/mma.cuh"
 #include "dsv4_packed/steps/stream/score.cuh"
 #include "dsv4_packed/steps/stream_h64/common.cuh"
 
@@ -17,76 +12,6 @@ namespace sparse_decode::dsv4_packed::stream_h64 {
 
 // Warpgroup g's share of S^T (64 columns x 64 heads) over score tiles 4g ..
 // 4g + 3 (tile 7: the BF16 dims), stored as scores[warpgroup][head][column].
-__device__ __forceinline__ void score_chunk(Smem& s, int buffer) {
-  constexpr int kN = Traits::kHeads;
-  const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
-  const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
-  // ldmatrix.x4: matrices (rows 0-7, bytes 0-15), (rows 8-15, 0-15), (0-7, 16-31), (8-15, 16-31).
-  const int row = 16 * warp + (lane & 7) + ((lane >> 3) & 1) * 8;
-  const uint32_t a_base = ptx::smem_address(&s.kv[buffer][row][(lane >> 4) * 16]);
-  const uint64_t q =
-      ptx::wgmma_descriptor(ptx::smem_address(&s.q[0][0][0][0]), Traits::kCoreBytes, Traits::kQRowGroupBytes);
-  const int column = 16 * warp + lane / 4;  // accumulator rows: column, column + 8
-  const int first_tile = Traits::kTilesPerWarpgroup * warpgroup;
-  // The next scale tile's bytes (two ldmatrix.x4), loaded while this one's wgmmas run.
-  uint32_t m[2][4];
-  auto load_bytes = [&](int tile) {
-    ptx::ldmatrix_x4(m[0], a_base + tile * kPackedTileDims);
-    ptx::ldmatrix_x4(m[1], a_base + tile * kPackedTileDims + 32);
-  };
-  load_bytes(first_tile);
-  float total[kN / 2];
-#pragma unroll
-  for (int j = 0; j < Traits::kTilesPerWarpgroup; ++j) {
-    const int tile = first_tile + j;
-    float acc[kN / 2];
-    uint32_t a[Traits::kStepsPerTile][4];
-    // Only warpgroup 1's last tile is the BF16 one (7 scale tiles + 1 in 2 x 4).
-    if (j + 1 < Traits::kTilesPerWarpgroup || tile < Traits::kScaleTiles) {
-      stream::tile_to_f16_fragments(m, a);
-      ptx::wgmma_fence();
-#pragma unroll
-      for (int k = 0; k < Traits::kStepsPerTile; ++k) {
-        const int block = tile * Traits::kStepsPerTile + k;
-        ptx::wgmma_f16_64x64x16_rs(acc, a[k], ptx::wgmma_descriptor_advance(q, block * 2 * Traits::kCoreBytes), k > 0);
-      }
-      ptx::wgmma_commit();
-      if (j + 1 < Traits::kTilesPerWarpgroup && tile + 1 < Traits::kScaleTiles) load_bytes(tile + 1);
-      const uint32_t bits_top = s.scale_bits[buffer][tile][column];  // loaded while the wgmmas run
-      const uint32_t bits_bottom = s.scale_bits[buffer][tile][column + 8];
-      ptx::wgmma_wait_all();
-      const float f_top = stream::scale_value(bits_top), f_bottom = stream::scale_value(bits_bottom);
-#pragma unroll
-      for (int r = 0; r < kN / 2; ++r) {
-        const float f = r % 4 < 2 ? f_top : f_bottom;
-        total[r] = j == 0 ? acc[r] * f : __fmaf_rn(acc[r], f, total[r]);
-      }
-    } else {
-#pragma unroll
-      for (int k = 0; k < Traits::kStepsPerTile; ++k) ptx::ldmatrix_x4(a[k], a_base + Traits::kTailByte + 32 * k);
-      ptx::wgmma_fence();
-#pragma unroll
-      for (int k = 0; k < Traits::kStepsPerTile; ++k) {
-        const int block = Traits::kFp8Blocks + k;
-        ptx::wgmma_bf16_64x64x16_rs(acc, a[k], ptx::wgmma_descriptor_advance(q, block * 2 * Traits::kCoreBytes),
-                                    k > 0);
-      }
-      ptx::wgmma_commit();
-      ptx::wgmma_wait_all();
-#pragma unroll
-      for (int r = 0; r < kN / 2; ++r) total[r] += acc[r];
-    }
-  }
-  // Fragment: rows column (+8), heads 8j + 2(lane % 4) (+1).
-  float(&scores)[Traits::kHeads][Traits::kScoreRowFloats] = s.scores[warpgroup];
-  const int head = 2 * (lane % 4);
-#pragma unroll
-  for (int j = 0; j < kN / 8; ++j) {
-    scores[8 * j + head][column] = total[4 * j + 0];
-    scores[8 * j + head + 1][column] = total[4 * j + 1];
-    scores[8 * j + head][column + 8] = total[4 * j + 2];
-    scores[8 * j + head + 1][column + 8] = total[4 * j + 3];
-  }
-}
+__device__ __forceinline__ void score_chunk(Smem& s, int buffer) { stream::score_heads<Traits>(s, buffer); }
 
 }  // namespace sparse_decode::dsv4_packed::stream_h64
