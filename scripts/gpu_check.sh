@@ -8,7 +8,8 @@
 # the demo fail; the bench and the fuzzer's host-metadata check inform).
 #
 #   scripts/gpu_check.sh [--quick]      --quick: tests, fuzzer, sanitizers only
-# Environment: BUILD_DIR, OUT, SANITIZER_FILTER, BENCH_ARGS, SKIP_PYTHON=1,
+# Environment: BUILD_DIR, OUT, GPU_TEST_FILTER (gtest filter of the GPU tests,
+# default all), SANITIZER_FILTER, BENCH_ARGS, SKIP_PYTHON=1,
 # PYTHON_TESTS (pytest paths, default tests/python), SHARDS (GPU test
 # processes at once, default 8), SANITIZERS (default
 # "memcheck racecheck synccheck"), SANITIZER_TIMEOUT (seconds a process, 0: none),
@@ -44,7 +45,8 @@ tests="$BUILD_DIR/tests/sparse_decode_gpu_tests"
 shards=${SHARDS:-8}
 rc=0
 for ((i = 0; i < shards; ++i)); do
-  GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i "$tests" > "$OUT/gpu_tests_$i.log" 2>&1 &
+  GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i "$tests" --gtest_filter="${GPU_TEST_FILTER:-*}" \
+    > "$OUT/gpu_tests_$i.log" 2>&1 &
 done
 for job in $(jobs -p); do wait "$job" || rc=1; done
 cat "$OUT"/gpu_tests_*.log > "$OUT/gpu_tests.log" && rm -f "$OUT"/gpu_tests_*.log
