@@ -156,6 +156,13 @@ def ratio(a: Optional[float], b: Optional[float]) -> str:
     return f"{a / b:.1f}x" if a and b else ""
 
 
+def tflops(heads: int, shape: Shape, value: Optional[float]) -> str:
+    """TFLOP/s of a call of `value` µs: 2 x 512 multiply-adds for the score and 2 x 512 for P V
+    per (token, head, column), FlashMLA's count."""
+    tokens, width = shape
+    return f"{tokens * heads * width * 2048 / (value * 1e6):.0f}" if value else ""
+
+
 def kernel_label(path: str) -> str:
     """The kernel a plain row ran: `auto:split` -> split; a forced one is marked."""
     if path.startswith("auto:"):
@@ -269,14 +276,16 @@ def dsv4_tables(found, peers, name: str, rows_kind: str, title: str,
         for mode in MODES:
             r = get(at[mode], shape)
             cells += [us(r.us) if r else "", ratio(r.us, r.gather_us) if r else ""]
-        cells += [us(flashmla), ratio(flashmla, distinct.us if distinct else None),
+        cells += [tflops(heads, shape, distinct.us if distinct else None), us(flashmla),
+                  tflops(heads, shape, flashmla), ratio(flashmla, distinct.us if distinct else None),
                   us(peers.get(("sparse_decode", rows_kind, heads), {}).get(shape)),
                   ratio(flashmla, peers.get(("sparse_decode", rows_kind, heads), {}).get(shape))]
         lines.append(cells)
     head = ["heads", "T", "width"] + (["kernel"] if name.startswith("plain") else [])
     for mode in MODES:
         head += [f"{mode} µs", f"{mode} ÷ gather"]
-    head += ["FlashMLA", "FlashMLA ÷ distinct", "this, peers' run", "FlashMLA ÷ this, peers' run"]
+    head += ["distinct TFLOP/s", "FlashMLA", "FlashMLA TFLOP/s", "FlashMLA ÷ distinct", "this, peers' run",
+             "FlashMLA ÷ this, peers' run"]
     files = files_of(*other_series)
     source = (files + ", " if files else "") + "`peers.csv`"
     other = ([f"**{title}, {' and '.join(map(str, OTHER_HEADS))} heads** ({source}; FlashMLA at its native head count)",
