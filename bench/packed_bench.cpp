@@ -63,7 +63,7 @@ void print_row(const BenchRow& r) {
 }
 
 void write_csv_row(std::ofstream& csv, const BenchRow& r, bool pdl, bool invariant) {
-  csv << "dsv4_decode_packed,packed" << (pdl ? "+pdl" : "") << (invariant ? "+invariant," : ",") << r.tokens << ',' << r.width << ',' << r.heads
+  csv << "dsv4_decode_packed,packed" << (invariant ? "+invariant" : "") << (pdl ? "+pdl," : ",") << r.tokens << ',' << r.width << ',' << r.heads
       << ',' << r.layers << ',' << r.decode_us << ',' << r.gathered_bytes << ',' << r.gbps() << ',' << r.gather_us
       << ',' << r.gather_fraction() << ',' << mode_name(r.mode) << '\n';
   csv.flush();

@@ -72,10 +72,13 @@ class Series:
 
 
 def series_name(row: Row, hca_file: bool) -> str:
-    """plain, plain_bf16, packed, hca, hca_plain, dsa_fp8 or dsa_bf16."""
+    """plain, plain_bf16, packed, packed_invariant (bench --batch-invariant: no table), hca, hca_plain,
+    dsa_fp8 or dsa_bf16."""
     kernel = row.kernel
     if kernel == "dsv4_decode":
         return "hca_plain" if hca_file else "plain"
+    if kernel == "dsv4_decode_packed" and "+invariant" in row.path:
+        return "packed_invariant"
     names = {
         "dsv4_decode_bf16": "plain_bf16",
         "dsv4_decode_packed": "packed",

@@ -52,7 +52,7 @@ constexpr const char* kBenchHelp = R"(  bench   per-layer time of dsv4_decode in
             --csv PATH            also write the rows as CSV (column `mode` says which)
             --pdl                 enable programmatic dependent launch
             --batch-invariant     packed only: the calls' batch_invariant flag (one kernel
-                                  at every batch; CSV path packed+invariant)
+                                  at every batch; CSV path packed+invariant[+pdl])
             --layout L            plain (default: dsv4_decode), packed (dsv4_decode_packed,
                                   584-byte rows; width W = SWA 128 + extra W - 128), hca
                                   (dsv4_decode_hca, FP8: top-k as whole pages of 64 rows,

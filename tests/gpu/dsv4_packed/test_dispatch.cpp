@@ -45,9 +45,10 @@ TEST_F(Dsv4PackedGpu, SplitPathWithoutItsWorkspace) {
                           "kAuto without the workspace vs with it");
 }
 
-// kAuto at 64 and 128 heads and W = 640: from 128 (token, 64-head group)
-// units the bits of a forced kStreamH64, one unit fewer those of kStream
-// (one CTA a 16-head unit); both against the reference.
+// kAuto at 64 and 128 heads and W = 640: at 128 (token, 64-head group)
+// units the bits of a forced kStreamH64, at the token count below (127 or
+// 126 units) those of kStream (one CTA a 16-head unit); both against the
+// reference.
 TEST_F(Dsv4PackedGpu, AutoRunsTheH64FormFrom128Units) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE(test::seed_message(seed));

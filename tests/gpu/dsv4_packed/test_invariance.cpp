@@ -68,56 +68,78 @@ Dsv4PackedDecodeArgs sub_batch(const Dsv4PackedDecodeArgs& all, int64_t first, i
 // With batch_invariant, tracked tokens of a problem of 5000 keep their
 // output and lse bits through batches of 1, 7, 100 and 5000 around them
 // (each at another place in each batch), at 16, 64 and 128 heads, with
-// kAuto, a forced kStream and (64 and 128 heads) a forced kStreamH64.
+// kAuto and (64 and 128 heads) a forced kStreamH64, without a workspace;
+// a forced kStream gives kAuto's bits. Only the tracked rows are poisoned
+// and read back: 5000 tokens of 128 heads are 655 MB of output.
 TEST_F(Dsv4PackedGpu, BatchInvariantFlagKeepsTokenBitsAtEveryBatch) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE(test::seed_message(seed));
+  const int64_t tracked[] = {0, 3, 2500, 4999};
   for (int heads : {16, 64, 128}) {
     Dsv4PackedProblemConfig c = config_for(seed + static_cast<uint64_t>(heads), 5000);
     c.heads = heads;
     c.hole_fraction = 0.05;
     Dsv4PackedProblem problem = testing::make_dsv4_packed_problem(c);
-    PackedDeviceProblem device(problem);
-    std::vector<Dsv4PackedKernel> kernels = {Dsv4PackedKernel::kAuto, Dsv4PackedKernel::kStream};
-    if (heads >= 64) kernels.push_back(Dsv4PackedKernel::kStreamH64);
-    const int64_t out_stride = device.args.out_token_stride, lse_stride = device.args.lse_token_stride;
+    testing::Dsv4PackedDeviceProblem device(problem);
     ASSERT_NE(device.args.lse, nullptr);
+    const size_t out_bytes = size_t(heads) * kHeadDim * 2, lse_bytes = size_t(heads) * 4;
+    auto out_row = [&](int64_t t) { return device.out.as<uint8_t>() + t * device.args.out_token_stride * 2; };
+    auto lse_row = [&](int64_t t) { return device.lse.as<uint8_t>() + t * device.args.lse_token_stride * 4; };
+    // Runs tokens [first, first + batch) and reads back the tracked rows inside.
+    auto run = [&](const Dsv4PackedDecodeArgs& all, int64_t first, int64_t batch,
+                   std::vector<std::vector<uint8_t>>& rows) {
+      for (size_t k = 0; k < std::size(tracked); ++k) {
+        if (tracked[k] < first || tracked[k] >= first + batch) continue;
+        testing::check_cuda(static_cast<int>(cudaMemset(out_row(tracked[k]), kPoisonByte, out_bytes)), "poison");
+        testing::check_cuda(static_cast<int>(cudaMemset(lse_row(tracked[k]), kPoisonByte, lse_bytes)), "poison");
+      }
+      const Status status = dsv4_decode_packed(sub_batch(all, first, batch), nullptr, 0, nullptr);
+      ASSERT_TRUE(status.ok()) << status.message();
+      for (size_t k = 0; k < std::size(tracked); ++k) {
+        if (tracked[k] < first || tracked[k] >= first + batch) continue;
+        rows[k].resize(out_bytes + lse_bytes);
+        testing::check_cuda(static_cast<int>(cudaMemcpy(rows[k].data(), out_row(tracked[k]), out_bytes,
+                                                        cudaMemcpyDeviceToHost)),
+                            "download out");
+        testing::check_cuda(static_cast<int>(cudaMemcpy(rows[k].data() + out_bytes, lse_row(tracked[k]), lse_bytes,
+                                                        cudaMemcpyDeviceToHost)),
+                            "download lse");
+      }
+    };
+    std::vector<Dsv4PackedKernel> kernels = {Dsv4PackedKernel::kAuto};
+    if (heads >= 64) kernels.push_back(Dsv4PackedKernel::kStreamH64);
     for (Dsv4PackedKernel kernel : kernels) {
       SCOPED_TRACE("H " + std::to_string(heads) + ", kernel " + std::to_string(static_cast<int>(kernel)));
       Dsv4PackedDecodeArgs all = device.args;
       all.batch_invariant = true;
       all.kernel = kernel;
-      const int64_t tracked[] = {0, 3, 2500, 4999};
-      std::vector<std::vector<uint16_t>> out_bits(std::size(tracked));
-      std::vector<std::vector<float>> lse_bits(std::size(tracked));
-      for (int64_t batch : {1, 7, 100, 5000}) {
+      std::vector<std::vector<uint8_t>> alone(std::size(tracked));
+      for (size_t k = 0; k < std::size(tracked); ++k) run(all, tracked[k], 1, alone);
+      for (size_t k = 0; k < std::size(tracked); ++k) {
+        ASSERT_EQ(alone[k].size(), out_bytes + lse_bytes);
+        const uint16_t* out = reinterpret_cast<const uint16_t*>(alone[k].data());
+        EXPECT_TRUE(std::none_of(out, out + heads * kHeadDim, [](uint16_t v) { return v == 0xFFFF; }))
+            << "token " << tracked[k] << " alone: out not written";
+        const uint32_t* lse = reinterpret_cast<const uint32_t*>(alone[k].data() + out_bytes);
+        EXPECT_TRUE(std::none_of(lse, lse + heads, [](uint32_t w) { return w == 0xFFFFFFFFu; }))
+            << "token " << tracked[k] << " alone: lse not written";
+      }
+      for (int64_t batch : {7, 100, 5000}) {
+        // Each tracked token at another offset of its batch; batches that hold several run once.
+        std::vector<std::vector<uint8_t>> got(std::size(tracked));
         for (size_t k = 0; k < std::size(tracked); ++k) {
-          // The batch holds the token at another offset for each size. Only
-          // the tracked token's rows are poisoned and read back: 5000 tokens
-          // of 128 heads are 655 MB of output.
           const int64_t first = std::clamp<int64_t>(tracked[k] - batch / 3, 0, c.tokens - batch);
-          uint16_t* out_row = device.out.as<uint16_t>() + tracked[k] * out_stride;
-          float* lse_row = device.lse.as<float>() + tracked[k] * lse_stride;
-          const size_t out_bytes = size_t(heads) * kHeadDim * 2, lse_bytes = size_t(heads) * 4;
-          testing::check_cuda(static_cast<int>(cudaMemset(out_row, kPoisonByte, out_bytes)), "poison out");
-          testing::check_cuda(static_cast<int>(cudaMemset(lse_row, kPoisonByte, lse_bytes)), "poison lse");
-          ASSERT_TRUE(device.decode(sub_batch(all, first, batch)).ok()) << "batch " << batch;
-          std::vector<uint16_t> out(size_t(heads) * kHeadDim);
-          std::vector<float> lse(heads);
-          testing::check_cuda(static_cast<int>(cudaMemcpy(out.data(), out_row, out_bytes, cudaMemcpyDeviceToHost)),
-                              "download out");
-          testing::check_cuda(static_cast<int>(cudaMemcpy(lse.data(), lse_row, lse_bytes, cudaMemcpyDeviceToHost)),
-                              "download lse");
-          if (out_bits[k].empty()) {
-            EXPECT_TRUE(std::none_of(out.begin(), out.end(), [](uint16_t v) { return v == 0xFFFF; }))
-                << "token " << tracked[k] << " alone: out not written";
-            out_bits[k] = out, lse_bits[k] = lse;
-            continue;
-          }
-          EXPECT_TRUE(out == out_bits[k]) << "token " << tracked[k] << " in a batch of " << batch;
-          EXPECT_EQ(std::memcmp(lse.data(), lse_bits[k].data(), lse_bytes), 0)
-              << "token " << tracked[k] << "'s lse in a batch of " << batch;
+          if (got[k].empty()) run(all, first, batch, got);
         }
+        for (size_t k = 0; k < std::size(tracked); ++k) {
+          EXPECT_TRUE(got[k] == alone[k]) << "token " << tracked[k] << " in a batch of " << batch;
+        }
+      }
+      if (kernel == Dsv4PackedKernel::kAuto) {
+        all.kernel = Dsv4PackedKernel::kStream;
+        std::vector<std::vector<uint8_t>> forced(std::size(tracked));
+        run(all, 0, 7, forced);
+        EXPECT_TRUE(forced[0] == alone[0] && forced[1] == alone[1]) << "a forced kStream differs from kAuto";
       }
     }
   }
