@@ -116,20 +116,43 @@ Dsv4Result attend_tokens(int64_t tokens, int heads, double bmm1, double bmm2, co
 double attend(const double* q, const double* kv, size_t rows, double bmm1, double bmm2, double sink, double* out) {
   const double inf = std::numeric_limits<double>::infinity();
   if (rows == 0) return -inf;  // zeros and lse = -inf, with or without a sink
+  // Rows go kRowBlock at a time: their dot products and output terms are
+  // independent chains, each summed in the order of one row at a time (the
+  // same bits), which a CPU overlaps.
+  constexpr size_t kRowBlock = 4;
   std::vector<double> score(rows, 0.0);
-  double max_score = -inf;
-  for (size_t c = 0; c < rows; ++c) {
+  size_t c = 0;
+  for (; c + kRowBlock <= rows; c += kRowBlock) {
+    const double* k = kv + c * kHeadDim;
+    double dot[kRowBlock] = {};
+    for (int d = 0; d < kHeadDim; ++d) {
+      for (size_t i = 0; i < kRowBlock; ++i) dot[i] += q[d] * k[i * kHeadDim + d];
+    }
+    for (size_t i = 0; i < kRowBlock; ++i) score[c + i] = bmm1 * dot[i];
+  }
+  for (; c < rows; ++c) {
     double dot = 0.0;
     for (int d = 0; d < kHeadDim; ++d) dot += q[d] * kv[c * kHeadDim + d];
     score[c] = bmm1 * dot;
-    max_score = std::max(max_score, score[c]);
   }
+  double max_score = -inf;
+  for (c = 0; c < rows; ++c) max_score = std::max(max_score, score[c]);
   // Normalize by the score maximum alone: the same value as SPEC's
   // m = max(scores, sink), and a sink of +inf gives the limit 0, not NaN.
   double sum = 0.0;
-  for (size_t c = 0; c < rows; ++c) sum += (score[c] = std::exp(score[c] - max_score));
+  for (c = 0; c < rows; ++c) sum += (score[c] = std::exp(score[c] - max_score));
   const double denominator = sum + std::exp(sink - max_score);
-  for (size_t c = 0; c < rows; ++c) {
+  for (c = 0; c + kRowBlock <= rows; c += kRowBlock) {
+    const double* k = kv + c * kHeadDim;
+    double weight[kRowBlock];
+    for (size_t i = 0; i < kRowBlock; ++i) weight[i] = bmm2 * score[c + i] / denominator;
+    for (int d = 0; d < kHeadDim; ++d) {
+      double o = out[d];
+      for (size_t i = 0; i < kRowBlock; ++i) o += weight[i] * k[i * kHeadDim + d];
+      out[d] = o;
+    }
+  }
+  for (; c < rows; ++c) {
     const double weight = bmm2 * score[c] / denominator;
     for (int d = 0; d < kHeadDim; ++d) out[d] += weight * kv[c * kHeadDim + d];
   }

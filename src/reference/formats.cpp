@@ -8,38 +8,6 @@
 
 namespace sparse_decode::reference {
 
-namespace {
-
-double e4m3_from_fields(uint8_t bits) {
-  const int sign = bits >> 7;
-  const int exponent = (bits >> 3) & 0xF;
-  const int mantissa = bits & 0x7;
-  if (exponent == 0xF && mantissa == 0x7) return std::numeric_limits<double>::quiet_NaN();
-  const double magnitude = exponent == 0 ? std::ldexp(mantissa, -9)  // subnormal: m/8 * 2^-6
-                                         : std::ldexp(8 + mantissa, exponent - 10);
-  return sign ? -magnitude : magnitude;
-}
-
-}  // namespace
-
-// By table, built once from the bit fields: the references decode every
-// element of every row they read, and ldexp dominated their run time.
-double decode_e4m3(uint8_t bits) {
-  static const std::array<double, 256> table = [] {
-    std::array<double, 256> values{};
-    for (int code = 0; code < 256; ++code) values[code] = e4m3_from_fields(static_cast<uint8_t>(code));
-    return values;
-  }();
-  return table[bits];
-}
-
-double decode_bf16(uint16_t bits) {
-  const uint32_t word = static_cast<uint32_t>(bits) << 16;
-  float value;
-  std::memcpy(&value, &word, sizeof(value));
-  return value;
-}
-
 double decode_f16(uint16_t bits) {
   const int exponent = (bits >> 10) & 0x1F;
   const int mantissa = bits & 0x3FF;
@@ -52,9 +20,15 @@ double decode_f16(uint16_t bits) {
   return bits & 0x8000 ? -magnitude : magnitude;
 }
 
+// By table: the packed-row reference scales every E4M3 element by one.
 double decode_ue8m0(uint8_t bits) {
-  if (bits == 0xFF) return std::numeric_limits<double>::quiet_NaN();
-  return std::ldexp(1.0, static_cast<int>(bits) - 127);
+  static const std::array<double, 256> table = [] {
+    std::array<double, 256> values{};
+    for (int code = 0; code < 255; ++code) values[code] = std::ldexp(1.0, code - 127);
+    values[255] = std::numeric_limits<double>::quiet_NaN();
+    return values;
+  }();
+  return table[bits];
 }
 
 uint8_t encode_e4m3(double value) {
@@ -75,6 +49,23 @@ uint8_t encode_e4m3(double value) {
 }
 
 uint16_t encode_bf16(double value) {
+  uint64_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  const int biased_exponent = static_cast<int>((bits >> 52) & 0x7FF);
+  if (biased_exponent >= 1023 - 126 && biased_exponent < 0x7FF) {
+    // A normal BF16 result (|value| >= 2^-126, finite): the 52-bit mantissa
+    // rounded to 7 bits, nearest even, on the bits (a carry into the
+    // exponent gives the right power of two); the double then converts to
+    // float exactly, or to +-inf past its range. The same bits as the
+    // general path below, without its ldexp.
+    bits = (bits + 0x0FFFFFFFFFFFull + ((bits >> 45) & 1)) & ~((uint64_t{1} << 45) - 1);
+    double rounded_bits;
+    std::memcpy(&rounded_bits, &bits, sizeof(rounded_bits));
+    const float single = static_cast<float>(rounded_bits);
+    uint32_t word;
+    std::memcpy(&word, &single, sizeof(word));
+    return static_cast<uint16_t>(word >> 16);
+  }
   double rounded = value;
   if (std::isfinite(value) && value != 0.0) {
     // Round the magnitude once, to 8 significant bits (or to the subnormal

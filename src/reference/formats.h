@@ -3,12 +3,51 @@
 // BF16, FP16 (IEEE binary16) and UE8M0 scales.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <cstring>
+#include <limits>
 
 namespace sparse_decode::reference {
 
-double decode_e4m3(uint8_t bits);    // exact; NaN for 0x7F and 0xFF
-double decode_bf16(uint16_t bits);   // exact
+namespace format_tables {
+
+// 2^e, exact: a product of powers of two.
+constexpr double pow2(int e) {
+  double value = 1.0;
+  for (; e > 0; --e) value *= 2.0;
+  for (; e < 0; ++e) value /= 2.0;
+  return value;
+}
+
+// E4M3 "fn" from its bit fields: subnormals m/8 * 2^-6, normals (1 + m/8) * 2^(e - 7).
+constexpr double e4m3_value(int code) {
+  const int exponent = (code >> 3) & 0xF, mantissa = code & 0x7;
+  if (exponent == 0xF && mantissa == 0x7) return std::numeric_limits<double>::quiet_NaN();
+  const double magnitude = exponent == 0 ? mantissa * pow2(-9) : (8 + mantissa) * pow2(exponent - 10);
+  return code & 0x80 ? -magnitude : magnitude;
+}
+
+constexpr std::array<double, 256> e4m3_values() {
+  std::array<double, 256> values{};
+  for (int code = 0; code < 256; ++code) values[code] = e4m3_value(code);
+  return values;
+}
+
+// Inline, by table: the references decode every element of every row they read.
+inline constexpr std::array<double, 256> kE4m3 = e4m3_values();
+
+}  // namespace format_tables
+
+inline double decode_e4m3(uint8_t bits) { return format_tables::kE4m3[bits]; }  // exact; NaN for 0x7F and 0xFF
+
+inline double decode_bf16(uint16_t bits) {  // exact
+  const uint32_t word = static_cast<uint32_t>(bits) << 16;
+  float value;
+  std::memcpy(&value, &word, sizeof(value));
+  return value;
+}
+
 double decode_f16(uint16_t bits);    // exact (IEEE binary16)
 double decode_ue8m0(uint8_t bits);   // 2^(bits - 127); NaN for 0xFF
 
