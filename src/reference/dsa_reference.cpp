@@ -53,18 +53,45 @@ double attend(const std::vector<double>& q, const DecodedKeys& keys, const std::
               double scale, double* out) {
   std::fill(out, out + kDsaHeadDim, 0.0);
   if (which.empty()) return -kInf;
-  std::vector<double> score(which.size());
-  double max_score = -kInf;
-  for (size_t i = 0; i < which.size(); ++i) {
+  // Keys go kKeyBlock at a time: independent chains, each summed in the
+  // order of one key at a time (the same bits), which a CPU overlaps.
+  constexpr size_t kKeyBlock = 4;
+  const size_t n = which.size();
+  std::vector<double> score(n);
+  size_t i = 0;
+  for (; i + kKeyBlock <= n; i += kKeyBlock) {
+    const double* k[kKeyBlock];
+    for (size_t j = 0; j < kKeyBlock; ++j) k[j] = &keys.k[which[i + j] * kDsaHeadDim];
+    double dot[kKeyBlock] = {};
+    for (int d = 0; d < kDsaHeadDim; ++d) {
+      for (size_t j = 0; j < kKeyBlock; ++j) dot[j] += q[d] * k[j][d];
+    }
+    for (size_t j = 0; j < kKeyBlock; ++j) score[i + j] = scale * dot[j];
+  }
+  for (; i < n; ++i) {
     const double* k = &keys.k[which[i] * kDsaHeadDim];
     double dot = 0.0;
     for (int d = 0; d < kDsaHeadDim; ++d) dot += q[d] * k[d];
     score[i] = scale * dot;
-    max_score = std::max(max_score, score[i]);
   }
+  double max_score = -kInf;
+  for (double s : score) max_score = std::max(max_score, s);
   double sum = 0.0;
   for (double& s : score) sum += (s = std::exp(s - max_score));
-  for (size_t i = 0; i < which.size(); ++i) {
+  for (i = 0; i + kKeyBlock <= n; i += kKeyBlock) {
+    const double* v[kKeyBlock];
+    double weight[kKeyBlock];
+    for (size_t j = 0; j < kKeyBlock; ++j) {
+      v[j] = &keys.v[which[i + j] * kDsaHeadDim];
+      weight[j] = score[i + j] / sum;
+    }
+    for (int d = 0; d < kDsaHeadDim; ++d) {
+      double o = out[d];
+      for (size_t j = 0; j < kKeyBlock; ++j) o += weight[j] * v[j][d];
+      out[d] = o;
+    }
+  }
+  for (; i < n; ++i) {
     const double* v = &keys.v[which[i] * kDsaHeadDim];
     const double weight = score[i] / sum;
     for (int d = 0; d < kDsaHeadDim; ++d) out[d] += weight * v[d];
