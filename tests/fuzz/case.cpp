@@ -160,8 +160,8 @@ std::vector<uint8_t> e4m3_magnitudes(const Arena& arena, std::initializer_list<s
   return image;
 }
 
-double fp8_lse_slack(double magnitude_lse) {
-  return std::isfinite(magnitude_lse) ? kFp8LseSlack * std::max(magnitude_lse, 0.0) : 0.0;
+double fp8_lse_slack(double sharpened_lse) {
+  return std::isfinite(sharpened_lse) ? kFp8LseSlack * std::max(sharpened_lse / kMagnitudeSharpness, 0.0) : 0.0;
 }
 
 std::vector<float> draw_sinks(Rng& rng, int heads, bool adversarial) {

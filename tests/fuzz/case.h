@@ -91,8 +91,9 @@ void check_dsv4_outputs(const Arena& arena, const std::vector<uint8_t>& after, c
 // |x| of every E4M3 element (NaN stays NaN). Absent regions are skipped.
 std::vector<uint8_t> e4m3_magnitudes(const Arena& arena, std::initializer_list<size_t> regions);
 
-// kFp8LseSlack times the magnitude lse of a row (0 where it is not finite).
-double fp8_lse_slack(double magnitude_lse);
+// kFp8LseSlack times a row's magnitude from its sharpened lse (the lse of
+// the call with kMagnitudeSharpness |bmm1|); 0 where it is not finite.
+double fp8_lse_slack(double sharpened_lse);
 
 // Sinks and scales.
 std::vector<float> draw_sinks(Rng& rng, int heads, bool adversarial);  // N(0, 1), with NaN / inf / huge entries

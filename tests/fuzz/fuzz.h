@@ -115,10 +115,13 @@ inline constexpr double kAboveFloor = 1.5e-3;       // allowed above a row's BF1
 inline constexpr double kMaxLseError = 1e-3;       // |lse - ref| / max(1, |ref|)
 // FP8 wgmma sums each pair of k-steps with reduced precision (docs/design.md):
 // a score moves by up to about 2^-14 of the magnitude of its terms, and lse
-// with it. FP8 calls get kFp8LseSlack times that magnitude on top of
-// kMaxLseError's bound, the magnitude taken as the lse of the same call on
-// |q|, |kv| and |bmm1| without sinks (at least |bmm1| max_c sum_d |q_d k_cd|).
+// with it. FP8 calls get kFp8LseSlack times that magnitude, |bmm1| max_c
+// sum_d |q_d k_cd|, on top of kMaxLseError's bound. The magnitude is the lse
+// of the same call on |q|, |kv| and kMagnitudeSharpness |bmm1| without
+// sinks, over kMagnitudeSharpness: at least the largest term, and above it
+// by at most log(columns) / kMagnitudeSharpness.
 inline constexpr double kFp8LseSlack = 0x1p-12;
+inline constexpr float kMagnitudeSharpness = 1024.0f;
 inline constexpr int32_t kCountStart = 7;          // the counter is added to, never reset
 
 // How a row of the call compares with its reference row.

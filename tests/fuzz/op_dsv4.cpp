@@ -216,7 +216,7 @@ Outcome run_dsv4_case(uint64_t seed, Device& device, std::string* description) {
     if (magnitude.empty()) {
       std::vector<uint8_t> abs_image = e4m3_magnitudes(arena, {l.q.region, l.swa.region, l.compressed.region});
       Dsv4DecodeArgs a = make_args(arena, l, abs_image.data(), MemorySpace::kHost);
-      a.bmm1_scale.value = std::fabs(l.bmm1_value);
+      a.bmm1_scale.value = std::fabs(l.bmm1_value) * kMagnitudeSharpness;
       a.bmm1_scale.device = nullptr;
       a.sinks = nullptr;
       magnitude = reference::dsv4_decode(a).lse;

@@ -199,7 +199,7 @@ Outcome run_hca_case(uint64_t seed, Device& device, std::string* description) {
     if (magnitude.empty()) {
       std::vector<uint8_t> abs_image = e4m3_magnitudes(arena, {l.q.region, l.swa.region, l.compressed.region});
       Dsv4HcaDecodeArgs a = make_args(arena, l, abs_image.data(), MemorySpace::kHost);
-      a.bmm1_scale = std::fabs(l.bmm1);
+      a.bmm1_scale = std::fabs(l.bmm1) * kMagnitudeSharpness;
       a.sinks = nullptr;
       magnitude = reference::dsv4_decode_hca(a).lse;
     }

@@ -116,10 +116,11 @@ void comparisons(Checks& c) {
   c.expect(compare_lse(10.0, 10.005f).verdict == RowVerdict::kMatch, "lse within 1e-3");
   c.expect(compare_lse(10.0, 10.02f).verdict == RowVerdict::kMismatch, "lse off by 2e-3");
   c.expect(compare_lse(1.0, std::nanf("")).verdict == RowVerdict::kMismatch, "lse NaN fails");
-  // FP8 scores: 2^-12 of the terms' magnitude on top; a magnitude lse of 64
-  // allows 0.0156 more, one that is not finite nothing.
-  c.expect(compare_lse(1.0, 1.012f, fp8_lse_slack(64.0)).verdict == RowVerdict::kMatch, "lse within the FP8 slack");
-  c.expect(compare_lse(1.0, 1.03f, fp8_lse_slack(64.0)).verdict == RowVerdict::kMismatch, "lse past the FP8 slack");
+  // FP8 scores: 2^-12 of the terms' magnitude on top; a magnitude of 64 (a
+  // sharpened lse of 64 x 1024) allows 0.0156 more, one not finite nothing.
+  const double sharpened = 64.0 * kMagnitudeSharpness;
+  c.expect(compare_lse(1.0, 1.012f, fp8_lse_slack(sharpened)).verdict == RowVerdict::kMatch, "lse within the FP8 slack");
+  c.expect(compare_lse(1.0, 1.03f, fp8_lse_slack(sharpened)).verdict == RowVerdict::kMismatch, "lse past the FP8 slack");
   c.expect(fp8_lse_slack(std::nan("")) == 0.0 && fp8_lse_slack(-inf) == 0.0, "no slack from a non-finite magnitude");
   Arena arena;
   const size_t signs = arena.add("signs", 4, RegionKind::kInput);
