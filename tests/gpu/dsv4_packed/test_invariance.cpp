@@ -57,9 +57,9 @@ Dsv4PackedDecodeArgs sub_batch(const Dsv4PackedDecodeArgs& all, int64_t first, i
   a.num_tokens = count;
   a.q = static_cast<const uint16_t*>(all.q) + first * all.q_token_stride;
   a.swa.indices += first * all.swa.indices_stride;
-  if (a.swa.lens) a.swa.lens += first;
+  if (a.swa.lens) a.swa.lens += first * all.swa.lens_token_stride;
   a.extra.indices += first * all.extra.indices_stride;
-  a.extra.lens += first;
+  a.extra.lens += first * all.extra.lens_token_stride;
   a.out = static_cast<uint16_t*>(all.out) + first * all.out_token_stride;
   if (a.lse) a.lse += first * all.lse_token_stride;
   return a;
