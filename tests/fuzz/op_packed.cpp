@@ -38,6 +38,7 @@ struct Layout {
   float scale = 1.0f;
   Dsv4Outputs outputs;
   Dsv4PackedKernel kernel = Dsv4PackedKernel::kAuto;
+  bool batch_invariant = false;
   bool pdl = false;
 };
 
@@ -129,6 +130,7 @@ Dsv4PackedDecodeArgs make_args(const Arena& arena, const Layout& l, uint8_t* bas
   a.out_of_range_count = at<int32_t>(arena, base, l.outputs.count);
   a.enable_pdl = memory == MemorySpace::kDevice && l.pdl;
   a.kernel = l.kernel;
+  a.batch_invariant = l.batch_invariant;
   return a;
 }
 
@@ -157,9 +159,16 @@ Outcome run_packed_case(uint64_t seed, Device& device, std::string* description)
 
   l.heads = rng.chance(0.06) ? rng.pick(std::vector<int>{64, 128}) : rng.pick(std::vector<int>{8, 16, 16, 16, 32});
   l.tokens = rng.chance(0.05) ? 0 : rng.uniform(1, 8);
-  l.kernel = rng.pick(std::vector<Dsv4PackedKernel>{Dsv4PackedKernel::kAuto, Dsv4PackedKernel::kAuto,
-                                                    Dsv4PackedKernel::kCluster, Dsv4PackedKernel::kStream,
-                                                    Dsv4PackedKernel::kSplit});
+  std::vector<Dsv4PackedKernel> kernels = {Dsv4PackedKernel::kAuto, Dsv4PackedKernel::kAuto,
+                                           Dsv4PackedKernel::kCluster, Dsv4PackedKernel::kStream,
+                                           Dsv4PackedKernel::kSplit};
+  if (l.heads % 64 == 0) kernels.push_back(Dsv4PackedKernel::kStreamH64);
+  l.kernel = rng.pick(kernels);
+  // One kernel at every batch; a forced kernel whose bits depend on the plan is refused with it.
+  l.batch_invariant = rng.chance(0.15);
+  if (l.batch_invariant && (l.kernel == Dsv4PackedKernel::kCluster || l.kernel == Dsv4PackedKernel::kSplit)) {
+    expect.invalid = "batch_invariant";
+  }
   l.pdl = rng.chance(0.3);
   const bool huge = rng.chance(0.05);
   l.q = add_query(arena, rng, DType::kBFloat16, l.tokens, l.heads, 512, 8);
@@ -173,7 +182,7 @@ Outcome run_packed_case(uint64_t seed, Device& device, std::string* description)
   }
   // Rows have norms of ~sqrt(512) * 2^±4 per tile: a typical scale gives scores of order 1.
   l.scale = draw_scale(rng, huge ? rng.real(0.05, 1.0) : 1.0 / 256.0, rng.chance(0.06));
-  if (l.tokens > 0 && std::isnan(l.scale)) expect.invalid = "softmax_scale";
+  if (l.tokens > 0 && std::isnan(l.scale) && expect.invalid.empty()) expect.invalid = "softmax_scale";
   l.outputs = add_dsv4_outputs(arena, rng, l.tokens, l.heads, rng.chance(0.7), rng.chance(0.8));
 
   const size_t workspace_bytes = workspace_size(make_args(arena, l, layout_base(), MemorySpace::kDevice));
@@ -199,14 +208,15 @@ Outcome run_packed_case(uint64_t seed, Device& device, std::string* description)
   fill_packed_pool(arena, l.swa.pool, rng, swa_live);
   if (l.has_extra) fill_packed_pool(arena, l.extra.pool, rng, extra_live);
   if (description) {
-    const char* kernels[] = {"auto", "cluster", "stream", "split"};
+    const char* kernel_names[] = {"auto", "cluster", "stream", "split", "stream_h64"};
     auto seg = [](const SegmentLayout& s) {
       return "W=" + std::to_string(s.width) + " stride=" + std::to_string(s.stride) + " pool " +
              std::to_string(s.pool.pages) + "x" + std::to_string(s.pool.page_size) + " page_stride " +
              std::to_string(s.pool.page_stride) + " lens=" + (s.lens == kAbsent ? std::string("none") : ints(s.lens_values));
     };
     *description = "T=" + std::to_string(l.tokens) + " H=" + std::to_string(l.heads) + " kernel=" +
-                   kernels[static_cast<int>(l.kernel)] + (l.pdl ? " pdl" : "") + "; swa " + seg(l.swa) + "; extra " +
+                   kernel_names[static_cast<int>(l.kernel)] + (l.batch_invariant ? " batch_invariant" : "") +
+                   (l.pdl ? " pdl" : "") + "; swa " + seg(l.swa) + "; extra " +
                    (l.has_extra ? seg(l.extra) : std::string("absent")) + "; sinks=" +
                    (sinks.empty() ? std::string("none") : "given") + "; softmax_scale=" + std::to_string(l.scale);
   }
