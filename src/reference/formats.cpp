@@ -34,18 +34,17 @@ double decode_ue8m0(uint8_t bits) {
 uint8_t encode_e4m3(double value) {
   if (std::isnan(value)) return 0x7F;
   const uint8_t sign = std::signbit(value) ? 0x80 : 0x00;
-  const double magnitude = std::fabs(value);
-  // Search the 127 finite magnitudes (0x00..0x7E, increasing) for the nearest,
-  // ties to the even code. Saturates at 448 (0x7E).
-  uint8_t best = 0;
-  for (uint8_t code = 1; code <= 0x7E; ++code) {
-    const double candidate = decode_e4m3(code);
-    const double best_value = decode_e4m3(best);
-    const double d_candidate = std::fabs(candidate - magnitude);
-    const double d_best = std::fabs(best_value - magnitude);
-    if (d_candidate < d_best || (d_candidate == d_best && (code & 1) == 0)) best = code;
-  }
-  return sign | best;
+  const double x = std::fabs(value);
+  // The 127 finite magnitudes (codes 0x00..0x7E) increase with the code: the
+  // nearest by binary search, ties to the even code, saturating at 448.
+  const auto first = format_tables::kE4m3.begin(), end = first + 0x7F;
+  const auto above = std::lower_bound(first, end, x);
+  if (above == first) return sign;
+  if (above == end) return sign | 0x7E;
+  const int high = static_cast<int>(above - first), low = high - 1;
+  const double d_high = *above - x, d_low = x - *(above - 1);
+  const int best = d_high < d_low ? high : d_low < d_high ? low : (high % 2 == 0 ? high : low);
+  return static_cast<uint8_t>(sign | best);
 }
 
 uint16_t encode_bf16(double value) {

@@ -11,28 +11,6 @@
 namespace sparse_decode::testing {
 namespace {
 
-// The 127 finite non-negative E4M3 values in increasing order (codes 0..126).
-const std::array<double, 127>& e4m3_magnitudes() {
-  static const std::array<double, 127> table = [] {
-    std::array<double, 127> values{};
-    for (int code = 0; code < 127; ++code) values[code] = reference::decode_e4m3(static_cast<uint8_t>(code));
-    return values;
-  }();
-  return table;
-}
-
-uint8_t fast_encode_e4m3(double value) {
-  const auto& table = e4m3_magnitudes();
-  const double magnitude = std::min(std::fabs(value), 448.0);
-  const auto upper = std::lower_bound(table.begin(), table.end(), magnitude);
-  int code = static_cast<int>(upper - table.begin());
-  if (code > 0 && (code == 127 || magnitude - table[code - 1] < table[code] - magnitude ||
-                   (magnitude - table[code - 1] == table[code] - magnitude && (code & 1)))) {
-    --code;
-  }
-  return static_cast<uint8_t>((value < 0 ? 0x80 : 0x00) | code);
-}
-
 void fill_nan(std::vector<uint8_t>& bytes, DType dtype) {
   if (dtype == DType::kFloat8E4M3) {
     std::fill(bytes.begin(), bytes.end(), uint8_t{0x7F});
@@ -45,7 +23,7 @@ void fill_nan(std::vector<uint8_t>& bytes, DType dtype) {
 
 void encode_element(DType dtype, double value, uint8_t* bytes) {
   if (dtype == DType::kFloat8E4M3) {
-    bytes[0] = fast_encode_e4m3(value);
+    bytes[0] = reference::encode_e4m3(value);
   } else {
     const uint16_t bits = reference::encode_bf16(value);
     std::memcpy(bytes, &bits, 2);

@@ -9,26 +9,6 @@
 
 namespace sparse_decode::fuzz {
 
-uint8_t encode_e4m3(double value) {
-  // The 127 finite magnitudes in increasing order (codes 0x00..0x7E): the
-  // nearest by binary search, ties to the even code, saturating at 448.
-  static const std::array<double, 127> magnitudes = [] {
-    std::array<double, 127> m{};
-    for (int code = 0; code < 127; ++code) m[static_cast<size_t>(code)] = reference::decode_e4m3(static_cast<uint8_t>(code));
-    return m;
-  }();
-  if (std::isnan(value)) return 0x7F;
-  const uint8_t sign = std::signbit(value) ? 0x80 : 0x00;
-  const double x = std::fabs(value);
-  const size_t above = static_cast<size_t>(std::lower_bound(magnitudes.begin(), magnitudes.end(), x) - magnitudes.begin());
-  if (above == 0) return sign;
-  if (above == magnitudes.size()) return sign | 0x7E;
-  const size_t below = above - 1;
-  const double d_above = magnitudes[above] - x, d_below = x - magnitudes[below];
-  const size_t best = d_above < d_below ? above : d_below < d_above ? below : (above % 2 == 0 ? above : below);
-  return static_cast<uint8_t>(sign | best);
-}
-
 namespace {
 
 constexpr size_t kTableSize = size_t{1} << 16;
@@ -40,8 +20,8 @@ struct Tables {
     Rng rng(0x5EED);
     for (size_t i = 0; i < kTableSize + 1024; ++i) {  // 1024 past the end: a row never wraps
       const double x = rng.normal();
-      normal_fp8.push_back(encode_e4m3(x));
-      wide_fp8.push_back(encode_e4m3(110.0 * x));
+      normal_fp8.push_back(reference::encode_e4m3(x));
+      wide_fp8.push_back(reference::encode_e4m3(110.0 * x));
       normal_bf16.push_back(reference::encode_bf16(x));
     }
   }
@@ -66,7 +46,7 @@ void copy_from_table(Rng& rng, Table table, uint8_t* bytes, int count) {
 
 void put_element(DType dtype, double value, uint8_t* bytes) {
   if (dtype == DType::kFloat8E4M3) {
-    bytes[0] = encode_e4m3(value);
+    bytes[0] = reference::encode_e4m3(value);
   } else {
     const uint16_t bits = reference::encode_bf16(value);
     std::memcpy(bytes, &bits, 2);

@@ -15,9 +15,6 @@ namespace sparse_decode::fuzz {
 
 inline int element_bytes(DType dtype) { return dtype == DType::kFloat8E4M3 ? 1 : 2; }
 
-// E4M3 nearest even, saturating (reference::encode_e4m3's result, by table).
-uint8_t encode_e4m3(double value);
-
 // Rows are cut from fixed tables of pre-drawn values at random offsets:
 // drawing and rounding each element costs more than the reference.
 enum class Table { kNormalFp8, kNormalBf16, kWideFp8 };  // N(0, 1) as E4M3 / BF16 bits; N(0, 1) * 110 as E4M3
