@@ -1,7 +1,6 @@
 #include "reference/formats.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -18,17 +17,6 @@ double decode_f16(uint16_t bits) {
     magnitude = exponent == 0 ? std::ldexp(mantissa, -24) : std::ldexp(1024 + mantissa, exponent - 25);
   }
   return bits & 0x8000 ? -magnitude : magnitude;
-}
-
-// By table: the packed-row reference scales every E4M3 element by one.
-double decode_ue8m0(uint8_t bits) {
-  static const std::array<double, 256> table = [] {
-    std::array<double, 256> values{};
-    for (int code = 0; code < 255; ++code) values[code] = std::ldexp(1.0, code - 127);
-    values[255] = std::numeric_limits<double>::quiet_NaN();
-    return values;
-  }();
-  return table[bits];
 }
 
 uint8_t encode_e4m3(double value) {

@@ -34,12 +34,22 @@ constexpr std::array<double, 256> e4m3_values() {
   return values;
 }
 
-// Inline, by table: the references decode every element of every row they read.
+constexpr std::array<double, 256> ue8m0_values() {
+  std::array<double, 256> values{};
+  for (int code = 0; code < 255; ++code) values[code] = pow2(code - 127);
+  values[255] = std::numeric_limits<double>::quiet_NaN();
+  return values;
+}
+
+// Inline, by table: the references decode every element of every row they
+// read (the packed rows scale each E4M3 element by a UE8M0 byte).
 inline constexpr std::array<double, 256> kE4m3 = e4m3_values();
+inline constexpr std::array<double, 256> kUe8m0 = ue8m0_values();
 
 }  // namespace format_tables
 
 inline double decode_e4m3(uint8_t bits) { return format_tables::kE4m3[bits]; }  // exact; NaN for 0x7F and 0xFF
+inline double decode_ue8m0(uint8_t bits) { return format_tables::kUe8m0[bits]; }  // 2^(bits - 127); NaN for 0xFF
 
 inline double decode_bf16(uint16_t bits) {  // exact
   const uint32_t word = static_cast<uint32_t>(bits) << 16;
@@ -49,7 +59,6 @@ inline double decode_bf16(uint16_t bits) {  // exact
 }
 
 double decode_f16(uint16_t bits);    // exact (IEEE binary16)
-double decode_ue8m0(uint8_t bits);   // 2^(bits - 127); NaN for 0xFF
 
 uint8_t encode_e4m3(double value);   // nearest even, saturating at +-448, NaN -> 0x7F
 uint16_t encode_bf16(double value);  // nearest even, overflow to +-inf

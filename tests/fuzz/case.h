@@ -82,10 +82,13 @@ Dsv4Outputs add_dsv4_outputs(Arena& arena, Rng& rng, int64_t tokens, int heads, 
 // Compares out, lse and the counter of `after` with the reference result
 // (the counter: kCountStart + expected_count, which must equal the
 // reference's own count). An lse outside kMaxLseError's bound is compared
-// again with `lse_slack(row)` added (row = t * heads + h), where given.
+// again with fp8_lse_slack of its row of `sharpened_lse()` added, where
+// given: FP8 calls pass the lse of the same call on |q|, |kv| and
+// kMagnitudeSharpness |bmm1| without sinks (computed once, at the first such
+// lse; row = t * heads + h).
 void check_dsv4_outputs(const Arena& arena, const std::vector<uint8_t>& after, const Dsv4Outputs& o,
                         const reference::Dsv4Result& ref, int64_t tokens, int heads, int64_t expected_count,
-                        Outcome& outcome, const std::function<double(size_t row)>& lse_slack = {});
+                        Outcome& outcome, const std::function<std::vector<double>()>& sharpened_lse = {});
 
 // The arena's image with the sign bit of every byte of `regions` cleared:
 // |x| of every E4M3 element (NaN stays NaN). Absent regions are skipped.

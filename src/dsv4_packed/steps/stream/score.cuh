@@ -28,25 +28,15 @@ __device__ __forceinline__ void tile_to_f16_fragments(const uint32_t (&m)[2][4],
   }
 }
 
-// wgmma with N = the CTA's heads (16 or 64): A (64 x 16) from registers, B
-// (16 x N, the Q tile) by descriptor.
-template <int kN>
-__device__ __forceinline__ void wgmma_f16_rs(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t b, bool accumulate) {
+// wgmma with N = the CTA's heads (16 or 64), FP16 or (kBf16) BF16: A
+// (64 x 16) from registers, B (16 x N, the Q tile) by descriptor.
+template <int kN, bool kBf16>
+__device__ __forceinline__ void wgmma_rs(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t b, bool accumulate) {
   static_assert(kN == 16 || kN == 64, "the packed stream kernels serve 16 or 64 heads a CTA");
-  if constexpr (kN == 16) {
-    ptx::wgmma_f16_64x16x16_rs(d, a, b, accumulate);
-  } else {
-    ptx::wgmma_f16_64x64x16_rs(d, a, b, accumulate);
-  }
-}
-template <int kN>
-__device__ __forceinline__ void wgmma_bf16_rs(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t b, bool accumulate) {
-  static_assert(kN == 16 || kN == 64, "the packed stream kernels serve 16 or 64 heads a CTA");
-  if constexpr (kN == 16) {
-    ptx::wgmma_bf16_64x16x16_rs(d, a, b, accumulate);
-  } else {
-    ptx::wgmma_bf16_64x64x16_rs(d, a, b, accumulate);
-  }
+  if constexpr (kN == 16 && !kBf16) ptx::wgmma_f16_64x16x16_rs(d, a, b, accumulate);
+  if constexpr (kN == 16 && kBf16) ptx::wgmma_bf16_64x16x16_rs(d, a, b, accumulate);
+  if constexpr (kN == 64 && !kBf16) ptx::wgmma_f16_64x64x16_rs(d, a, b, accumulate);
+  if constexpr (kN == 64 && kBf16) ptx::wgmma_bf16_64x64x16_rs(d, a, b, accumulate);
 }
 
 // Warpgroup g's share of S^T (64 columns x kHeads heads, the wgmma N) over
@@ -87,7 +77,7 @@ __device__ __forceinline__ void score_heads(SmemT& s, int buffer) {
 #pragma unroll
       for (int k = 0; k < TraitsT::kStepsPerTile; ++k) {
         const int block = tile * TraitsT::kStepsPerTile + k;
-        wgmma_f16_rs<kN>(acc, a[k], ptx::wgmma_descriptor_advance(q, block * 2 * TraitsT::kCoreBytes), k > 0);
+        wgmma_rs<kN, false>(acc, a[k], ptx::wgmma_descriptor_advance(q, block * 2 * TraitsT::kCoreBytes), k > 0);
       }
       ptx::wgmma_commit();
       if (j + 1 < TraitsT::kTilesPerWarpgroup && tile + 1 < TraitsT::kScaleTiles) load_bytes(tile + 1);
@@ -107,7 +97,7 @@ __device__ __forceinline__ void score_heads(SmemT& s, int buffer) {
 #pragma unroll
       for (int k = 0; k < TraitsT::kStepsPerTile; ++k) {
         const int block = TraitsT::kFp8Blocks + k;
-        wgmma_bf16_rs<kN>(acc, a[k], ptx::wgmma_descriptor_advance(q, block * 2 * TraitsT::kCoreBytes), k > 0);
+        wgmma_rs<kN, true>(acc, a[k], ptx::wgmma_descriptor_advance(q, block * 2 * TraitsT::kCoreBytes), k > 0);
       }
       ptx::wgmma_commit();
       ptx::wgmma_wait_all();
