@@ -25,20 +25,16 @@ __device__ __forceinline__ void rescale_fragment(DimFragment& acc, float top, fl
       }
 }
 
-// The FP16 B fragments of 16 keys x 32 dims of E4M3 V (an ldmatrix.x4.trans
-// at `address`): for each half of 16 dims, the even dims' pair and the odd
-// dims' pair (exact conversions).
-__device__ __forceinline__ void v_to_f16_fragments(uint32_t address, uint32_t (&even)[2][2], uint32_t (&odd)[2][2]) {
-  uint32_t r[4];
-  ptx::ldmatrix_x4_trans(r, address);
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    // bytes (k, 2j), (k, 2j+1), (k+1, 2j), (k+1, 2j+1) -> (k, 2j), (k+1, 2j) | (k, 2j+1), (k+1, 2j+1)
-    const uint32_t rows_lo = __byte_perm(r[2 * half], 0, 0x3120);
-    const uint32_t rows_hi = __byte_perm(r[2 * half + 1], 0, 0x3120);
-    even[half][0] = ptx::e4m3x2_to_f16x2<false>(rows_lo), even[half][1] = ptx::e4m3x2_to_f16x2<false>(rows_hi);
-    odd[half][0] = ptx::e4m3x2_to_f16x2<true>(rows_lo), odd[half][1] = ptx::e4m3x2_to_f16x2<true>(rows_hi);
-  }
+// The FP16 B fragments of half `half` (16 dims) of 16 keys x 32 dims of
+// E4M3 V, as an ldmatrix.x4.trans gave them in `r`: the even dims' pair and
+// the odd dims' pair (exact conversions).
+__device__ __forceinline__ void v_half_to_f16(const uint32_t (&r)[4], int half, uint32_t (&even)[2],
+                                              uint32_t (&odd)[2]) {
+  // bytes (k, 2j), (k, 2j+1), (k+1, 2j), (k+1, 2j+1) -> (k, 2j), (k+1, 2j) | (k, 2j+1), (k+1, 2j+1)
+  const uint32_t rows_lo = __byte_perm(r[2 * half], 0, 0x3120);
+  const uint32_t rows_hi = __byte_perm(r[2 * half + 1], 0, 0x3120);
+  even[0] = ptx::e4m3x2_to_f16x2<false>(rows_lo), even[1] = ptx::e4m3x2_to_f16x2<false>(rows_hi);
+  odd[0] = ptx::e4m3x2_to_f16x2<true>(rows_lo), odd[1] = ptx::e4m3x2_to_f16x2<true>(rows_hi);
 }
 
 // P V of scale tile w (warp w < 7, dims 64w .. 64w + 63). The weight of
@@ -101,12 +97,14 @@ __device__ __forceinline__ void accumulate_scaled_tile(Smem& s, int buffer, DimF
                            ptx::half2_bits(weight(keys[kk][1][2], 1), weight(keys[kk][1][3], 1))};
 #pragma unroll
     for (int db = 0; db < 2; ++db) {
-      uint32_t even[2][2], odd[2][2];
-      v_to_f16_fragments(v_base + kk * 16 * Traits::kTileRowBytes + db * 32, even, odd);
+      uint32_t r[4];
+      ptx::ldmatrix_x4_trans(r, v_base + kk * 16 * Traits::kTileRowBytes + db * 32);
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        ptx::mma_f16_16x8x16(acc[db][half][0], a, even[half][0], even[half][1]);
-        ptx::mma_f16_16x8x16(acc[db][half][1], a, odd[half][0], odd[half][1]);
+        uint32_t even[2], odd[2];
+        v_half_to_f16(r, half, even, odd);
+        ptx::mma_f16_16x8x16(acc[db][half][0], a, even[0], even[1]);
+        ptx::mma_f16_16x8x16(acc[db][half][1], a, odd[0], odd[1]);
       }
     }
   }

@@ -61,14 +61,16 @@ __device__ __forceinline__ void accumulate_scaled_tile(Smem& s, int buffer, Head
     }
 #pragma unroll
     for (int db = 0; db < 2; ++db) {
-      uint32_t even[2][2], odd[2][2];
-      stream::v_to_f16_fragments(v_base + kk * 16 * Traits::kTileRowBytes + db * 32, even, odd);
+      uint32_t r[4];
+      ptx::ldmatrix_x4_trans(r, v_base + kk * 16 * Traits::kTileRowBytes + db * 32);
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
+        uint32_t even[2], odd[2];
+        stream::v_half_to_f16(r, half, even, odd);
 #pragma unroll
         for (int ht = 0; ht < Traits::kHeadTiles; ++ht) {
-          ptx::mma_f16_16x8x16(acc[ht][db][half][0], a[ht], even[half][0], even[half][1]);
-          ptx::mma_f16_16x8x16(acc[ht][db][half][1], a[ht], odd[half][0], odd[half][1]);
+          ptx::mma_f16_16x8x16(acc[ht][db][half][0], a[ht], even[0], even[1]);
+          ptx::mma_f16_16x8x16(acc[ht][db][half][1], a[ht], odd[0], odd[1]);
         }
       }
     }
