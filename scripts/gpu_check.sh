@@ -4,8 +4,8 @@
 # (memcheck, racecheck, synccheck) over the GPU tests with the reproducers of
 # the expected reports, the demo and the benchmark. Logs and CSV go to $OUT
 # (default ./gpu-check-out); a summary is printed last, ending with a verdict
-# (exit status 1 when the GPU or Python tests, the fuzzer, the sanitizers or
-# the demo fail; the bench and the fuzzer's host-metadata check inform).
+# (exit status 1 when the GPU or Python tests, the fuzzer, its host-metadata
+# check, the sanitizers or the demo fail; the bench informs).
 #
 #   scripts/gpu_check.sh [--quick]      --quick: tests, fuzzer, sanitizers only
 # Environment: BUILD_DIR, OUT, GPU_TEST_FILTER (gtest filter of the GPU tests,
@@ -69,8 +69,10 @@ if [ "${SKIP_FUZZ:-0}" != 1 ] && [ -x "$fuzz" ]; then
   grep -E "^fuzz [a-z0-9]+:" "$OUT/fuzz.log" | sed 's/^/  /' | tee -a "$summary"
   [ "$frc" = 0 ] || failed+=("fuzz")
   "$fuzz" --host-metadata > "$OUT/fuzz_host_metadata.log" 2>&1
-  note "fuzz host-metadata check (separate, not in the verdict): rc=$? $(tail -1 "$OUT/fuzz_host_metadata.log")"
+  hrc=$?
+  note "fuzz host-metadata check: rc=$hrc $(tail -1 "$OUT/fuzz_host_metadata.log")"
   grep -E "^HOST-METADATA" "$OUT/fuzz_host_metadata.log" | head -12 | sed 's/^/  /' | tee -a "$summary"
+  [ "$hrc" = 0 ] || failed+=("fuzz host-metadata")
 else
   note "fuzz: not run (SKIP_FUZZ=1, or no $fuzz)"
 fi

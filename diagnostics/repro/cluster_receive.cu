@@ -7,8 +7,8 @@
 // Shared memory padded to the cluster kernels' footprint (2 CTAs an SM), so
 // that later clusters reuse finished CTAs' shared memory as they do there.
 //
-//   repro-cluster-receive <variant> [ctas per cluster] [clusters]
-//       exit 0: every received value right
+//   repro-cluster-receive <variant> [ctas per cluster] [clusters] [launches]
+//       exit 0: every received value right in every launch
 //
 // variants:
 //   st-async      as the library: relaxed cluster arrive after the init fence
@@ -179,10 +179,11 @@ int main(int argc, char** argv) {
   }
   const int ctas = argc > 2 ? std::atoi(argv[2]) : 10;
   const int clusters = argc > 3 ? std::atoi(argv[3]) : 48;
-  if (variant < 0 || ctas < 2 || ctas > kMaxCtas || clusters < 1) {
+  const int launches = argc > 4 ? std::atoi(argv[4]) : 1;
+  if (variant < 0 || ctas < 2 || ctas > kMaxCtas || clusters < 1 || launches < 1) {
     std::fprintf(stderr,
                  "usage: repro-cluster-receive st-async|release|remote-arrive|exit-sync|tile-barrier [ctas 2-16]"
-                 " [clusters]\n");
+                 " [clusters] [launches]\n");
     return 2;
   }
   int* wrong = nullptr;
@@ -205,12 +206,15 @@ int main(int argc, char** argv) {
   attribute.val.clusterDim = {static_cast<unsigned>(ctas), 1, 1};
   config.attrs = &attribute;
   config.numAttrs = 1;
-  if (check(cudaLaunchKernelEx(&config, receive, variant, static_cast<const uint8_t*>(rows), wrong), "launch") ||
-      check(cudaDeviceSynchronize(), "kernel")) {
-    return 1;
+  for (int launch = 0; launch < launches; ++launch) {
+    if (check(cudaLaunchKernelEx(&config, receive, variant, static_cast<const uint8_t*>(rows), wrong), "launch")) {
+      return 1;
+    }
   }
+  if (check(cudaDeviceSynchronize(), "kernel")) return 1;
   int host_wrong = -1;
   if (check(cudaMemcpy(&host_wrong, wrong, sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy")) return 1;
-  std::printf("%s, %d CTAs a cluster, %d clusters: %d wrong values\n", names[variant], ctas, clusters, host_wrong);
+  std::printf("%s, %d CTAs a cluster, %d clusters, %d launches: %d wrong values\n", names[variant], ctas, clusters,
+              launches, host_wrong);
   return host_wrong == 0 ? 0 : 1;
 }

@@ -1,5 +1,5 @@
 // The separate check of inconsistent request metadata that the host can see:
-// a decreasing cum_seq_lens_q, offsets that end past the tokens, a request
+// a decreasing cum_seq_lens_q, offsets below 0 or past the tokens, a request
 // count that disagrees with the tokens. Each call must be refused with a
 // message naming one of the arguments involved; values in device memory
 // are visible to the CPU backend only (a device call may not read them), so
@@ -33,7 +33,7 @@ std::vector<Variant> variants() {
   return {
       {"decreasing cum_seq_lens_q", {0, 3, 1, 4}, 3, 0, {"cum_seq_lens_q"}, false},
       {"cum_seq_lens_q ending past the tokens", {0, 2, 6}, 2, 0, {"cum_seq_lens_q", "num_tokens"}, false},
-      {"cum_seq_lens_q not starting at 0", {1, 2, 4}, 2, 0, {"cum_seq_lens_q"}, false},
+      {"cum_seq_lens_q starting below 0", {-1, 2, 4}, 2, 0, {"cum_seq_lens_q"}, false},
       {"seq_lens of the wrong length (num_requests * q_len != tokens)", {}, 3, 1,
        {"num_tokens", "num_requests", "seq_lens", "q_len"}, true},
   };
