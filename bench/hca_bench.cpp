@@ -14,6 +14,7 @@
 #include "bench/cuda_check.h"
 #include "bench/graph_timer.h"
 #include "bench/layer_check.h"
+#include "common/instrument.h"
 #include "sparse_decode/dsv4_decode.h"
 #include "sparse_decode/introspection.h"
 #include "sparse_decode/dsv4_decode_hca.h"
@@ -158,7 +159,9 @@ ShapeOutcome run_shape(const BenchOptions& o, CUstream_st* stream, const KvPools
   SPARSE_DECODE_CUDA_CHECK(cudaStreamSynchronize(stream));
   const size_t out_bytes = layers.layer(0).out.bytes();
   const bool same_bits = download<uint8_t>(layers.layer(0).out.get(), out_bytes) == download<uint8_t>(hca[0].out.get(), out_bytes);
-  if (!check.passes() || !same_bits) {
+  // A diagnostic build's stage skips (instrument.h) make the outputs wrong
+  // by design: time them anyway.
+  if ((!check.passes() || !same_bits) && instrument::skip_stages() == 0) {
     std::printf("FAIL T=%lld width=%d heads=%d mode %s, not timed: %s%s\n", static_cast<long long>(shape.tokens),
                 shape.width, shape.heads, mode_name(shape.mode), check.summary().c_str(),
                 same_bits ? "" : "; dsv4_decode_hca's output differs from dsv4_decode's");
