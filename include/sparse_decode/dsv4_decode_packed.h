@@ -153,7 +153,7 @@ struct Dsv4PackedDecodeArgs {
   // every batch, and a forced kStream does too (kStreamH64, one CTA a
   // (token, 64-head group), is invariant as it is); kCluster and kSplit are
   // refused. Off by default: small batches lose the split path, the cluster
-  // kernel and the pair (W = 128, T = 1: 9.4 µs against 7.9), 64 and 128
+  // kernel and the pair (W = 128, T = 1: 9.0 µs against 7.4), 64 and 128
   // heads the 64-head form (docs/kernels/packed.md, "Bits").
   bool batch_invariant = false;
 };

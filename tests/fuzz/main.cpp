@@ -288,9 +288,11 @@ int main(int argc, char** argv) {
   std::string why;
   const bool gpu = probe_gpu(&why);
   if (metadata) {
-    const std::vector<std::string> problems = host_metadata_check(gpu);
+    // --backend cpu: the CPU calls only, no device call.
+    const std::vector<std::string> problems = host_metadata_check(gpu && !o.cpu);
     for (const std::string& p : problems) std::printf("HOST-METADATA %s\n", p.c_str());
-    std::printf("host-metadata check (%s): %zu calls not refused as expected\n", gpu ? "CPU and GPU" : "CPU only",
+    std::printf("host-metadata check (%s): %zu calls not refused as expected\n",
+                gpu && !o.cpu ? "CPU and GPU" : "CPU only",
                 problems.size());
     return problems.empty() ? 0 : 3;
   }
