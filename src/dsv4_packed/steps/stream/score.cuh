@@ -71,9 +71,9 @@ __device__ __forceinline__ void score_heads(SmemT& s, int buffer) {
     float acc[kN / 2];
     uint32_t a[TraitsT::kStepsPerTile][4];
     // Only warpgroup 1's last tile is the BF16 one (7 scale tiles + 1 in 2 x 4).
-    // The 64-head form states it; the 16-head kernel keeps the code it was
-    // measured and sanitizer-checked with (stating it there drops 72 dead
-    // instructions, not yet timed).
+    // The 64-head form states it; the 16-head kernel tests the tile index,
+    // the code its timings cover (stating it there drops 72 dead
+    // instructions, untimed).
     if ((kN == 64 && j + 1 < TraitsT::kTilesPerWarpgroup) || tile < TraitsT::kScaleTiles) {
       tile_to_f16_fragments(m, a);
       ptx::wgmma_fence();
