@@ -1,6 +1,6 @@
 // The stream kernel of dsv4_decode (large batches): one CTA a unit (or two,
-// each outputting half of the dims) walks all of the token's chunks, the
-// next chunk's gather in flight during this one's math, and folds each
+// each outputting half of the dims) walks the token's chunks up to its
+// last active one (lens), the next chunk's gather in flight during this one's math, and folds each
 // group's P V sum into registers in group order: the same groups and the
 // same fold as the cluster kernel and the split path, so the bits agree.
 // docs/kernels/large_batch.md explains the design and its measurements;
@@ -58,8 +58,8 @@ __device__ __forceinline__ void fold_dim_blocks(OutputFragment<Traits>& out, int
     }
 }
 
-// Walks the token's chunks and folds every group into out; state[t][b] is
-// then the fold state of head 16t + lane / 4 + 8b.
+// Walks the token's first `walked` chunks and folds every group into out;
+// state[t][b] is then the fold state of head 16t + lane / 4 + 8b.
 // At 16 heads the group's P V fragment accumulates over its chunks and is
 // folded at its end, the fold state in registers. At 64 heads (groups of one
 // chunk: the launcher's rule) the group's statistics are final before its
@@ -68,7 +68,7 @@ __device__ __forceinline__ void fold_dim_blocks(OutputFragment<Traits>& out, int
 // shared memory (thread h folds head h).
 template <class Traits>
 __device__ __forceinline__ void walk_and_fold(StreamSmem<Traits>& smem, const Dsv4Params& p, const TokenScope& scope,
-                                              FoldState (&state)[Traits::kHeadTiles][2],
+                                              int walked, FoldState (&state)[Traits::kHeadTiles][2],
                                               OutputFragment<Traits>& out) {
   ChunkSmem<Traits>& s = smem.chunk;
   const int lane = threadIdx.x % 32;
@@ -77,7 +77,7 @@ __device__ __forceinline__ void walk_and_fold(StreamSmem<Traits>& smem, const Ds
     const int tid = threadIdx.x;
     const int first_dim_block = first_output_dim_block<Traits>();
     if (tid < Traits::kHeads) folds.max[tid] = -INFINITY, folds.sum[tid] = 0.0f;  // seen after the walk's barriers
-    walk_chunks<Traits>(s, p, scope, 0, p.chunks, 1, [&](int kv_tile, bool, bool, int slot) {
+    walk_chunks<Traits>(s, p, scope, 0, walked, 1, [&](int kv_tile, bool, bool, int slot) {
       if (tid < Traits::kHeads) {
         FoldState head_state{folds.max[tid], folds.sum[tid]};
         const FoldWeights w = fold_head<Traits>(s, head_state, tid, slot);
@@ -108,7 +108,7 @@ __device__ __forceinline__ void walk_and_fold(StreamSmem<Traits>& smem, const Ds
         state[t][b] = FoldState{folds.max[head], folds.sum[head]};
       }
   } else {
-    walk_groups<Traits>(s, p, scope, 0, p.chunks, p.chunks_per_group, [&](OutputFragment<Traits>& group, int slot) {
+    walk_groups<Traits>(s, p, scope, 0, walked, p.chunks_per_group, [&](OutputFragment<Traits>& group, int slot) {
       FoldWeights folds[Traits::kHeadTiles][2];
 #pragma unroll
       for (int t = 0; t < Traits::kHeadTiles; ++t)
@@ -119,6 +119,28 @@ __device__ __forceinline__ void walk_and_fold(StreamSmem<Traits>& smem, const Ds
       fold_dim_blocks<Traits, Traits::kOutputDimBlocks>(out, 0, group, [&](int t, int b) { return folds[t][b]; });
     });
   }
+}
+
+// The fold of a wholly masked group (keep 1, take 0, a +0 sum) turns a -0
+// output into +0 and changes no other bit, however many such groups follow:
+// applied once after a walk that stops before the token's last chunk, it
+// gives the bits of the walk over every chunk (the split and cluster
+// kernels' walks).
+template <class Traits>
+__device__ __forceinline__ void fold_unwalked_chunks(OutputFragment<Traits>& out) {
+#pragma unroll
+  for (int t = 0; t < Traits::kHeadTiles; ++t)
+#pragma unroll
+    for (int block = 0; block < Traits::kOutputDimBlocks; ++block)
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+#pragma unroll
+        for (int par = 0; par < 2; ++par)
+#pragma unroll
+          for (int v = 0; v < 4; ++v) {
+            float& o = out[t][block][half][par][v];
+            o = fold_value(o, FoldWeights{1.0f, 0.0f}, 0.0f);
+          }
 }
 
 // The first thread of the warps that walk P V and store (span marks 1, 3, 4).
@@ -149,12 +171,13 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, resident_ctas(sizeof(S
   }
   load_query<Traits>(s, p, token, heads);
   const TokenScope scope = token_scope<Traits>(s, p, token, heads, true, sink, -1);
+  const int walked = walked_chunks<Traits>(p, scope);  // every role walks as many
   if constexpr (Traits::kProducerWarps > 0) {
     // The producer warpgroup copies the rows with few registers; the math warps take the rest.
     using Registers = ProducerRegisters<Traits, resident_ctas(sizeof(StreamSmem<Traits>))>;
     if (warp >= Traits::kFirstProducerWarp) {
       ptx::setmaxnreg_dec<Registers::kProducer>();
-      produce_chunks<Traits>(s, p, scope, 0, p.chunks, first_index);
+      produce_chunks<Traits>(s, p, scope, 0, walked, first_index);
       return;
     }
     ptx::setmaxnreg_inc<Registers::kMath>();
@@ -162,7 +185,7 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, resident_ctas(sizeof(S
   if constexpr (Traits::kPvWarps > 0) {
     // The scoring warps hand each chunk to the P V warps, which fold and store.
     if (tid < Traits::kThreads) {
-      score_chunks<Traits>(s, p, scope, p.chunks, p.chunks_per_group);
+      score_chunks<Traits>(s, p, scope, walked, p.chunks_per_group);
       return;
     }
   }
@@ -173,7 +196,8 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, resident_ctas(sizeof(S
   FoldState state[Traits::kHeadTiles][2];
   OutputFragment<Traits> out = {};
   instrument::phase_span(1, kPvFirstThread<Traits>);
-  walk_and_fold<Traits>(smem, p, scope, state, out);
+  walk_and_fold<Traits>(smem, p, scope, walked, state, out);
+  if (walked < p.chunks) fold_unwalked_chunks<Traits>(out);
   instrument::phase_span(3, kPvFirstThread<Traits>);
   if (instrument::skips(p, instrument::kSkipMath)) return;
 

@@ -86,6 +86,17 @@ struct TokenScope {
   int32_t first_index;      // this thread's gather-lane index in the walk's first chunk (-1: none, or producers)
 };
 
+// The chunks a walk over the whole token needs: those up to its last active
+// column by lens (at least one, so that every walk starts). The chunks past
+// it are wholly masked; their folds change no bit but a -0 output's sign
+// (fold_unwalked_chunks). min before the rounding: lens reach INT32_MAX.
+template <class Traits>
+__device__ __forceinline__ int walked_chunks(const Dsv4Params& p, const TokenScope& scope) {
+  constexpr int kColumns = Traits::kChunkColumns;
+  const int columns = min(max(scope.len, 1), p.chunks * kColumns);
+  return (columns + kColumns - 1) / kColumns;
+}
+
 // A CTA's TokenScope (the window only where it holds SWA columns: with
 // varlen seq_lens its search takes barriers). `sink`: -inf where the kernel
 // leaves the sink to a later fold. first_column: the walk's first column
