@@ -163,11 +163,11 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, resident_ctas(sizeof(S
 
   const float sink = p.sinks && tid < heads.count ? p.sinks[heads.first + tid] : -INFINITY;
   ptx::grid_dependency_wait();
-  // The producers' first indices, loaded before the token's scope (lens,
+  // The producers' first entries, loaded before the token's scope (lens,
   // seq_lens): the two DRAM trips overlap instead of following each other.
-  int32_t first_index = -1;
+  int32_t first_entry = -1;
   if constexpr (Traits::kProducerWarps > 0) {
-    if (warp >= Traits::kFirstProducerWarp) first_index = producer_index<Traits>(p, token, 0);
+    if (warp >= Traits::kFirstProducerWarp) first_entry = producer_entry<Traits>(p, token, 0);
   }
   load_query<Traits>(s, p, token, heads);
   const TokenScope scope = token_scope<Traits>(s, p, token, heads, true, sink, -1);
@@ -177,7 +177,7 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, resident_ctas(sizeof(S
     using Registers = ProducerRegisters<Traits, resident_ctas(sizeof(StreamSmem<Traits>))>;
     if (warp >= Traits::kFirstProducerWarp) {
       ptx::setmaxnreg_dec<Registers::kProducer>();
-      produce_chunks<Traits>(s, p, scope, 0, walked, first_index);
+      produce_chunks<Traits>(s, p, scope, 0, walked, first_entry);
       return;
     }
     ptx::setmaxnreg_inc<Registers::kMath>();

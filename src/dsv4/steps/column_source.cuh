@@ -5,8 +5,9 @@
 // compressed column 128 + j from its page, block_table[t, j / page_size]:
 // row page * page_size + j % page_size (docs/formats/hca_layout.md, "The GPU
 // path"), the index that the expansion into a section-1 table gives, with no
-// table in memory. Reading a column is two steps, so that the entry can be
-// staged in shared memory (cp.async) before it becomes an index.
+// table in memory. Reading a column is two steps: the entry's load
+// (load_entry, or a cp.async into shared memory), and its index
+// (entry_index) where the row is copied.
 #pragma once
 
 #include <cstdint>
@@ -61,11 +62,13 @@ __device__ __forceinline__ int32_t entry_index(const Dsv4Params& p, int column, 
   }
 }
 
-// The token's index at `column`, from global memory (-1 without an entry).
+// The token's entry at `column`, from global memory (-1 without one; its
+// index is -1 too). The page walk turns it into an index only where the
+// row is copied (copy_rows): a conversion beside the load would stall the
+// thread on it before the token's other loads issue (one DRAM trip more).
 template <class Traits>
-__device__ __forceinline__ int32_t column_index(const Dsv4Params& p, int64_t token, int column) {
-  return column_has_entry<Traits>(p, column) ? entry_index<Traits>(p, column, *column_entry<Traits>(p, token, column))
-                                             : -1;
+__device__ __forceinline__ int32_t load_entry(const Dsv4Params& p, int64_t token, int column) {
+  return column_has_entry<Traits>(p, column) ? *column_entry<Traits>(p, token, column) : -1;
 }
 
 }  // namespace sparse_decode::dsv4

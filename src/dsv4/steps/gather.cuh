@@ -21,24 +21,23 @@ __device__ __forceinline__ int64_t row_offset(const PoolParams& pool, int64_t ro
   return (row / pool.page_size) * pool.page_stride + (row % pool.page_size) * pool.row_stride;
 }
 
-// The index this thread's gather lane reads for the chunk at `column0`
-// (-1 without an entry), from global memory: the first chunk's.
+// The entry this thread's gather lane reads for the chunk at `column0`
+// (-1 without one), from global memory: the first chunk's.
 template <class Traits>
-__device__ __forceinline__ int32_t chunk_index(const Dsv4Params& p, int64_t token, int column0) {
+__device__ __forceinline__ int32_t chunk_entry(const Dsv4Params& p, int64_t token, int column0) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  return column_index<Traits>(p, token,
-                              column0 + warp * Traits::kGatherRowsPerWarp + lane % Traits::kGatherRowsPerWarp);
+  return load_entry<Traits>(p, token, column0 + warp * Traits::kGatherRowsPerWarp + lane % Traits::kGatherRowsPerWarp);
 }
 
-// The index a producer lane copies in chunk `chunk` of the token (lane l <
+// The entry a producer lane copies in chunk `chunk` of the token (lane l <
 // kProducerRows of producer warp w: column 64 chunk + kProducerRows w + l),
-// -1 without an entry.
+// -1 without one.
 template <class Traits>
-__device__ __forceinline__ int32_t producer_index(const Dsv4Params& p, int64_t token, int chunk) {
+__device__ __forceinline__ int32_t producer_entry(const Dsv4Params& p, int64_t token, int chunk) {
   const int lane = threadIdx.x % 32;
   const int column =
       chunk * Traits::kChunkColumns + (threadIdx.x / 32 - Traits::kFirstProducerWarp) * Traits::kProducerRows + lane;
-  return lane < Traits::kProducerRows ? column_index<Traits>(p, token, column) : -1;
+  return lane < Traits::kProducerRows ? load_entry<Traits>(p, token, column) : -1;
 }
 
 // Copies the column entries of the chunk at `column0` into staged.index[slot]
@@ -56,15 +55,13 @@ __device__ __forceinline__ void stage_chunk_indices(ChunkSmem<Traits>& s, const 
   ptx::cp_async_4(ptx::smem_address(&s.staged.index[slot][offset]), src, has_entry ? 4u : 0u);
 }
 
-// This thread's gather lane's index from the entry in staged.index[slot]
-// (-1 without an entry).
+// This thread's gather lane's entry in staged.index[slot] (-1 without one).
 template <class Traits>
-__device__ __forceinline__ int32_t staged_index(const ChunkSmem<Traits>& s, const Dsv4Params& p, int column0,
+__device__ __forceinline__ int32_t staged_entry(const ChunkSmem<Traits>& s, const Dsv4Params& p, int column0,
                                                 int slot) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int offset = warp * Traits::kGatherRowsPerWarp + lane % Traits::kGatherRowsPerWarp;
-  const int column = column0 + offset;
-  return column_has_entry<Traits>(p, column) ? entry_index<Traits>(p, column, s.staged.index[slot][offset]) : -1;
+  return column_has_entry<Traits>(p, column0 + offset) ? s.staged.index[slot][offset] : -1;
 }
 
 // A row copy a lane issues later: see gather_chunk.
@@ -81,7 +78,7 @@ __device__ __forceinline__ void issue_pending_row(const PendingRow& row) {
 
 // One warp's rows [first_row, first_row + kRows) of a chunk into KV tile
 // `kv_tile` (row-major, padded rows) by bulk copies: lane l < kRows copies
-// row first_row + l with `index` (one 512- or 1024-byte copy), completing
+// row first_row + l, the index of its `entry` (one 512- or 1024-byte copy), completing
 // on rows_landed[kv_tile] (one arrival a warp, with the bytes it copies).
 // Rows not copied (masked columns) are zero-filled by the warp first, so
 // NaN in their rows never reaches the MMAs; the warp writes their bytes of
@@ -90,12 +87,13 @@ __device__ __forceinline__ void issue_pending_row(const PendingRow& row) {
 // it later with issue_pending_row, before the tile's wait).
 template <class Traits, int kRows>
 __device__ __forceinline__ PendingRow copy_rows(ChunkSmem<Traits>& s, const Dsv4Params& p, int first_row, int column0,
-                                                int32_t index, int len, int window, bool count_out_of_range,
+                                                int32_t entry, int len, int window, bool count_out_of_range,
                                                 int kv_tile, int issue_now = kRows) {
   static_assert(kRows % 8 == 0 && kRows <= 16, "whole bytes of the column mask; rows are bits of a ballot");
   constexpr uint32_t kRowBits = (1u << kRows) - 1;
   const int lane = threadIdx.x % 32;
   const int column = column0 + first_row + lane % kRows;
+  const int32_t index = entry_index<Traits>(p, column, entry);
   const bool swa = column < kSwaColumns;
   const int64_t rows = swa ? p.swa.rows : p.compressed.rows;
   const bool listed = index >= 0 && column < len && (!swa || column < window);
@@ -134,20 +132,20 @@ __device__ __forceinline__ PendingRow copy_rows(ChunkSmem<Traits>& s, const Dsv4
 // The chunk's rows by the math warps: warp w copies rows 8w..8w+7 (copy_rows).
 template <class Traits>
 __device__ __forceinline__ PendingRow gather_chunk(ChunkSmem<Traits>& s, const Dsv4Params& p, int column0,
-                                                   int32_t index, int len, int window, bool count_out_of_range,
+                                                   int32_t entry, int len, int window, bool count_out_of_range,
                                                    int kv_tile, int issue_now = Traits::kGatherRowsPerWarp) {
   constexpr int kRows = Traits::kGatherRowsPerWarp;
-  return copy_rows<Traits, kRows>(s, p, threadIdx.x / 32 * kRows, column0, index, len, window, count_out_of_range,
+  return copy_rows<Traits, kRows>(s, p, threadIdx.x / 32 * kRows, column0, entry, len, window, count_out_of_range,
                                   kv_tile, issue_now);
 }
 
 // With a producer warpgroup: producer warp w copies rows kProducerRows * w
 // .. + kProducerRows - 1 of the chunk, issuing every copy at once.
 template <class Traits>
-__device__ __forceinline__ void produce_chunk(ChunkSmem<Traits>& s, const Dsv4Params& p, int column0, int32_t index,
+__device__ __forceinline__ void produce_chunk(ChunkSmem<Traits>& s, const Dsv4Params& p, int column0, int32_t entry,
                                               int len, int window, bool count_out_of_range, int kv_tile) {
   constexpr int kRows = Traits::kProducerRows;
-  copy_rows<Traits, kRows>(s, p, (threadIdx.x / 32 - Traits::kFirstProducerWarp) * kRows, column0, index, len, window,
+  copy_rows<Traits, kRows>(s, p, (threadIdx.x / 32 - Traits::kFirstProducerWarp) * kRows, column0, entry, len, window,
                            count_out_of_range, kv_tile);
 }
 

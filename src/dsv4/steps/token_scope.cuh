@@ -83,7 +83,7 @@ struct TokenScope {
   float scale_log2; // bmm1_scale * log2(e)
   float sink;       // this thread's head's sink (threads < kHeads), -inf without sinks
   bool count_out_of_range;  // the counter is given, and this CTA is the token's first head group's (dim part 0)
-  int32_t first_index;      // this thread's gather-lane index in the walk's first chunk (-1: none, or producers)
+  int32_t first_entry;      // this thread's gather-lane entry in the walk's first chunk (-1: none, or producers)
 };
 
 // The chunks a walk over the whole token needs: those up to its last active
@@ -100,14 +100,14 @@ __device__ __forceinline__ int walked_chunks(const Dsv4Params& p, const TokenSco
 // A CTA's TokenScope (the window only where it holds SWA columns: with
 // varlen seq_lens its search takes barriers). `sink`: -inf where the kernel
 // leaves the sink to a later fold. first_column: the walk's first column
-// where the math warps gather (-1 with producers): its indices are loaded
+// where the math warps gather (-1 with producers): its entries are loaded
 // first, so that their DRAM trip overlaps the lens and seq_lens loads.
 template <class Traits>
 __device__ __forceinline__ TokenScope token_scope(ChunkSmem<Traits>& s, const Dsv4Params& p, int64_t token,
                                                   HeadGroup heads, bool has_swa_columns, float sink,
                                                   int first_column) {
   TokenScope scope;
-  scope.first_index = first_column >= 0 ? chunk_index<Traits>(p, token, first_column) : -1;
+  scope.first_entry = first_column >= 0 ? chunk_entry<Traits>(p, token, first_column) : -1;
   scope.token = token;
   if constexpr (Traits::kPageWalk) {
     scope.len = page_walk_len<Traits>(s, p, token);

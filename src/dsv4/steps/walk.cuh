@@ -72,7 +72,7 @@ __device__ __forceinline__ void walk_chunks_two_tiles(ChunkSmem<Traits>& s, cons
                                                       const TokenScope& scope, int first, int count, int per_group,
                                                       ChunkPv& pv) {
   constexpr int kColumns = Traits::kChunkColumns;
-  gather_chunk<Traits>(s, p, first * kColumns, scope.first_index, scope.len, scope.window, scope.count_out_of_range,
+  gather_chunk<Traits>(s, p, first * kColumns, scope.first_entry, scope.len, scope.window, scope.count_out_of_range,
                        0);
   if (count > 1) stage_chunk_indices<Traits>(s, p, scope.token, (first + 1) * kColumns, 1);
   ptx::cp_async_commit();
@@ -92,7 +92,7 @@ __device__ __forceinline__ void walk_chunks_two_tiles(ChunkSmem<Traits>& s, cons
     PendingRow pending;
     if (i + 1 < count) {
       const int column0 = (first + i + 1) * kColumns;
-      pending = gather_chunk<Traits>(s, p, column0, staged_index<Traits>(s, p, column0, (i + 1) % Traits::kKvTiles),
+      pending = gather_chunk<Traits>(s, p, column0, staged_entry<Traits>(s, p, column0, (i + 1) % Traits::kKvTiles),
                                      scope.len, scope.window, scope.count_out_of_range, kv_tile ^ 1,
                                      Traits::kGatherIssueNow);
       if (i + 2 < count) stage_chunk_indices<Traits>(s, p, scope.token, column0 + kColumns, i % Traits::kKvTiles);
@@ -124,8 +124,8 @@ __device__ __forceinline__ void walk_chunks_one_tile(ChunkSmem<Traits>& s, const
       __syncthreads();
     }
     instrument::phase_mark(i, 0);
-    const int32_t index = i == 0 ? scope.first_index : chunk_index<Traits>(p, scope.token, column0);
-    gather_chunk<Traits>(s, p, column0, index, scope.len, scope.window, scope.count_out_of_range, 0);
+    const int32_t entry = i == 0 ? scope.first_entry : chunk_entry<Traits>(p, scope.token, column0);
+    gather_chunk<Traits>(s, p, column0, entry, scope.len, scope.window, scope.count_out_of_range, 0);
     ptx::cp_async_commit();
     if (i == 0) {
       ptx::launch_dependents();
@@ -146,17 +146,17 @@ __device__ __forceinline__ void walk_chunks_one_tile(ChunkSmem<Traits>& s, const
 // token: chunk i goes into KV tile i % kKvTiles once the math warps have
 // released the tile's previous chunk (on the tile's hardware barrier, where
 // the producers sleep without retrying; docs/kernels/large_batch.md). Each
-// chunk's indices are loaded a chunk ahead, so that their latency hides
-// behind that wait; the first chunk's (first_index, producer_index of
+// chunk's entries are loaded a chunk ahead, so that their latency hides
+// behind that wait; the first chunk's (first_entry, producer_entry of
 // chunk `first`) come from the caller, loaded beside the token's scope.
 template <class Traits>
 __device__ __forceinline__ void produce_chunks(ChunkSmem<Traits>& s, const Dsv4Params& p, const TokenScope& scope,
-                                               int first, int count, int32_t first_index) {
+                                               int first, int count, int32_t first_entry) {
   constexpr int kColumns = Traits::kChunkColumns;
-  int32_t index = first_index;
+  int32_t entry = first_entry;
   for (int i = 0; i < count; ++i) {
     const int kv_tile = i % Traits::kKvTiles;
-    const int32_t next = i + 1 < count ? producer_index<Traits>(p, scope.token, first + i + 1) : -1;
+    const int32_t next = i + 1 < count ? producer_entry<Traits>(p, scope.token, first + i + 1) : -1;
     if (i >= Traits::kKvTiles) {
       ptx::named_barrier_sync(Traits::kTileFreeBarrier + kv_tile, Traits::kTileFreeThreads);
       // Generic-proxy accesses of the tile's last use before the bulk copies
@@ -165,10 +165,10 @@ __device__ __forceinline__ void produce_chunks(ChunkSmem<Traits>& s, const Dsv4P
       // barrier, unconditional.
       ptx::fence_proxy_async_shared();
     }
-    produce_chunk<Traits>(s, p, (first + i) * kColumns, index, scope.len, scope.window, scope.count_out_of_range,
+    produce_chunk<Traits>(s, p, (first + i) * kColumns, entry, scope.len, scope.window, scope.count_out_of_range,
                           kv_tile);
     if (i == 0) ptx::launch_dependents();
-    index = next;
+    entry = next;
   }
 }
 
