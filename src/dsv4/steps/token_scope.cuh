@@ -57,22 +57,32 @@ __device__ __forceinline__ int swa_window(ChunkSmem<Traits>& s, const Dsv4Params
   return static_cast<int>(position < 0 ? 0 : position + 1 < kSwaColumns ? position + 1 : kSwaColumns);
 }
 
-// The page walk's active columns of the token: 128 + n_t, n_t =
+// The page walk's active columns of the token, len = 128 + n_t with n_t =
 // max(0, min(lens[t] - 128, hca_seq_lens[b] - 128, max_pages * page_size))
-// (0 for a token of no request), as the expansion's lens. Called by every
+// (0 for a token of no request), as the expansion's lens, and its window
+// clamp(swa_lens[t], 0, 128) (128 where the CTA holds no window column).
+// Every load issues before any of them is used: arithmetic on the first
+// one before the next issues would wait a DRAM trip there. Called by every
 // thread of the CTA (varlen: barriers).
 template <class Traits>
-__device__ __forceinline__ int page_walk_len(ChunkSmem<Traits>& s, const Dsv4Params& p, int64_t token) {
+__device__ __forceinline__ void page_walk_scope(ChunkSmem<Traits>& s, const Dsv4Params& p, int64_t token,
+                                                bool has_swa_columns, int& len, int& window) {
   // Tokens are below 2^31 (the grid): a 32-bit division.
   // Both arms int64_t: an int/uint32_t conditional would turn varlen's -1 (no request) into 2^32 - 1.
   const int64_t request = p.cum_seq_lens_q
                               ? int64_t{varlen_request<Traits>(s, p, token)}
                               : int64_t{static_cast<uint32_t>(token) / static_cast<uint32_t>(p.q_len)};
   const int64_t lens_at = token_offset<Traits>(p, token, p.pages.lens_token_stride, p.pages.lens_request_stride);
-  const int64_t slots = request >= 0 ? dsv4_hca::compressed_slots(p.pages.lens[lens_at], p.pages.hca_seq_lens[request],
-                                                                   p.pages.columns - kSwaColumns)
-                                     : 0;
-  return static_cast<int>(kSwaColumns + slots);
+  const int64_t swa_lens_at =
+      token_offset<Traits>(p, token, p.pages.swa_lens_token_stride, p.pages.swa_lens_request_stride);
+  const bool has_request = request >= 0;
+  const int32_t lens = has_request ? p.pages.lens[lens_at] : 0;
+  const int32_t hca_seq_len = has_request ? p.pages.hca_seq_lens[request] : 0;
+  const int32_t swa_len = has_swa_columns ? p.pages.swa_lens[swa_lens_at] : kSwaColumns;
+  const int64_t slots =
+      has_request ? dsv4_hca::compressed_slots(lens, hca_seq_len, p.pages.columns - kSwaColumns) : 0;
+  len = static_cast<int>(kSwaColumns + slots);
+  window = dsv4_hca::window_columns(swa_len);
 }
 
 // What the chunk walk of one token needs besides the chunks.
@@ -110,12 +120,7 @@ __device__ __forceinline__ TokenScope token_scope(ChunkSmem<Traits>& s, const Ds
   scope.first_entry = first_column >= 0 ? chunk_entry<Traits>(p, token, first_column) : -1;
   scope.token = token;
   if constexpr (Traits::kPageWalk) {
-    scope.len = page_walk_len<Traits>(s, p, token);
-    scope.window =
-        has_swa_columns
-            ? dsv4_hca::window_columns(p.pages.swa_lens[token_offset<Traits>(p, token, p.pages.swa_lens_token_stride,
-                                                                              p.pages.swa_lens_request_stride)])
-            : kSwaColumns;
+    page_walk_scope<Traits>(s, p, token, has_swa_columns, scope.len, scope.window);
   } else {
     scope.len = p.lens ? p.lens[lens_offset<Traits>(p, token)] : p.width;
     scope.window = p.seq_lens && has_swa_columns ? swa_window<Traits>(s, p, token) : kSwaColumns;
