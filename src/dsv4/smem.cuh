@@ -52,14 +52,15 @@ using DimBlockFragment = float[Traits::kHeadTiles][kBlocks][2][2][4];
 template <class Traits>
 using OutputFragment = DimBlockFragment<Traits, Traits::kOutputDimBlocks>;
 
-// The next chunk's indices, copied with this chunk's rows (two KV tiles); a
-// walk with one KV tile reads each chunk's indices when it gathers the chunk.
+// The next chunk's column entries, copied with this chunk's rows (two KV
+// tiles); a walk with one KV tile loads each chunk's entries when it
+// gathers the chunk.
 template <int kKvTiles, int kColumns>
-struct StagedIndices {
-  int32_t index[kKvTiles][kColumns];
+struct StagedEntries {
+  int32_t entry[kKvTiles][kColumns];
 };
 template <int kColumns>
-struct StagedIndices<1, kColumns> {};
+struct StagedEntries<1, kColumns> {};
 
 // A KV tile: row-major rows padded to kTileRowBytes (one bulk copy a row).
 template <class Traits>
@@ -80,7 +81,7 @@ struct ChunkSmem {
   float running_sum[Traits::kChunkSlots][kHeads];  // sum of the rounded probabilities that P V multiplies
   float rescale[Traits::kChunkSlots][kHeads];      // factor on O when the running max moves
   float sink_log2[kHeads];                            // sink * log2(e), -inf without sinks
-  StagedIndices<Traits::kKvTiles, Traits::kChunkColumns> staged;
+  StagedEntries<Traits::kKvTiles, Traits::kChunkColumns> staged;
   int32_t request;                                    // the token's request (varlen seq_lens), -1 if none
   alignas(8) uint8_t column_mask[Traits::kKvTiles][Traits::kWarps];  // active columns of a KV tile, 8 a warp
 };

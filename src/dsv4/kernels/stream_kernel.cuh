@@ -1,8 +1,9 @@
 // The stream kernel of dsv4_decode (large batches): one CTA a unit (or two,
-// each outputting half of the dims) walks the token's chunks up to its
-// last active one (lens), the next chunk's gather in flight during this one's math, and folds each
-// group's P V sum into registers in group order: the same groups and the
-// same fold as the cluster kernel and the split path, so the bits agree.
+// each outputting half of the dims) walks the token's chunks up to the end
+// of the column group of its last active one (lens), the next chunk's
+// gather in flight during this one's math, and folds each group's P V sum
+// into registers in group order: the same groups and the same fold as the
+// cluster kernel and the split path, so the bits agree.
 // docs/kernels/large_batch.md explains the design and its measurements;
 // docs/kernels/heads64.md the 64-head form.
 #pragma once
@@ -123,9 +124,9 @@ __device__ __forceinline__ void walk_and_fold(StreamSmem<Traits>& smem, const Ds
 
 // The fold of a wholly masked group (keep 1, take 0, a +0 sum) turns a -0
 // output into +0 and changes no other bit, however many such groups follow:
-// applied once after a walk that stops before the token's last chunk, it
-// gives the bits of the walk over every chunk (the split and cluster
-// kernels' walks).
+// applied once after a walk that stops before the token's last group
+// (walked_chunks), it gives the bits of the walk over every chunk (the
+// split and cluster kernels' walks).
 template <class Traits>
 __device__ __forceinline__ void fold_unwalked_chunks(OutputFragment<Traits>& out) {
 #pragma unroll

@@ -1,6 +1,6 @@
-// The gather of a chunk: its indices (from global memory, or staged in
-// shared memory a chunk ahead) and its rows, copied into a KV tile by bulk
-// copies, by the math warps or by a producer warpgroup.
+// The gather of a chunk: its column entries (from global memory, or staged
+// in shared memory a chunk ahead), their indices, and the rows, copied into
+// a KV tile by bulk copies, by the math warps or by a producer warpgroup.
 #pragma once
 
 #include <cstdint>
@@ -40,11 +40,11 @@ __device__ __forceinline__ int32_t producer_entry(const Dsv4Params& p, int64_t t
   return lane < Traits::kProducerRows ? load_entry<Traits>(p, token, column) : -1;
 }
 
-// Copies the column entries of the chunk at `column0` into staged.index[slot]
+// Copies the column entries of the chunk at `column0` into staged.entry[slot]
 // (lanes 0..7 of each warp, one entry each): they travel with the previous
 // chunk's rows, so that issuing this chunk's row copies never waits on a load.
 template <class Traits>
-__device__ __forceinline__ void stage_chunk_indices(ChunkSmem<Traits>& s, const Dsv4Params& p, int64_t token,
+__device__ __forceinline__ void stage_chunk_entries(ChunkSmem<Traits>& s, const Dsv4Params& p, int64_t token,
                                                     int column0, int slot) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (lane >= Traits::kGatherRowsPerWarp) return;
@@ -52,16 +52,16 @@ __device__ __forceinline__ void stage_chunk_indices(ChunkSmem<Traits>& s, const 
   const int column = column0 + offset;
   const bool has_entry = column_has_entry<Traits>(p, column);
   const int32_t* src = column_entry<Traits>(p, token, has_entry ? column : 0);
-  ptx::cp_async_4(ptx::smem_address(&s.staged.index[slot][offset]), src, has_entry ? 4u : 0u);
+  ptx::cp_async_4(ptx::smem_address(&s.staged.entry[slot][offset]), src, has_entry ? 4u : 0u);
 }
 
-// This thread's gather lane's entry in staged.index[slot] (-1 without one).
+// This thread's gather lane's entry in staged.entry[slot] (-1 without one).
 template <class Traits>
 __device__ __forceinline__ int32_t staged_entry(const ChunkSmem<Traits>& s, const Dsv4Params& p, int column0,
                                                 int slot) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int offset = warp * Traits::kGatherRowsPerWarp + lane % Traits::kGatherRowsPerWarp;
-  return column_has_entry<Traits>(p, column0 + offset) ? s.staged.index[slot][offset] : -1;
+  return column_has_entry<Traits>(p, column0 + offset) ? s.staged.entry[slot][offset] : -1;
 }
 
 // A row copy a lane issues later: see gather_chunk.
@@ -78,8 +78,9 @@ __device__ __forceinline__ void issue_pending_row(const PendingRow& row) {
 
 // One warp's rows [first_row, first_row + kRows) of a chunk into KV tile
 // `kv_tile` (row-major, padded rows) by bulk copies: lane l < kRows copies
-// row first_row + l, the index of its `entry` (one 512- or 1024-byte copy), completing
-// on rows_landed[kv_tile] (one arrival a warp, with the bytes it copies).
+// row first_row + l, the index of its `entry` (one 512- or 1024-byte
+// copy), completing on rows_landed[kv_tile] (one arrival a warp, with the
+// bytes it copies).
 // Rows not copied (masked columns) are zero-filled by the warp first, so
 // NaN in their rows never reaches the MMAs; the warp writes their bytes of
 // the column mask. The issuing lanes do not wait for the copies. Lanes from

@@ -96,15 +96,20 @@ struct TokenScope {
   int32_t first_entry;      // this thread's gather-lane entry in the walk's first chunk (-1: none, or producers)
 };
 
-// The chunks a walk over the whole token needs: those up to its last active
-// column by lens (at least one, so that every walk starts). The chunks past
-// it are wholly masked; their folds change no bit but a -0 output's sign
-// (fold_unwalked_chunks). min before the rounding: lens reach INT32_MAX.
+// The chunks a walk over the whole token needs: those up to the end of the
+// column group that holds its last active column by lens (at least one
+// chunk, so that every walk starts). The groups past it are wholly masked;
+// their folds change no bit but a -0 output's sign (fold_unwalked_chunks).
+// Whole groups: a group cut short would fold a P V sum that the full walk
+// carries through further (masked) MMAs, whose sign of zero PTX leaves
+// open. min before the rounding: lens reach INT32_MAX.
 template <class Traits>
 __device__ __forceinline__ int walked_chunks(const Dsv4Params& p, const TokenScope& scope) {
   constexpr int kColumns = Traits::kChunkColumns;
   const int columns = min(max(scope.len, 1), p.chunks * kColumns);
-  return (columns + kColumns - 1) / kColumns;
+  const int chunks = (columns + kColumns - 1) / kColumns;
+  const int groups = (chunks + p.chunks_per_group - 1) / p.chunks_per_group;
+  return min(groups * p.chunks_per_group, p.chunks);
 }
 
 // A CTA's TokenScope (the window only where it holds SWA columns: with

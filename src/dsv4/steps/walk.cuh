@@ -62,9 +62,9 @@ __device__ __forceinline__ void chunk_math(ChunkSmem<Traits>& s, const TokenScop
   instrument::phase_mark(i, 7);
 }
 
-// Two KV tiles: the rows of chunk i + 1 (and the indices of chunk i + 2) are
+// Two KV tiles: the rows of chunk i + 1 (and the entries of chunk i + 2) are
 // in flight during chunk i's math. They are issued after the wait and fence
-// for chunk i's rows (the index cp.async: so that the wait never waits on
+// for chunk i's rows (the entries' cp.async: so that the wait never waits on
 // them). The first gather releases dependent grids (PDL); the sinks reach
 // shared memory after it, so that their load never delays it.
 template <class Traits, class ChunkPv>
@@ -74,7 +74,7 @@ __device__ __forceinline__ void walk_chunks_two_tiles(ChunkSmem<Traits>& s, cons
   constexpr int kColumns = Traits::kChunkColumns;
   gather_chunk<Traits>(s, p, first * kColumns, scope.first_entry, scope.len, scope.window, scope.count_out_of_range,
                        0);
-  if (count > 1) stage_chunk_indices<Traits>(s, p, scope.token, (first + 1) * kColumns, 1);
+  if (count > 1) stage_chunk_entries<Traits>(s, p, scope.token, (first + 1) * kColumns, 1);
   ptx::cp_async_commit();
   ptx::launch_dependents();
   if (threadIdx.x < Traits::kHeads) s.sink_log2[threadIdx.x] = scope.sink * kLog2e;
@@ -86,7 +86,7 @@ __device__ __forceinline__ void walk_chunks_two_tiles(ChunkSmem<Traits>& s, cons
     // Q (cp.async) is read by wgmma, and chunk i - 1's reads of the other tile
     // must precede the bulk copies into it: both cross the async proxy.
     ptx::fence_proxy_async_shared();
-    // Chunk i's rows and chunk i + 1's indices are visible; chunk i - 1's P V is done with the other tile.
+    // Chunk i's rows and chunk i + 1's entries are visible; chunk i - 1's P V is done with the other tile.
     __syncthreads();
     instrument::phase_mark(i, 1);
     PendingRow pending;
@@ -95,7 +95,7 @@ __device__ __forceinline__ void walk_chunks_two_tiles(ChunkSmem<Traits>& s, cons
       pending = gather_chunk<Traits>(s, p, column0, staged_entry<Traits>(s, p, column0, (i + 1) % Traits::kKvTiles),
                                      scope.len, scope.window, scope.count_out_of_range, kv_tile ^ 1,
                                      Traits::kGatherIssueNow);
-      if (i + 2 < count) stage_chunk_indices<Traits>(s, p, scope.token, column0 + kColumns, i % Traits::kKvTiles);
+      if (i + 2 < count) stage_chunk_entries<Traits>(s, p, scope.token, column0 + kColumns, i % Traits::kKvTiles);
       ptx::cp_async_commit();
     }
     instrument::phase_mark(i, 2);
@@ -108,7 +108,7 @@ __device__ __forceinline__ void walk_chunks_two_tiles(ChunkSmem<Traits>& s, cons
 }
 
 // One KV tile: chunk i's rows are gathered once chunk i - 1's P V is done
-// with the tile, their indices loaded from global memory then. Meant for
+// with the tile, their entries loaded from global memory then. Meant for
 // walks of one chunk (the cluster kernels and the BF16 split kernel up to
 // W = 1024); longer walks run the same float operations, only slower.
 template <class Traits, class ChunkPv>
