@@ -108,12 +108,15 @@ void print_header(const BenchOptions& o, const KvPools& pools, const GraphTimer&
   std::printf("sinks on, every column active; median of %d replays (per layer = replay / L)%s\n", o.replays,
               o.enable_pdl ? ", PDL on" : "");
   print_gather_note(o);
-  std::printf("%6s %6s %5s %-8s %9s %-15s %9s %11s %7s %10s %10s %6s\n", "T", "width", "heads", "mode", "hca_us",
-              "plain kernel", "plain_us", "gather_us", "rows/w", "fraction", "check_err", "bits");
+  std::printf("plain_us: dsv4_decode's plain form; general_us: its general form (one lens value, stride 0), which\n"
+              "the page walk builds on\n");
+  std::printf("%6s %6s %5s %-8s %9s %-15s %9s %10s %11s %7s %10s %10s %6s\n", "T", "width", "heads", "mode", "hca_us",
+              "plain kernel", "plain_us", "general_us", "gather_us", "rows/w", "fraction", "check_err", "bits");
 }
 
 struct HcaRow {
-  BenchRow plain;   // dsv4_decode on the expanded rows
+  BenchRow plain;         // dsv4_decode on the expanded rows (its plain form)
+  double general_us = 0.0;  // the same call in the general form, which the page walk builds on
   double hca_us = 0.0;
 };
 
@@ -126,6 +129,10 @@ void write_csv_rows(std::ofstream& csv, const HcaRow& r) {
   csv << "dsv4_decode,auto:" << kernel_name(p.ran) << ',' << p.tokens << ',' << p.width << ',' << p.heads << ','
       << p.layers << ',' << p.decode_us << ',' << p.gathered_bytes << ',' << p.gbps() << ',' << p.gather_us << ','
       << p.gather_fraction() << ',' << mode_name(p.mode) << '\n';
+  csv << "dsv4_decode,general:" << kernel_name(p.ran) << ',' << p.tokens << ',' << p.width << ',' << p.heads << ','
+      << p.layers << ',' << r.general_us << ',' << p.gathered_bytes << ','
+      << (r.general_us > 0 ? p.gathered_bytes / r.general_us / 1e3 : 0.0) << ',' << p.gather_us << ','
+      << (r.general_us > 0 ? p.gather_us / r.general_us : 0.0) << ',' << mode_name(p.mode) << '\n';
   csv.flush();
 }
 
@@ -186,6 +193,20 @@ ShapeOutcome run_shape(const BenchOptions& o, CUstream_st* stream, const KvPools
       throw std::runtime_error("dsv4_decode: " + status.message());
     }
   });
+  // The general form: one lens value for every token (lens stride 0), the width.
+  const testing::DeviceBuffer one_len(std::vector<int32_t>{shape.width});
+  std::vector<Dsv4DecodeArgs> general;
+  for (int i = 0; i < layers.count(); ++i) {
+    Dsv4DecodeArgs a = layers.layer(i).args;
+    a.lens = one_len.as<int32_t>();
+    a.lens_token_stride = 0;
+    general.push_back(a);
+  }
+  row.general_us = time_per_layer(timer, o, layers.count(), [&](int i, CUstream_st* s) {
+    if (Status status = dsv4_decode(general[i], workspace.get(), workspace_bytes, s); !status.ok()) {
+      throw std::runtime_error("dsv4_decode (general form): " + status.message());
+    }
+  });
   row.hca_us = time_per_layer(timer, o, layers.count(), [&](int i, CUstream_st* s) {
     if (Status status = dsv4_decode_hca(hca[i].args, workspace.get(), workspace_bytes, s); !status.ok()) {
       throw std::runtime_error("dsv4_decode_hca: " + status.message());
@@ -216,9 +237,9 @@ int run_hca_bench(const BenchOptions& options) {
       failed += outcome == ShapeOutcome::kCheckFailed;
       if (outcome != ShapeOutcome::kTimed) return;
       const BenchRow& p = row.plain;
-      std::printf("%6lld %6d %5d %-8s %9.2f %-15s %9.2f %11.2f %7d %10.3f %10.2e %6s\n",
+      std::printf("%6lld %6d %5d %-8s %9.2f %-15s %9.2f %10.2f %11.2f %7d %10.3f %10.2e %6s\n",
                   static_cast<long long>(p.tokens), p.width, p.heads, mode_name(p.mode), row.hca_us,
-                  (std::string("auto:") + kernel_name(p.ran)).c_str(), p.decode_us, p.gather_us,
+                  (std::string("auto:") + kernel_name(p.ran)).c_str(), p.decode_us, row.general_us, p.gather_us,
                   p.gather_rows_per_warp, row.hca_us > 0 ? p.gather_us / row.hca_us : 0.0, p.check_error, "same");
       std::fflush(stdout);
       if (csv.is_open()) write_csv_rows(csv, row);
