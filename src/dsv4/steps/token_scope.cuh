@@ -11,6 +11,7 @@
 #include "dsv4/steps/gather.cuh"
 #include "dsv4/steps/query.cuh"
 #include "dsv4/steps/token_address.cuh"
+#include "dsv4/walk_rules.h"
 #include "dsv4_hca/expand_rules.h"
 #include "sparse_decode/types.h"
 
@@ -96,20 +97,14 @@ struct TokenScope {
   int32_t first_entry;      // this thread's gather-lane entry in the walk's first chunk (-1: none, or producers)
 };
 
-// The chunks a walk over the whole token needs: those up to the end of the
-// column group that holds its last active column by lens (at least one
-// chunk, so that every walk starts). The groups past it are wholly masked;
-// their folds change no bit but a -0 output's sign (fold_unwalked_chunks).
-// Whole groups: a group cut short would fold a P V sum that the full walk
-// carries through further (masked) MMAs, whose sign of zero PTX leaves
-// open. min before the rounding: lens reach INT32_MAX.
+// The chunks a walk over the whole token needs (walked_chunk_count): those
+// up to the end of the column group of its last active column. The groups
+// past it are wholly masked; their folds change no bit but a -0 output's
+// sign (fold_unwalked_chunks).
 template <class Traits>
 __device__ __forceinline__ int walked_chunks(const Dsv4Params& p, const TokenScope& scope) {
-  constexpr int kColumns = Traits::kChunkColumns;
-  const int columns = min(max(scope.len, 1), p.chunks * kColumns);
-  const int chunks = (columns + kColumns - 1) / kColumns;
-  const int groups = (chunks + p.chunks_per_group - 1) / p.chunks_per_group;
-  return min(groups * p.chunks_per_group, p.chunks);
+  static_assert(Traits::kChunkColumns == 64, "walked_chunk_count counts chunks of 64 columns");
+  return walked_chunk_count(scope.len, p.chunks, p.chunks_per_group);
 }
 
 // A CTA's TokenScope (the window only where it holds SWA columns: with
