@@ -93,9 +93,6 @@ std::string check_dsa_options(const BenchOptions& o) {
   if (o.widths != BenchOptions{}.widths) {
     return "--widths: not with --layout dsa (a DSA row reads --regions x --block keys)";
   }
-  if (std::find(o.modes.begin(), o.modes.end(), BenchMode::kShared) != o.modes.end()) {
-    return "--mode: expected distinct or all with --layout dsa (one request a token, its own pages), got shared";
-  }
   if (o.gather_rows_per_warp != 0) {
     return "--gather-rows: not with --layout dsa (the DSA gather times 2, 4 and 8 loads a thread and keeps the "
            "fastest)";
@@ -159,14 +156,22 @@ struct DsaRow {
   }
 };
 
-void print_header(const BenchOptions& o, const DsaCache& cache, const GraphTimer& timer) {
+void print_header(const BenchOptions& o, const DsaCache& cache, const GraphTimer& timer, BenchMode mode) {
   const bool fp8 = o.dtype == DType::kFloat8E4M3;
   std::printf("dsa_decode (SPEC section 4): %s cache (slots of 384 %s: K then V)%s; BF16 q, out and gate (sigmoid)\n",
               fp8 ? "FP8 E4M3" : "BF16", fp8 ? "bytes" : "BF16", fp8 ? ", k_scale 0.5, v_scale 0.25" : "");
-  std::printf("mode distinct: a request a token (query_len 1), context %lld keys, positions at its end (every region "
-              "fully visible); R distinct random regions a row; a request's blocks on random pages of its own (no page "
-              "named by two requests in a layer); active everywhere\n",
-              static_cast<long long>(kDsaBenchContextKeys));
+  if (mode == BenchMode::kDistinct) {
+    std::printf("mode distinct: a request a token (query_len 1), context %lld keys, positions at its end (every "
+                "region fully visible); R distinct random regions a row; a request's blocks on random pages of its "
+                "own (no page named by two requests in a layer); active everywhere\n",
+                static_cast<long long>(kDsaBenchContextKeys));
+  } else {
+    std::printf("mode shared: a request a token (query_len 1), context %lld keys, positions at its end; runs of %d "
+                "tokens share one block table (MTP decoding) and slide over R + %d random regions of it, token i "
+                "reading regions i .. i + R - 1 (pages repeat within a run, part of them from L2); active "
+                "everywhere\n",
+                static_cast<long long>(kDsaBenchContextKeys), kBenchQueryLen, kBenchQueryLen - 1);
+  }
   std::printf("%d layers a graph, each its own q, gate, tables and cache region; cache %.2f GiB (%zu MiB a layer); "
               "L2 flushed with %zu MiB\n",
               o.layers, cache.total_bytes() / double(kGiB), cache.region_bytes() / kMiB, timer.flush_bytes() / kMiB);
@@ -194,7 +199,7 @@ void write_csv_row(std::ofstream& csv, const DsaRow& r, bool pdl) {
       << ',' << int64_t{s.regions} * s.block_size << ',' << s.heads << ',' << r.layers << ',' << r.decode_us << ','
       << r.gathered_bytes << ',' << r.gbps() << ',' << r.gather_us << ',' << r.gather_fraction() << ',' << s.groups
       << ',' << s.block_size << ',' << s.regions << ',' << r.splits << ',' << s.rows() << ',' << r.gather_loads << ','
-      << r.check_error << ',' << mode_name(BenchMode::kDistinct) << '\n';
+      << r.check_error << ',' << mode_name(s.mode) << '\n';
   csv.flush();
 }
 
@@ -217,8 +222,9 @@ ShapeOutcome run_shape(DsaContext& ctx, const DsaBenchShape& shape, std::vector<
   const DsaBenchLayers layers(ctx.cache, shape, seed, ctx.stream);
   auto label = [&] {
     char text[128];
-    std::snprintf(text, sizeof(text), "T=%lld G=%d heads=%d block=%d R=%d", static_cast<long long>(shape.tokens),
-                  shape.groups, shape.heads, shape.block_size, shape.regions);
+    std::snprintf(text, sizeof(text), "T=%lld G=%d heads=%d block=%d R=%d mode %s",
+                  static_cast<long long>(shape.tokens), shape.groups, shape.heads, shape.block_size, shape.regions,
+                  mode_name(shape.mode));
     return std::string(text);
   };
 
@@ -302,18 +308,20 @@ int run_dsa_bench(const BenchOptions& options) {
   const DsaCache cache(cache_bytes, options.layers, options.dtype, options.seed, stream.get());
   GraphTimer timer(stream.get(), options.flush_bytes);
   DsaContext ctx{options, stream.get(), cache, timer};
-  print_header(options, cache, timer);
-
   int failed = 0;
-  for_each_dsa_shape(options, [&](const DsaBenchShape& shape) {
-    std::vector<DsaRow> rows;
-    const ShapeOutcome outcome = run_shape(ctx, shape, rows);
-    failed += outcome == ShapeOutcome::kCheckFailed;
-    for (const DsaRow& row : rows) {
-      print_row(row);
-      if (csv.is_open()) write_csv_row(csv, row, options.enable_pdl);
-    }
-  });
+  for (BenchMode mode : options.modes) {
+    print_header(options, cache, timer, mode);
+    for_each_dsa_shape(options, [&](DsaBenchShape shape) {
+      shape.mode = mode;
+      std::vector<DsaRow> rows;
+      const ShapeOutcome outcome = run_shape(ctx, shape, rows);
+      failed += outcome == ShapeOutcome::kCheckFailed;
+      for (const DsaRow& row : rows) {
+        print_row(row);
+        if (csv.is_open()) write_csv_row(csv, row, options.enable_pdl);
+      }
+    });
+  }
   std::printf("\nrows = T x G; gathered = K + V bytes of the visible keys (rows x R x block x %d); "
               "GB/s = gathered / decode time; fraction = gather_us / decode_us (1.0: as fast as the pure gather); "
               "check_err: relative L2 of layer 0's first %lld tokens against the fp64 CPU backend\n",

@@ -51,31 +51,42 @@ DsaTables make_dsa_tables(const DsaBenchShape& s, int64_t pages, uint64_t seed) 
   tables.positions.assign(static_cast<size_t>(rows), static_cast<int32_t>(int64_t{max_blocks} * s.block_size - 1));
   tables.active.assign(static_cast<size_t>(rows), 1);
 
-  std::vector<int32_t> blocks(static_cast<size_t>(max_blocks));  // a permutation: R distinct draws a row
+  std::vector<int32_t> blocks(static_cast<size_t>(max_blocks));  // a permutation: distinct draws a run
   std::iota(blocks.begin(), blocks.end(), 0);
   std::vector<uint8_t> named(static_cast<size_t>(max_blocks), 0);
   std::vector<int32_t> named_order;
+  const int64_t run_tokens = s.mode == BenchMode::kShared ? kBenchQueryLen : 1;  // tokens sharing a table
   int64_t cursor = 0;
-  for (int64_t t = 0; t < s.tokens; ++t) {  // request t = token t (query_len 1)
+  for (int64_t first = 0; first < s.tokens; first += run_tokens) {
+    const int64_t n = std::min(run_tokens, s.tokens - first);
     named_order.clear();
     for (int32_t g = 0; g < s.groups; ++g) {
-      const int64_t row = t * s.groups + g;
-      for (int32_t c = 0; c < R; ++c) {
+      const int32_t span = static_cast<int32_t>(std::min<int64_t>(R + n - 1, max_blocks));
+      for (int32_t c = 0; c < span; ++c) {
         std::uniform_int_distribution<int32_t> pick(c, max_blocks - 1);
         std::swap(blocks[static_cast<size_t>(c)], blocks[static_cast<size_t>(pick(rng))]);
         const int32_t block = blocks[static_cast<size_t>(c)];
-        regions[static_cast<size_t>(row * R + c)] = block;
         if (!named[static_cast<size_t>(block)]) {
           named[static_cast<size_t>(block)] = 1;
           named_order.push_back(block);
         }
       }
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t row = (first + i) * s.groups + g;
+        const int32_t shift = static_cast<int32_t>(std::min<int64_t>(i, span - R));
+        for (int32_t c = 0; c < R; ++c) {
+          regions[static_cast<size_t>(row * R + c)] = blocks[static_cast<size_t>(shift + c)];
+        }
+      }
     }
-    int32_t* table = &block_table[static_cast<size_t>(t * max_blocks)];
+    int32_t* table = &block_table[static_cast<size_t>(first * max_blocks)];
     int64_t k = 0;
     for (int32_t block : named_order) table[block] = page_order[static_cast<size_t>((cursor + k++) % pages)];
     for (int32_t block = 0; block < max_blocks; ++block) {
       if (!named[static_cast<size_t>(block)]) table[block] = page_order[static_cast<size_t>((cursor + k++) % pages)];
+    }
+    for (int64_t i = 1; i < n; ++i) {
+      std::copy(table, table + max_blocks, &block_table[static_cast<size_t>((first + i) * max_blocks)]);
     }
     cursor = (cursor + static_cast<int64_t>(named_order.size())) % pages;
     for (int32_t block : named_order) named[static_cast<size_t>(block)] = 0;

@@ -12,6 +12,7 @@
 #include <functional>
 #include <vector>
 
+#include "bench/bench_indices.h"
 #include "bench/dsa_gather.h"
 #include "bench/layer_check.h"
 #include "sparse_decode/dsa_decode.h"
@@ -38,6 +39,7 @@ struct DsaBenchShape {
   int32_t regions = 16;     // R
   DType cache_dtype = DType::kFloat8E4M3;
   bool enable_pdl = false;
+  BenchMode mode = BenchMode::kDistinct;  // make_dsa_tables
 
   int64_t rows() const { return tokens * groups; }
   int32_t max_blocks() const;
@@ -52,12 +54,17 @@ struct DsaBenchShape {
 
 // One layer's int32 tables, drawn on the host: block_table [tokens,
 // max_blocks] (request t = token t), regions [rows, R], positions and active
-// [rows]. Requests take their named pages from a shuffled order of the
-// layer's `pages` one after another (distinct across requests while
-// `pages` >= pages_wanted_per_layer: the distinct mode, which the bench
-// sizes its cache for) and the rest of their table, never read, from the
-// pages that follow (a request's pages are distinct); a row's R blocks are
-// distinct; every position is the context's last key.
+// [rows]. A row's R blocks are distinct; every position is the context's
+// last key. In the distinct mode each request takes its named pages from a
+// shuffled order of the layer's `pages` one after another (distinct across
+// requests while `pages` >= pages_wanted_per_layer, which the bench sizes its
+// cache for) and the rest of its table, never read, from the pages that
+// follow (a request's pages are distinct). In the shared mode runs of
+// kBenchQueryLen tokens share one table, as the tokens of a request under
+// MTP decoding do, and their regions slide: a run's group draws R + n - 1
+// distinct blocks (n tokens, at most max_blocks) and token i of the run
+// reads blocks i .. i + R - 1 of them, as the shared mode's SWA windows
+// start a row later a token.
 struct DsaTables {
   std::vector<int32_t> block_table, regions, positions, active;
   int64_t visible_keys = 0;    // keys the rows attend: rows * R * block

@@ -258,5 +258,78 @@ TEST(BenchIndices, DsaTablesGiveEveryRequestItsOwnPages) {
   }
 }
 
+// The shared mode: runs of kBenchQueryLen tokens share one block table
+// (the same page for every block) and their regions slide: token i of a run
+// reads blocks i .. i + R - 1 of its group's R + n - 1 distinct blocks (n
+// tokens in the run; at most max_blocks: the shift stops there). The
+// distinct mode's tables are unchanged by the mode's existence: a run of
+// one token draws exactly R blocks a group.
+TEST(BenchIndices, DsaSharedTablesSlideOverOneTableARun) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_message(seed));
+  struct Case {
+    int64_t tokens;
+    int32_t groups, block, regions;
+  };
+  for (const Case& c : {Case{1, 1, 64, 16}, Case{12, 1, 64, 16}, Case{13, 4, 64, 16}, Case{7, 2, 16, 64},
+                        Case{6, 1, 4096, 4}}) {
+    DsaBenchShape shape;
+    shape.tokens = c.tokens;
+    shape.groups = c.groups;
+    shape.block_size = c.block;
+    shape.regions = c.regions;
+    shape.mode = BenchMode::kShared;
+    SCOPED_TRACE("T=" + std::to_string(c.tokens) + " G=" + std::to_string(c.groups) +
+                 " block=" + std::to_string(c.block) + " R=" + std::to_string(c.regions));
+    const int64_t pages = shape.pages_wanted_per_layer();
+    const DsaTables tables = make_dsa_tables(shape, pages, seed);
+    const int32_t max_blocks = shape.max_blocks();
+    const int32_t R = c.regions;
+    std::set<int32_t> read_pages;
+    for (int64_t t = 0; t < c.tokens; ++t) {
+      const int64_t first = t / kBenchQueryLen * kBenchQueryLen, i = t - first;
+      const int64_t n = std::min<int64_t>(kBenchQueryLen, c.tokens - first);
+      const int32_t span = static_cast<int32_t>(std::min<int64_t>(R + n - 1, max_blocks));
+      const int32_t shift = static_cast<int32_t>(std::min<int64_t>(i, span - R));
+      for (int32_t b = 0; b < max_blocks; ++b) {
+        ASSERT_EQ(tables.block_table[static_cast<size_t>(t * max_blocks + b)],
+                  tables.block_table[static_cast<size_t>(first * max_blocks + b)])
+            << "token " << t << " block " << b << ": not its run's table";
+      }
+      for (int32_t g = 0; g < c.groups; ++g) {
+        const int64_t row = t * c.groups + g, run_row = first * c.groups + g;
+        std::set<int32_t> blocks;
+        for (int32_t r = 0; r < R; ++r) {
+          const int32_t block = tables.regions[static_cast<size_t>(row * R + r)];
+          ASSERT_GE(block, 0);
+          ASSERT_LT(block, max_blocks);
+          EXPECT_TRUE(blocks.insert(block).second) << "row " << row << " names block " << block << " twice";
+          read_pages.insert(tables.block_table[static_cast<size_t>(t * max_blocks + block)]);
+          if (r + shift < R) {  // within the run's first token's regions: the same block, shifted
+            EXPECT_EQ(block, tables.regions[static_cast<size_t>(run_row * R + r + shift)]) << "row " << row;
+          }
+        }
+      }
+    }
+    EXPECT_EQ(tables.visible_keys, shape.rows() * R * c.block);
+    EXPECT_EQ(tables.distinct_pages, static_cast<int64_t>(read_pages.size()));
+  }
+}
+
+// A run of one token is the distinct mode's draw: the shared mode at T = 1
+// gives the distinct mode's tables.
+TEST(BenchIndices, DsaSharedModeOfOneTokenIsTheDistinctDraw) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_message(seed));
+  DsaBenchShape shape;
+  shape.tokens = 1;
+  shape.groups = 2;
+  const DsaTables distinct = make_dsa_tables(shape, shape.pages_wanted_per_layer(), seed);
+  shape.mode = BenchMode::kShared;
+  const DsaTables shared = make_dsa_tables(shape, shape.pages_wanted_per_layer(), seed);
+  EXPECT_EQ(distinct.block_table, shared.block_table);
+  EXPECT_EQ(distinct.regions, shared.regions);
+}
+
 }  // namespace
 }  // namespace sparse_decode::bench
