@@ -17,7 +17,7 @@ value in any row is left out.
     python3 scripts/readme_tables.py --print --table plain_bf16  # one table (see --help for the names)
 
 A CSV without the `mode` column predates it: its rows are of the shared
-mode, except DSA's, whose only mode is the distinct one. Only the standard
+mode, except DSA's, which were of the distinct one. Only the standard
 library is used. scripts/plot_results.py draws the same series.
 """
 from __future__ import annotations
@@ -377,22 +377,27 @@ def hca_heads_table(found, peers) -> List[str]:
 
 
 def dsa_table(found, peers) -> List[str]:
-    """DSA's only mode is the distinct one: one request a token, its pages its own."""
-    fp8 = found.get(("dsa_fp8", False, "distinct", HEADS))
-    bf16 = found.get(("dsa_bf16", False, "distinct", HEADS))
-    if not (fp8 or bf16):
-        return []
-    lines = []
-    for shape in shapes_of(fp8, bf16):
-        a, b = get(fp8, shape), get(bf16, shape)
-        any_row = a or b
-        lines.append([str(shape[0]), str(shape[1]), str(any_row.splits or ""),
-                      us(a.us) if a else "", us(a.gather_us) if a else "", ratio(a.us, a.gather_us) if a else "",
-                      us(b.us) if b else "", us(b.gather_us) if b else "", ratio(b.us, b.gather_us) if b else ""])
-    head = ["T", "keys a row", "splits", "FP8 µs", "FP8 gather µs", "FP8 ÷ gather", "BF16 µs", "BF16 gather µs",
-            "BF16 ÷ gather"]
-    return ([f"**`dsa_decode`, G = 1, 16 heads, block 64, 16 regions, distinct mode** ({files_of(fp8, bf16)})", ""]
-            + table(head, lines))
+    """DSA in the distinct mode (one request a token, its pages its own), then the shared mode where measured."""
+    out: List[str] = []
+    for mode in ("distinct", "shared"):
+        fp8 = found.get(("dsa_fp8", False, mode, HEADS))
+        bf16 = found.get(("dsa_bf16", False, mode, HEADS))
+        if not (fp8 or bf16):
+            continue
+        lines = []
+        for shape in shapes_of(fp8, bf16):
+            a, b = get(fp8, shape), get(bf16, shape)
+            any_row = a or b
+            lines.append([str(shape[0]), str(shape[1]), str(any_row.splits or ""),
+                          us(a.us) if a else "", us(a.gather_us) if a else "", ratio(a.us, a.gather_us) if a else "",
+                          us(b.us) if b else "", us(b.gather_us) if b else "", ratio(b.us, b.gather_us) if b else ""])
+        head = ["T", "keys a row", "splits", "FP8 µs", "FP8 gather µs", "FP8 ÷ gather", "BF16 µs", "BF16 gather µs",
+                "BF16 ÷ gather"]
+        if out:
+            out.append("")
+        out += ([f"**`dsa_decode`, G = 1, 16 heads, block 64, 16 regions, {mode} mode** ({files_of(fp8, bf16)})", ""]
+                + table(head, lines))
+    return out
 
 
 def merge_table(found, peers) -> List[str]:
