@@ -76,7 +76,7 @@ size_t cache_bytes_for(const BenchOptions& o) {
   const size_t limit = free_bytes > reserved ? free_bytes - reserved : 0;
   if (wanted > limit) {
     std::fprintf(stderr,
-                 "bench: --mode distinct: the shapes need a %.1f GiB cache for every request's pages to be its own "
+                 "bench: the shapes need a %.1f GiB cache for every request's pages to be its own (the distinct mode) "
                  "(%d layers), more than the %.1f GiB available; lower --tokens, --groups or --layers\n",
                  wanted / double(kGiB), o.layers, limit / double(kGiB));
     return 0;

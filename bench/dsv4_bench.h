@@ -28,7 +28,7 @@ struct BenchOptions {
   std::vector<int64_t> tokens = {1, 6, 12, 48, 128, 512, 2048};  // T of each shape
   std::vector<int32_t> widths = {640, 128};                       // W of each shape (packed: SWA 128 + extra W - 128)
   std::vector<int32_t> heads;  // query heads of each shape (--heads); empty: the layout's (default_heads)
-  std::vector<BenchMode> modes;  // --mode; empty: every mode of the layout (layout_modes), in that order
+  std::vector<BenchMode> modes;  // --mode; empty: the layout's default modes (layout_modes), in that order
   int layers = 8;         // L: decode calls in the graph, each with its own rows
   int replays = 30;       // timed replays; the median is reported
   int warmup = 3;         // untimed replays first
@@ -82,8 +82,8 @@ const char* kernel_name(Dsv4Kernel kernel);
 // The head counts a run times when --heads is not given: 16, 64 and 128 for
 // plain and packed rows; 16 for HCA; 16 a group for DSA.
 std::vector<int32_t> default_heads(BenchLayout layout);
-// The input modes of a layout: shared and distinct; DSA only distinct (one
-// request a token, its own pages).
+// The input modes a layout runs without --mode: shared and distinct; DSA
+// distinct (its shared mode with --mode shared or all).
 std::vector<BenchMode> layout_modes(BenchLayout layout);
 // `options` with the layout's head counts and modes where they are empty.
 BenchOptions with_layout_defaults(BenchOptions options);

@@ -92,7 +92,7 @@ def series_name(row: Row, hca_file: bool) -> str:
 
 
 def default_mode(kernel: str) -> str:
-    """The mode of a row written before the `mode` column: DSA has only the distinct one."""
+    """The mode of a row written before the `mode` column: DSA's were of the distinct one."""
     return "distinct" if kernel.startswith("dsa_decode") else "shared"
 
 

@@ -46,9 +46,9 @@ constexpr const char* kBenchHelp = R"(  bench   per-layer time of dsv4_decode in
                                   distinct (one request a token, its own window, no row
                                   read twice in a layer: every row from DRAM; the pools
                                   grow to hold every row of the largest shape once), or
-                                  all (default: shared, then distinct; dsa: distinct, and
-                                  its shared mode: runs of 6 tokens share a block table,
-                                  their R regions sliding by one a token)
+                                  all (shared, then distinct; the default, except with dsa:
+                                  distinct; dsa's shared mode: runs of 6 tokens share a
+                                  block table, their R regions sliding by one a token)
             --layers L            layers a graph, each its own rows: 1..1024 (default 8)
             --replays R           timed replays, median reported: 1..100000 (default 30)
             --csv PATH            also write the rows as CSV (column `mode` says which)
@@ -148,7 +148,7 @@ std::vector<bench::BenchMode> parse_modes(ArgReader& args, const std::string& op
   const std::string mode = args.choice(option, {"shared", "distinct", "all"});
   if (mode == "shared") return {bench::BenchMode::kShared};
   if (mode == "distinct") return {bench::BenchMode::kDistinct};
-  return {};  // every mode of the layout
+  return {bench::BenchMode::kShared, bench::BenchMode::kDistinct};
 }
 
 std::vector<Dsv4Kernel> parse_kernels(ArgReader& args, const std::string& option) {

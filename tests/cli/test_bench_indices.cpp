@@ -261,9 +261,8 @@ TEST(BenchIndices, DsaTablesGiveEveryRequestItsOwnPages) {
 // The shared mode: runs of kBenchQueryLen tokens share one block table
 // (the same page for every block) and their regions slide: token i of a run
 // reads blocks i .. i + R - 1 of its group's R + n - 1 distinct blocks (n
-// tokens in the run; at most max_blocks: the shift stops there). The
-// distinct mode's tables are unchanged by the mode's existence: a run of
-// one token draws exactly R blocks a group.
+// tokens in the run; at most max_blocks: the shift stops there). A run of
+// one token draws exactly R blocks a group, as the distinct mode does.
 TEST(BenchIndices, DsaSharedTablesSlideOverOneTableARun) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed_message(seed));
