@@ -6,11 +6,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define SPARSE_DECODE_HD __host__ __device__ __forceinline__
-#else
-#define SPARSE_DECODE_HD inline
-#endif
+#include "common/host_device.h"
 
 namespace sparse_decode::dsv4 {
 

@@ -6,15 +6,8 @@
 
 #include <cstdint>
 
+#include "common/host_device.h"
 #include "sparse_decode/dsv4_hca_convert.h"
-
-#ifndef SPARSE_DECODE_HD
-#if defined(__CUDACC__)
-#define SPARSE_DECODE_HD __host__ __device__ __forceinline__
-#else
-#define SPARSE_DECODE_HD inline
-#endif
-#endif
 
 namespace sparse_decode::dsv4_hca {
 

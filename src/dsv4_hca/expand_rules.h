@@ -8,13 +8,8 @@
 #include <climits>
 #include <cstdint>
 
+#include "common/host_device.h"
 #include "sparse_decode/dsv4_decode.h"  // kSwaColumns
-
-#if defined(__CUDACC__)
-#define SPARSE_DECODE_HD __host__ __device__ __forceinline__
-#else
-#define SPARSE_DECODE_HD inline
-#endif
 
 namespace sparse_decode::dsv4_hca {
 
