@@ -129,19 +129,11 @@ __device__ __forceinline__ void walk_and_fold(StreamSmem<Traits>& smem, const Ds
 // split and cluster kernels' walks).
 template <class Traits>
 __device__ __forceinline__ void fold_unwalked_chunks(OutputFragment<Traits>& out) {
+  float* values = &out[0][0][0][0][0];
 #pragma unroll
-  for (int t = 0; t < Traits::kHeadTiles; ++t)
-#pragma unroll
-    for (int block = 0; block < Traits::kOutputDimBlocks; ++block)
-#pragma unroll
-      for (int half = 0; half < 2; ++half)
-#pragma unroll
-        for (int par = 0; par < 2; ++par)
-#pragma unroll
-          for (int v = 0; v < 4; ++v) {
-            float& o = out[t][block][half][par][v];
-            o = fold_value(o, FoldWeights{1.0f, 0.0f}, 0.0f);
-          }
+  for (int i = 0; i < int{sizeof(OutputFragment<Traits>) / sizeof(float)}; ++i) {
+    values[i] = fold_value(values[i], FoldWeights{1.0f, 0.0f}, 0.0f);
+  }
 }
 
 // The first thread of the warps that walk P V and store (span marks 1, 3, 4).
