@@ -211,25 +211,37 @@ TEST(BenchIndices, DistinctFitNamesTheLargestShapeThatFits) {
             std::string::npos);
 }
 
+// A DSA table shape of the tests below: T, G, block, R in `mode`.
+struct DsaCase {
+  int64_t tokens;
+  int32_t groups, block, regions;
+};
+
+DsaBenchShape dsa_case_shape(const DsaCase& c, BenchMode mode) {
+  DsaBenchShape shape;
+  shape.tokens = c.tokens;
+  shape.groups = c.groups;
+  shape.block_size = c.block;
+  shape.regions = c.regions;
+  shape.mode = mode;
+  return shape;
+}
+
+std::string dsa_case_name(const DsaCase& c) {
+  return "T=" + std::to_string(c.tokens) + " G=" + std::to_string(c.groups) + " block=" + std::to_string(c.block) +
+         " R=" + std::to_string(c.regions);
+}
+
 // DSA's tables with the pages the bench sizes its cache for: no (page,
 // group) slot range is read by two rows, and no page is named by two
 // requests, so no key is read twice in a layer.
 TEST(BenchIndices, DsaTablesGiveEveryRequestItsOwnPages) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed_message(seed));
-  struct Case {
-    int64_t tokens;
-    int32_t groups, block, regions;
-  };
-  for (const Case& c : {Case{1, 1, 64, 16}, Case{48, 1, 64, 16}, Case{12, 4, 64, 16}, Case{7, 2, 16, 64},
-                        Case{6, 8, 256, 8}}) {
-    DsaBenchShape shape;
-    shape.tokens = c.tokens;
-    shape.groups = c.groups;
-    shape.block_size = c.block;
-    shape.regions = c.regions;
-    SCOPED_TRACE("T=" + std::to_string(c.tokens) + " G=" + std::to_string(c.groups) +
-                 " block=" + std::to_string(c.block) + " R=" + std::to_string(c.regions));
+  for (const DsaCase& c : {DsaCase{1, 1, 64, 16}, DsaCase{48, 1, 64, 16}, DsaCase{12, 4, 64, 16},
+                           DsaCase{7, 2, 16, 64}, DsaCase{6, 8, 256, 8}}) {
+    const DsaBenchShape shape = dsa_case_shape(c, BenchMode::kDistinct);
+    SCOPED_TRACE(dsa_case_name(c));
     const int64_t pages = shape.pages_wanted_per_layer();
     const DsaTables tables = make_dsa_tables(shape, pages, seed);
     const int32_t max_blocks = shape.max_blocks();
@@ -266,20 +278,10 @@ TEST(BenchIndices, DsaTablesGiveEveryRequestItsOwnPages) {
 TEST(BenchIndices, DsaSharedTablesSlideOverOneTableARun) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed_message(seed));
-  struct Case {
-    int64_t tokens;
-    int32_t groups, block, regions;
-  };
-  for (const Case& c : {Case{1, 1, 64, 16}, Case{12, 1, 64, 16}, Case{13, 4, 64, 16}, Case{7, 2, 16, 64},
-                        Case{6, 1, 4096, 4}}) {
-    DsaBenchShape shape;
-    shape.tokens = c.tokens;
-    shape.groups = c.groups;
-    shape.block_size = c.block;
-    shape.regions = c.regions;
-    shape.mode = BenchMode::kShared;
-    SCOPED_TRACE("T=" + std::to_string(c.tokens) + " G=" + std::to_string(c.groups) +
-                 " block=" + std::to_string(c.block) + " R=" + std::to_string(c.regions));
+  for (const DsaCase& c : {DsaCase{1, 1, 64, 16}, DsaCase{12, 1, 64, 16}, DsaCase{13, 4, 64, 16},
+                           DsaCase{7, 2, 16, 64}, DsaCase{6, 1, 4096, 4}}) {
+    const DsaBenchShape shape = dsa_case_shape(c, BenchMode::kShared);
+    SCOPED_TRACE(dsa_case_name(c));
     const int64_t pages = shape.pages_wanted_per_layer();
     const DsaTables tables = make_dsa_tables(shape, pages, seed);
     const int32_t max_blocks = shape.max_blocks();
