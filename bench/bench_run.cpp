@@ -161,6 +161,22 @@ double time_per_layer(GraphTimer& timer, const BenchOptions& options, int layers
   return median(replays) / layers;
 }
 
+std::vector<double> time_per_layer_interleaved(
+    GraphTimer& timer, const BenchOptions& options, int layers,
+    const std::vector<std::function<void(int, CUstream_st*)>>& launch_layers) {
+  std::vector<std::function<void(CUstream_st*)>> enqueues;
+  for (const auto& launch_layer : launch_layers) {
+    enqueues.push_back([&launch_layer, layers](cudaStream_t stream) {
+      for (int i = 0; i < layers; ++i) launch_layer(i, stream);
+    });
+  }
+  std::vector<double> per_layer;
+  for (const std::vector<double>& replays : timer.time_interleaved(enqueues, options.replays, options.warmup)) {
+    per_layer.push_back(median(replays) / layers);
+  }
+  return per_layer;
+}
+
 GatherTime time_reference_gather(GraphTimer& timer, const BenchOptions& options, int layers,
                                  const std::function<const GatherLayer&(int)>& gather) {
   GatherTime best;

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "bench/bench_kernels.h"
 #include "bench/bench_layers.h"
@@ -69,6 +70,11 @@ void print_gather_note(const BenchOptions& options);
 // in one graph: median replay / layers, replays and warmup of the options.
 double time_per_layer(GraphTimer& timer, const BenchOptions& options, int layers,
                       const std::function<void(int, CUstream_st*)>& launch_layer);
+// The same for calls compared with each other (GraphTimer::time_interleaved):
+// the per-layer median of launch_layers[k] at [k].
+std::vector<double> time_per_layer_interleaved(
+    GraphTimer& timer, const BenchOptions& options, int layers,
+    const std::vector<std::function<void(int, CUstream_st*)>>& launch_layers);
 
 // The fastest per-layer time of the reference gather over the variants that
 // the options allow (--gather-rows), over the layers `gather(i)`.

@@ -58,39 +58,53 @@ GraphExec instantiate(cudaGraph_t graph, cudaStream_t stream) {
 
 GraphTimer::GraphTimer(CUstream_st* stream, size_t flush_bytes) : stream_(stream), flush_(flush_bytes) {}
 
-void GraphTimer::flush_l2(int replay) {
+void GraphTimer::flush_l2(int flush) {
   // A different value each time, so that no write can be skipped as unchanged.
-  const int value = replay % 2 ? 0x5A : 0xA5;
+  const int value = flush % 2 ? 0x5A : 0xA5;
   SPARSE_DECODE_CUDA_CHECK(cudaMemsetAsync(flush_.get(), value, flush_.bytes(), stream_));
 }
 
 std::vector<double> GraphTimer::time_replays(const std::function<void(CUstream_st*)>& enqueue, int replays,
                                              int warmup) {
-  const Graph graph = capture(stream_, enqueue);
-  const GraphExec exec = instantiate(graph.get(), stream_);
+  return time_interleaved({enqueue}, replays, warmup)[0];
+}
 
+std::vector<std::vector<double>> GraphTimer::time_interleaved(
+    const std::vector<std::function<void(CUstream_st*)>>& enqueues, int replays, int warmup) {
+  std::vector<Graph> graphs;
+  std::vector<GraphExec> execs;
+  for (const auto& enqueue : enqueues) {
+    graphs.push_back(capture(stream_, enqueue));
+    execs.push_back(instantiate(graphs.back().get(), stream_));
+  }
+
+  int flushes = 0;
   for (int i = 0; i < warmup; ++i) {
-    flush_l2(i);
-    SPARSE_DECODE_CUDA_CHECK(cudaGraphLaunch(exec.get(), stream_));
+    for (const GraphExec& exec : execs) {
+      flush_l2(flushes++);
+      SPARSE_DECODE_CUDA_CHECK(cudaGraphLaunch(exec.get(), stream_));
+    }
   }
   // All replays are queued before the host waits, so host latency never
   // lands between a start event and its graph.
   std::vector<Event> starts, stops;
   for (int i = 0; i < replays; ++i) {
-    starts.push_back(make_event());
-    stops.push_back(make_event());
-    flush_l2(i);
-    SPARSE_DECODE_CUDA_CHECK(cudaEventRecord(starts.back().get(), stream_));
-    SPARSE_DECODE_CUDA_CHECK(cudaGraphLaunch(exec.get(), stream_));
-    SPARSE_DECODE_CUDA_CHECK(cudaEventRecord(stops.back().get(), stream_));
+    for (const GraphExec& exec : execs) {
+      starts.push_back(make_event());
+      stops.push_back(make_event());
+      flush_l2(flushes++);
+      SPARSE_DECODE_CUDA_CHECK(cudaEventRecord(starts.back().get(), stream_));
+      SPARSE_DECODE_CUDA_CHECK(cudaGraphLaunch(exec.get(), stream_));
+      SPARSE_DECODE_CUDA_CHECK(cudaEventRecord(stops.back().get(), stream_));
+    }
   }
   SPARSE_DECODE_CUDA_CHECK(cudaStreamSynchronize(stream_));
 
-  std::vector<double> microseconds;
-  for (int i = 0; i < replays; ++i) {
+  std::vector<std::vector<double>> microseconds(execs.size());
+  for (size_t k = 0; k < starts.size(); ++k) {
     float ms = 0.0f;
-    SPARSE_DECODE_CUDA_CHECK(cudaEventElapsedTime(&ms, starts[i].get(), stops[i].get()));
-    microseconds.push_back(1000.0 * ms);
+    SPARSE_DECODE_CUDA_CHECK(cudaEventElapsedTime(&ms, starts[k].get(), stops[k].get()));
+    microseconds[k % execs.size()].push_back(1000.0 * ms);
   }
   return microseconds;
 }

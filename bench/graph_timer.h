@@ -23,10 +23,17 @@ class GraphTimer {
   // time of each timed replay in microseconds. Throws on any CUDA error.
   std::vector<double> time_replays(const std::function<void(CUstream_st*)>& enqueue, int replays, int warmup);
 
+  // The same for several graphs compared with each other, their replays
+  // interleaved (replay i of every graph, then replay i + 1): the clocks a
+  // GPU settles at over a run then weigh on each alike. Returns the times of
+  // graph k at [k].
+  std::vector<std::vector<double>> time_interleaved(const std::vector<std::function<void(CUstream_st*)>>& enqueues,
+                                                    int replays, int warmup);
+
   size_t flush_bytes() const { return flush_.bytes(); }
 
  private:
-  void flush_l2(int replay);
+  void flush_l2(int flush);
 
   CUstream_st* stream_;
   testing::DeviceBuffer flush_;  // larger than the L2 (60 MB on H200): writing it evicts every row
