@@ -156,11 +156,12 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, resident_ctas(sizeof(S
 
   const float sink = p.sinks && tid < heads.count ? p.sinks[heads.first + tid] : -INFINITY;
   ptx::grid_dependency_wait();
-  // The producers' first entries, loaded before the token's scope (lens,
-  // seq_lens): the two DRAM trips overlap instead of following each other.
-  int32_t first_entry = -1;
+  // The producers' entries of the first two chunks, loaded before the
+  // token's scope (lens, seq_lens): the DRAM trips overlap instead of
+  // following each other.
+  ProducerEntries first_entries;
   if constexpr (Traits::kProducerWarps > 0) {
-    if (warp >= Traits::kFirstProducerWarp) first_entry = producer_entry<Traits>(p, token, 0);
+    if (warp >= Traits::kFirstProducerWarp) first_entries = first_producer_entries<Traits>(p, token, 0);
   }
   load_query<Traits>(s, p, token, heads);
   const TokenScope scope = token_scope<Traits>(s, p, token, heads, true, sink, -1);
@@ -170,7 +171,7 @@ __global__ void __launch_bounds__(Traits::kLaunchThreads, resident_ctas(sizeof(S
     using Registers = ProducerRegisters<Traits, resident_ctas(sizeof(StreamSmem<Traits>))>;
     if (warp >= Traits::kFirstProducerWarp) {
       ptx::setmaxnreg_dec<Registers::kProducer>();
-      produce_chunks<Traits>(s, p, scope, 0, walked, first_entry);
+      produce_chunks<Traits>(s, p, scope, 0, walked, first_entries);
       return;
     }
     ptx::setmaxnreg_inc<Registers::kMath>();

@@ -40,6 +40,18 @@ __device__ __forceinline__ int32_t producer_entry(const Dsv4Params& p, int64_t t
   return lane < Traits::kProducerRows ? load_entry<Traits>(p, token, column) : -1;
 }
 
+// A producer lane's entries in the first two chunks of its walk from chunk
+// `first` (producer_entry; -1 without one).
+struct ProducerEntries {
+  int32_t first = -1;
+  int32_t second = -1;
+};
+
+template <class Traits>
+__device__ __forceinline__ ProducerEntries first_producer_entries(const Dsv4Params& p, int64_t token, int first) {
+  return {producer_entry<Traits>(p, token, first), producer_entry<Traits>(p, token, first + 1)};
+}
+
 // Copies the column entries of the chunk at `column0` into staged.entry[slot]
 // (lanes 0..7 of each warp, one entry each): they travel with the previous
 // chunk's rows, so that issuing this chunk's row copies never waits on a load.

@@ -146,17 +146,19 @@ __device__ __forceinline__ void walk_chunks_one_tile(ChunkSmem<Traits>& s, const
 // token: chunk i goes into KV tile i % kKvTiles once the math warps have
 // released the tile's previous chunk (on the tile's hardware barrier, where
 // the producers sleep without retrying; docs/kernels/large_batch.md). Each
-// chunk's entries are loaded a chunk ahead, so that their latency hides
-// behind that wait; the first chunk's (first_entry, producer_entry of
-// chunk `first`) come from the caller, loaded beside the token's scope.
+// chunk's entries are loaded two chunks ahead, so that their latency hides
+// behind that wait; the first two chunks' (ProducerEntries) come from the
+// caller, loaded before the token's scope: `count` depends on lens, and a
+// load that waited for it would put a DRAM trip before the second chunk's
+// copies.
 template <class Traits>
 __device__ __forceinline__ void produce_chunks(ChunkSmem<Traits>& s, const Dsv4Params& p, const TokenScope& scope,
-                                               int first, int count, int32_t first_entry) {
+                                               int first, int count, ProducerEntries entries) {
   constexpr int kColumns = Traits::kChunkColumns;
-  int32_t entry = first_entry;
+  int32_t entry = entries.first, next = entries.second;
   for (int i = 0; i < count; ++i) {
     const int kv_tile = i % Traits::kKvTiles;
-    const int32_t next = i + 1 < count ? producer_entry<Traits>(p, scope.token, first + i + 1) : -1;
+    const int32_t after_next = i + 2 < count ? producer_entry<Traits>(p, scope.token, first + i + 2) : -1;
     if (i >= Traits::kKvTiles) {
       ptx::named_barrier_sync(Traits::kTileFreeBarrier + kv_tile, Traits::kTileFreeThreads);
       // Generic-proxy accesses of the tile's last use before the bulk copies
@@ -169,6 +171,7 @@ __device__ __forceinline__ void produce_chunks(ChunkSmem<Traits>& s, const Dsv4P
                           kv_tile);
     if (i == 0) ptx::launch_dependents();
     entry = next;
+    next = after_next;
   }
 }
 
