@@ -20,6 +20,17 @@
 
 namespace sparse_decode::dsv4 {
 
+// sink * log2(e) where a walk stores it in shared memory. The sink loads at
+// the kernel's start, off every chain; a multiply the compiler moves up to
+// its load (it is free to: plain arithmetic) makes warp 0 wait for it there,
+// before the CTA's first barrier, and every warp with it. asm volatile
+// keeps the multiply where the walk has it; mul.rn is the same operation.
+__device__ __forceinline__ float sink_log2(float sink) {
+  float scaled;
+  asm volatile("mul.rn.f32 %0, %1, %2;" : "=f"(scaled) : "f"(sink), "f"(kLog2e));
+  return scaled;
+}
+
 // The P V step of the walks that keep a group's P V fragment over its
 // chunks: accumulate_chunk, then group_end(acc, slot) after the group's last
 // chunk (its statistics are then in running_max[slot] / running_sum[slot]).
@@ -77,7 +88,7 @@ __device__ __forceinline__ void walk_chunks_two_tiles(ChunkSmem<Traits>& s, cons
   if (count > 1) stage_chunk_entries<Traits>(s, p, scope.token, (first + 1) * kColumns, 1);
   ptx::cp_async_commit();
   ptx::launch_dependents();
-  if (threadIdx.x < Traits::kHeads) s.sink_log2[threadIdx.x] = scope.sink * kLog2e;
+  if (threadIdx.x < Traits::kHeads) s.sink_log2[threadIdx.x] = sink_log2(scope.sink);
   for (int i = 0; i < count; ++i) {
     const int kv_tile = i % Traits::kKvTiles;
     instrument::phase_mark(i, 0);
@@ -129,7 +140,7 @@ __device__ __forceinline__ void walk_chunks_one_tile(ChunkSmem<Traits>& s, const
     ptx::cp_async_commit();
     if (i == 0) {
       ptx::launch_dependents();
-      if (threadIdx.x < Traits::kHeads) s.sink_log2[threadIdx.x] = scope.sink * kLog2e;
+      if (threadIdx.x < Traits::kHeads) s.sink_log2[threadIdx.x] = sink_log2(scope.sink);
     }
     wait_tile<Traits>(s, 0, i);
     ptx::cp_async_wait_group<0>();
@@ -183,7 +194,7 @@ __device__ __forceinline__ void produce_chunks(ChunkSmem<Traits>& s, const Dsv4P
 template <class Traits, class ChunkPv>
 __device__ __forceinline__ void walk_chunks_fed(ChunkSmem<Traits>& s, const Dsv4Params& p, const TokenScope& scope,
                                                 int count, int per_group, ChunkPv& pv) {
-  if (threadIdx.x < Traits::kHeads) s.sink_log2[threadIdx.x] = scope.sink * kLog2e;
+  if (threadIdx.x < Traits::kHeads) s.sink_log2[threadIdx.x] = sink_log2(scope.sink);
   ptx::cp_async_commit();  // load_query's copies: wait_group waits for committed groups only
   ptx::cp_async_wait_group<0>();
   ptx::fence_proxy_async_shared();  // Q (cp.async) is read by wgmma (async proxy)
@@ -215,7 +226,7 @@ __device__ __forceinline__ void score_chunks(ChunkSmem<Traits>& s, const Dsv4Par
                                              int count, int per_group) {
   static_assert(Traits::kPvWarps > 0, "the scoring side of a walk with P V warps");
   constexpr int kSlots = Traits::kChunkSlots, kHandoff = Traits::kSlotHandoffThreads;
-  if (threadIdx.x < Traits::kHeads) s.sink_log2[threadIdx.x] = scope.sink * kLog2e;
+  if (threadIdx.x < Traits::kHeads) s.sink_log2[threadIdx.x] = sink_log2(scope.sink);
   ptx::cp_async_commit();  // load_query's copies
   ptx::cp_async_wait_group<0>();
   ptx::fence_proxy_async_shared();  // Q (cp.async) is read by wgmma (async proxy)
