@@ -1,6 +1,6 @@
-// The constants and the one approximate function of the kernels' softmax,
-// and the division of the request views (FastDivisor): every kernel and
-// launcher takes them from here.
+// The constants of the kernels' softmax, the sink's scaling, the one
+// approximate function, and the division of the request views
+// (FastDivisor): every kernel and launcher takes them from here.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +28,17 @@ inline FastDivisor fast_divisor(uint32_t d) {
 }
 
 #if defined(__CUDACC__)
+// sink * log2(e) where a kernel needs it, for a sink loaded at the kernel's
+// start, off every chain. The compiler is free to move a plain multiply up
+// to the load, and did: the thread then waits a DRAM trip there, before the
+// CTA's first barrier, and every warp with it. asm volatile keeps the
+// multiply where the kernel has it; mul.rn is the same operation.
+__device__ __forceinline__ float sink_log2(float sink) {
+  float scaled;
+  asm volatile("mul.rn.f32 %0, %1, %2;" : "=f"(scaled) : "f"(sink), "f"(kLog2e));
+  return scaled;
+}
+
 __device__ __forceinline__ uint32_t divide(const FastDivisor& f, uint32_t n) {
   return static_cast<uint32_t>((uint64_t{n} * f.multiplier) >> f.shift);
 }

@@ -20,17 +20,6 @@
 
 namespace sparse_decode::dsv4 {
 
-// sink * log2(e) where a walk stores it in shared memory. The sink loads at
-// the kernel's start, off every chain; a multiply the compiler moves up to
-// its load (it is free to: plain arithmetic) makes warp 0 wait for it there,
-// before the CTA's first barrier, and every warp with it. asm volatile
-// keeps the multiply where the walk has it; mul.rn is the same operation.
-__device__ __forceinline__ float sink_log2(float sink) {
-  float scaled;
-  asm volatile("mul.rn.f32 %0, %1, %2;" : "=f"(scaled) : "f"(sink), "f"(kLog2e));
-  return scaled;
-}
-
 // The P V step of the walks that keep a group's P V fragment over its
 // chunks: accumulate_chunk, then group_end(acc, slot) after the group's last
 // chunk (its statistics are then in running_max[slot] / running_sum[slot]).
