@@ -29,10 +29,10 @@ inline FastDivisor fast_divisor(uint32_t d) {
 
 #if defined(__CUDACC__)
 // sink * log2(e) where a kernel needs it, for a sink loaded at the kernel's
-// start, off every chain. The compiler is free to move a plain multiply up
-// to the load, and did: the thread then waits a DRAM trip there, before the
-// CTA's first barrier, and every warp with it. asm volatile keeps the
-// multiply where the kernel has it; mul.rn is the same operation.
+// start, off every chain. A plain multiply is free to move up to the load,
+// where the thread then waits a DRAM trip, before the CTA's first barrier,
+// and every warp with it. asm volatile keeps the multiply where the kernel
+// has it (the SASS shows it after the barrier); mul.rn is the same operation.
 __device__ __forceinline__ float sink_log2(float sink) {
   float scaled;
   asm volatile("mul.rn.f32 %0, %1, %2;" : "=f"(scaled) : "f"(sink), "f"(kLog2e));
