@@ -115,8 +115,11 @@ def test_converter_errors(rng):
     with pytest.raises(ValueError, match=r"^lens: expected int32"):
         sparse_decode.convert_page_aligned_indices(t.indices, t.lens.astype(np.int64), t.seq_lens, q_len=2,
                                                    page_size=4)
-    with pytest.raises(ValueError, match=r"^max_pages: expected >= convert_max_pages\(seq_lens\[1\]"):
-        convert(t, max_pages=1)  # request 1 is a long one: 32 pages
+    # The first request that needs more than one page (request 1 is a long one; a
+    # short request 0 of 128 or 129 positions needs a tile of 128 slots too).
+    first = next(b for b, n in enumerate(t.seq_lens) if sparse_decode.convert_max_pages(int(n), t.page_size) > 1)
+    with pytest.raises(ValueError, match=rf"^max_pages: expected >= convert_max_pages\(seq_lens\[{first}\]"):
+        convert(t, max_pages=1)
     with pytest.raises(ValueError, match=r"^page_size: expected one of 2, 4, 8, 16, 32, 64, 128"):
         convert(t, page_size=1)
     with pytest.raises(ValueError, match=r"^cum_seq_lens_q: "):
