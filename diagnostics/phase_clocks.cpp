@@ -7,8 +7,10 @@
 //   3 scores stored (wgmma), 4 barrier, 5 softmax, 6 barrier, 7 P V + fold.
 // Then every CTA's span marks by %globaltimer (ns from the earliest entry):
 // the earliest, median and latest CTA at each mark (split, cluster and stream).
-//   phase-clocks [stream|split|cluster|packed-split|packed-stream|packed-h64] [tokens] [width] [heads]
-// (heads: packed-h64 only, 64 or 128; its chunk marks are those above.)
+//   phase-clocks [stream|split|cluster|packed-split|packed-stream|packed-h64|hca] [tokens] [width] [heads]
+// (heads: packed-h64 only, 64 or 128; its chunk marks are those above. hca:
+// dsv4_decode_hca's page walk, then dsv4_decode on the same rows, both by
+// the stream kernel kAuto runs; width = 128 + whole pages of 64 rows.)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -19,8 +21,11 @@
 
 #include "common/instrument.h"
 #include "sparse_decode/dsv4_decode.h"
+#include "sparse_decode/dsv4_decode_hca.h"
 #include "sparse_decode/dsv4_decode_packed.h"
+#include "sparse_decode/introspection.h"
 #include "testing/device_buffer.h"
+#include "testing/dsv4_hca_problem.h"
 #include "testing/dsv4_problem.h"
 
 using namespace sparse_decode;
@@ -164,8 +169,83 @@ void print_combine_stamps(const std::vector<unsigned long long>& stamps) {
   }
 }
 
+// The clocks of the stream kernel that ran last, of the page-walk form
+// (`page_walk`) or of the plain and general forms: the deep kernel at most
+// one token an SM, with P V warps from 5 chunks a token (launch.cu).
+int read_stream_clocks(bool page_walk, bool deep, bool pv_warps, unsigned long long* marks,
+                       unsigned long long* stamps) {
+  namespace c = clocks;
+  int error = page_walk ? (deep && pv_warps ? c::read_page_walk_stream_pv_warps(marks)
+                           : deep           ? c::read_page_walk_stream_deep(marks)
+                                            : c::read_page_walk_stream(marks))
+                        : (deep && pv_warps ? c::read_stream_pv_warps(marks)
+                           : deep           ? c::read_stream_deep(marks)
+                                            : c::read_stream(marks));
+  if (error != 0) return error;
+  return page_walk ? (deep && pv_warps ? c::read_page_walk_stream_pv_warps_stamps(stamps)
+                      : deep           ? c::read_page_walk_stream_deep_stamps(stamps)
+                                       : c::read_page_walk_stream_stamps(stamps))
+                   : (deep && pv_warps ? c::read_stream_pv_warps_stamps(stamps)
+                      : deep           ? c::read_stream_deep_stamps(stamps)
+                                       : c::read_stream_stamps(stamps));
+}
+
+// dsv4_decode_hca (the page walk) and dsv4_decode on the expansion of the
+// same problem (its lens at stride 1), one request a token, every window
+// column active: each call's CTA 0 chunk and span marks and every CTA's
+// stamps, so that the two starts and walks can be set side by side.
+int run_hca(int64_t tokens, int32_t width) {
+  testing::Dsv4HcaProblemConfig config;
+  config.tokens = tokens;
+  config.q_len = 1;
+  config.max_pages = std::max(1, (width - kSwaColumns) / 64);
+  config.compressed_pages = 4096;  // 128 MB of rows (more than L2): the gather reads DRAM
+  config.swa_rows = 1 << 16;
+  config.short_window = 0.0;
+  config.odd_lens = 0.0;
+  const testing::Dsv4HcaProblem problem = testing::make_dsv4_hca_problem(config);
+  testing::Dsv4HcaDeviceProblem device(problem);
+  if (dsv4_chosen_kernel(device.section1) != Dsv4Kernel::kStream) {
+    std::printf("hca: kAuto does not run the stream kernel at T = %lld, W' = %d; take a larger T\n",
+                static_cast<long long>(tokens), device.expansion.width);
+    return 1;
+  }
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  const bool deep = tokens <= sms;
+  const bool pv_warps = (device.expansion.width + 63) / 64 >= 5;
+  const size_t bytes = std::max(workspace_size(device.hca), workspace_size(device.section1));
+  testing::DeviceBuffer workspace(bytes > 0 ? bytes : 16);
+  testing::DeviceBuffer flush(size_t{512} << 20);
+  for (const bool page_walk : {true, false}) {
+    for (int run = 0; run < 3; ++run) {
+      flush.fill_bytes(static_cast<uint8_t>(run));
+      const Status status = page_walk ? dsv4_decode_hca(device.hca, workspace.get(), workspace.bytes(), nullptr)
+                                      : dsv4_decode(device.section1, workspace.get(), workspace.bytes(), nullptr);
+      if (!status.ok()) {
+        std::printf("%s: %s\n", page_walk ? "dsv4_decode_hca" : "dsv4_decode", status.message().c_str());
+        return 1;
+      }
+      testing::check_cuda(cudaDeviceSynchronize(), "the decode");
+    }
+    std::vector<unsigned long long> marks(clocks::kCount), stamps(clocks::kStampCount, 0);
+    testing::check_cuda(read_stream_clocks(page_walk, deep, pv_warps, marks.data(), stamps.data()),
+                        "reading the clocks");
+    std::printf("%s, %s kernel, T = %lld, W' = %d; cycles from the previous mark\n",
+                page_walk ? "dsv4_decode_hca (page walk)" : "dsv4_decode on the expansion",
+                deep ? (pv_warps ? "deep stream (P V warps)" : "deep stream") : "stream", static_cast<long long>(tokens),
+                device.expansion.width);
+    print_chunks(marks, (device.expansion.width + 63) / 64);
+    std::printf("CTA 0 span (0 entry, 1 walk start, 2 query landed, 3 walk end, 4 stored)\n");
+    print_span(marks);
+    print_stamps(stamps);
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const std::string kernel = argc > 1 ? argv[1] : "stream";
+  if (kernel == "hca") return run_hca(argc > 2 ? std::atoll(argv[2]) : 128, argc > 3 ? std::atoi(argv[3]) : 640);
   if (kernel.rfind("packed", 0) == 0) {
     return run_packed(kernel, argc > 2 ? std::atoll(argv[2]) : 1, argc > 3 ? std::atoi(argv[3]) : 640,
                       argc > 4 ? std::atoi(argv[4]) : 64);

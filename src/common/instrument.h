@@ -82,6 +82,14 @@ int read_cluster_stamps(unsigned long long* host);
 int read_stream_stamps(unsigned long long* host);
 int read_stream_deep_stamps(unsigned long long* host);
 int read_stream_pv_warps_stamps(unsigned long long* host);
+// The page-walk form's stream kernels (dsv4_decode_hca): the same marks as
+// the plain and general forms' (read_stream, read_stream_deep, read_stream_pv_warps).
+int read_page_walk_stream(unsigned long long* host);
+int read_page_walk_stream_deep(unsigned long long* host);
+int read_page_walk_stream_pv_warps(unsigned long long* host);
+int read_page_walk_stream_stamps(unsigned long long* host);
+int read_page_walk_stream_deep_stamps(unsigned long long* host);
+int read_page_walk_stream_pv_warps_stamps(unsigned long long* host);
 // The packed stream kernel's instances (split path, one CTA a unit, pair):
 // span marks 0 entry, 1 math warps' start, 2 q converted, 3 first rows
 // landed, 4 walk end, 5 results stored or written.

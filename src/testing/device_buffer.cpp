@@ -90,6 +90,46 @@ Dsv4DeviceProblem::Dsv4DeviceProblem(const Dsv4Problem& problem)
   args.out_of_range_count = out_of_range_count.as<int32_t>();
 }
 
+Dsv4HcaDeviceProblem::Dsv4HcaDeviceProblem(const Dsv4HcaProblem& p)
+    : DeviceOutputs(p.config.tokens, p.config.heads),
+      expansion(expand_to_section1(p)),
+      q(p.q),
+      swa_kv(p.swa_kv),
+      compressed_kv(p.compressed_kv),
+      swa_rows(p.swa_rows),
+      swa_lens(p.swa_lens),
+      block_table(p.block_table),
+      lens(p.lens),
+      hca_seq_lens(p.hca_seq_lens),
+      cum_seq_lens_q(p.cum_seq_lens_q),
+      sinks(p.sinks),
+      expanded_indices(expansion.indices),
+      expanded_lens(expansion.lens) {
+  hca = p.host_args(out.get(), lse.as<float>());
+  hca.memory = MemorySpace::kDevice;
+  hca.q = q.get();
+  hca.swa_kv.data = swa_kv.get();
+  hca.compressed_kv.data = compressed_kv.get();
+  hca.swa_rows = swa_rows.as<int32_t>();
+  hca.swa_lens = swa_lens.as<int32_t>();
+  hca.block_table = block_table.as<int32_t>();
+  hca.lens = lens.as<int32_t>();
+  hca.hca_seq_lens = hca_seq_lens.as<int32_t>();
+  hca.cum_seq_lens_q = p.cum_seq_lens_q.empty() ? nullptr : cum_seq_lens_q.as<int32_t>();
+  hca.sinks = p.sinks.empty() ? nullptr : sinks.as<float>();
+  hca.out_of_range_count = out_of_range_count.as<int32_t>();
+
+  section1 = expansion.args(p, out.get(), lse.as<float>());
+  section1.memory = MemorySpace::kDevice;
+  section1.q = hca.q;
+  section1.swa_kv = hca.swa_kv;
+  section1.compressed_kv = hca.compressed_kv;
+  section1.indices = expanded_indices.as<int32_t>();
+  section1.lens = expanded_lens.as<int32_t>();
+  section1.sinks = hca.sinks;
+  section1.out_of_range_count = hca.out_of_range_count;
+}
+
 Dsv4PackedDeviceProblem::Dsv4PackedDeviceProblem(const Dsv4PackedProblem& problem)
     : DeviceOutputs(problem.config.tokens, problem.config.heads),
       q(problem.q),

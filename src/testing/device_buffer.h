@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "testing/dsv4_hca_problem.h"
 #include "testing/dsv4_packed_problem.h"
 #include "testing/dsv4_problem.h"
 
@@ -71,6 +72,18 @@ struct Dsv4PackedDeviceProblem : DeviceOutputs {
   explicit Dsv4PackedDeviceProblem(const Dsv4PackedProblem& problem);
   DeviceBuffer q, swa_pool, extra_pool, swa_indices, swa_lens, extra_indices, extra_lens, sinks;
   Dsv4PackedDecodeArgs args;  // device memory; lse and out_of_range_count set
+};
+
+// An HCA problem's inputs on the device, plus its outputs: `hca` runs
+// dsv4_decode_hca, `section1` dsv4_decode on the host-side expansion (the
+// same q, pools, sinks and outputs).
+struct Dsv4HcaDeviceProblem : DeviceOutputs {
+  explicit Dsv4HcaDeviceProblem(const Dsv4HcaProblem& problem);
+  Dsv4HcaExpansion expansion;
+  DeviceBuffer q, swa_kv, compressed_kv, swa_rows, swa_lens, block_table, lens, hca_seq_lens, cum_seq_lens_q, sinks,
+      expanded_indices, expanded_lens;
+  Dsv4HcaDecodeArgs hca;   // device memory; lse and out_of_range_count set
+  Dsv4DecodeArgs section1;  // the same
 };
 
 }  // namespace sparse_decode::testing

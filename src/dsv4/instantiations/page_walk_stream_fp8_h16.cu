@@ -1,5 +1,6 @@
 // Explicit instantiation, page-walk form (traits.cuh: kPageWalkForm):
 // the stream kernel, FP8 E4M3, 16 heads (StreamFp8).
+#include "common/instrument.cuh"
 #include "dsv4/configs.cuh"
 #include "dsv4/instantiations/kernels.h"
 #include "dsv4/kernels/stream_kernel.cuh"
@@ -9,3 +10,8 @@ const void* page_walk_stream_kernel_fp8_h16() {
   return reinterpret_cast<const void*>(&stream_kernel<PageWalkTraits<StreamTraitsFp8>>);
 }
 }  // namespace sparse_decode::dsv4
+
+#if defined(SPARSE_DECODE_DIAGNOSTICS)
+int sparse_decode::instrument::phase_clocks::read_page_walk_stream(unsigned long long* host) { return copy_clocks(host); }
+int sparse_decode::instrument::phase_clocks::read_page_walk_stream_stamps(unsigned long long* host) { return copy_stamps(host); }
+#endif

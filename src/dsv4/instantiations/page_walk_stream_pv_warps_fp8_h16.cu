@@ -1,6 +1,7 @@
 // Explicit instantiation, page-walk form (traits.cuh: kPageWalkForm):
 // the deep stream kernel with P V warps, FP8 E4M3, 16 heads
 // (StreamPvWarpsFp8).
+#include "common/instrument.cuh"
 #include "dsv4/configs.cuh"
 #include "dsv4/instantiations/kernels.h"
 #include "dsv4/kernels/stream_kernel.cuh"
@@ -10,3 +11,8 @@ const void* page_walk_stream_pv_warps_kernel_fp8_h16() {
   return reinterpret_cast<const void*>(&stream_kernel<PageWalkTraits<StreamPvWarpsTraitsFp8>>);
 }
 }  // namespace sparse_decode::dsv4
+
+#if defined(SPARSE_DECODE_DIAGNOSTICS)
+int sparse_decode::instrument::phase_clocks::read_page_walk_stream_pv_warps(unsigned long long* host) { return copy_clocks(host); }
+int sparse_decode::instrument::phase_clocks::read_page_walk_stream_pv_warps_stamps(unsigned long long* host) { return copy_stamps(host); }
+#endif

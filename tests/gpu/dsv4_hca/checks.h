@@ -41,57 +41,12 @@ inline constexpr uint8_t kWorkspacePoison = 0x55;  // index 0x55555555: past eve
 
 class Dsv4HcaGpu : public gpu_test::GpuTest {};
 
-// An HCA problem on the device: its inputs, out [T, H, 512] BF16, lse [T, H]
-// and the counter; `hca` runs dsv4_decode_hca, `section1` dsv4_decode on the
-// host-side expansion (same q, pools, sinks and outputs).
-struct DeviceProblem {
-  explicit DeviceProblem(const Dsv4HcaProblem& p)
-      : expansion(testing::expand_to_section1(p)),
-        q(gpu_test::upload(p.q)),
-        swa_kv(gpu_test::upload(p.swa_kv)),
-        compressed_kv(gpu_test::upload(p.compressed_kv)),
-        swa_rows(gpu_test::upload(p.swa_rows)),
-        swa_lens(gpu_test::upload(p.swa_lens)),
-        block_table(gpu_test::upload(p.block_table)),
-        lens(gpu_test::upload(p.lens)),
-        hca_seq_lens(gpu_test::upload(p.hca_seq_lens)),
-        cum_seq_lens_q(gpu_test::upload(p.cum_seq_lens_q)),
-        sinks(gpu_test::upload(p.sinks)),
-        expanded_indices(gpu_test::upload(expansion.indices)),
-        expanded_lens(gpu_test::upload(expansion.lens)),
-        out(static_cast<size_t>(p.config.tokens) * p.config.heads * kHeadDim * 2),
-        lse(static_cast<size_t>(p.config.tokens) * p.config.heads * 4),
-        count(sizeof(int32_t)) {
-    hca = p.host_args(out.get(), lse.as<float>());
-    hca.memory = MemorySpace::kDevice;
-    hca.q = q.get();
-    hca.swa_kv.data = swa_kv.get();
-    hca.compressed_kv.data = compressed_kv.get();
-    hca.swa_rows = swa_rows.as<int32_t>();
-    hca.swa_lens = swa_lens.as<int32_t>();
-    hca.block_table = block_table.as<int32_t>();
-    hca.lens = lens.as<int32_t>();
-    hca.hca_seq_lens = hca_seq_lens.as<int32_t>();
-    hca.cum_seq_lens_q = p.cum_seq_lens_q.empty() ? nullptr : cum_seq_lens_q.as<int32_t>();
-    hca.sinks = p.sinks.empty() ? nullptr : sinks.as<float>();
-    hca.out_of_range_count = count.as<int32_t>();
-
-    section1 = expansion.args(p, out.get(), lse.as<float>());
-    section1.memory = MemorySpace::kDevice;
-    section1.q = hca.q;
-    section1.swa_kv = hca.swa_kv;
-    section1.compressed_kv = hca.compressed_kv;
-    section1.indices = expanded_indices.as<int32_t>();
-    section1.lens = expanded_lens.as<int32_t>();
-    section1.sinks = hca.sinks;
-    section1.out_of_range_count = hca.out_of_range_count;
-  }
-
-  Dsv4HcaExpansion expansion;
-  DeviceBuffer q, swa_kv, compressed_kv, swa_rows, swa_lens, block_table, lens, hca_seq_lens, cum_seq_lens_q, sinks,
-      expanded_indices, expanded_lens, out, lse, count;
-  Dsv4HcaDecodeArgs hca;
-  Dsv4DecodeArgs section1;
+// An HCA problem on the device (testing::Dsv4HcaDeviceProblem): `hca` runs
+// dsv4_decode_hca, `section1` dsv4_decode on the host-side expansion; `count`
+// names its out_of_range_count.
+struct DeviceProblem : testing::Dsv4HcaDeviceProblem {
+  explicit DeviceProblem(const Dsv4HcaProblem& p) : Dsv4HcaDeviceProblem(p) {}
+  DeviceBuffer& count = out_of_range_count;
 };
 
 inline void prepare_outputs(DeviceProblem& d) { gpu_test::poison_outputs(d.out, d.lse, d.count); }
