@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -168,20 +169,35 @@ ShapeOutcome run_shape(const BenchOptions& o, CUstream_st* stream, const KvPools
     general.push_back(a);
   }
 
+  // Layer i of each call compared (dsv4_decode's plain and general forms,
+  // dsv4_decode_hca), as checked and as timed.
+  const std::vector<std::function<void(int, CUstream_st*)>> calls = {
+      [&](int i, CUstream_st* s) {
+        if (Status status = dsv4_decode(layers.layer(i).args, workspace.get(), workspace_bytes, s); !status.ok()) {
+          throw std::runtime_error("dsv4_decode: " + status.message());
+        }
+      },
+      [&](int i, CUstream_st* s) {
+        if (Status status = dsv4_decode(general[i], workspace.get(), workspace_bytes, s); !status.ok()) {
+          throw std::runtime_error("dsv4_decode (general form): " + status.message());
+        }
+      },
+      [&](int i, CUstream_st* s) {
+        if (Status status = dsv4_decode_hca(hca[i].args, workspace.get(), workspace_bytes, s); !status.ok()) {
+          throw std::runtime_error("dsv4_decode_hca: " + status.message());
+        }
+      }};
+
   // Layer 0: the plain decode against the fp64 reference, then HCA's bits
   // against the plain decode's, then the general form's (into the plain
   // output) against HCA's.
   const LayerCheck check = check_layer(layers.layer(0).args, o.check_tokens, stream);
-  if (Status status = dsv4_decode_hca(hca[0].args, workspace.get(), workspace_bytes, stream); !status.ok()) {
-    throw std::runtime_error("dsv4_decode_hca: " + status.message());
-  }
+  calls[2](0, stream);
   SPARSE_DECODE_CUDA_CHECK(cudaStreamSynchronize(stream));
   const size_t out_bytes = layers.layer(0).out.bytes();
   const std::vector<uint8_t> hca_out = download<uint8_t>(hca[0].out.get(), out_bytes);
   bool same_bits = download<uint8_t>(layers.layer(0).out.get(), out_bytes) == hca_out;
-  if (Status status = dsv4_decode(general[0], workspace.get(), workspace_bytes, stream); !status.ok()) {
-    throw std::runtime_error("dsv4_decode (general form): " + status.message());
-  }
+  calls[1](0, stream);
   SPARSE_DECODE_CUDA_CHECK(cudaStreamSynchronize(stream));
   same_bits = same_bits && download<uint8_t>(layers.layer(0).out.get(), out_bytes) == hca_out;
   // A diagnostic build's stage skips (instrument.h) make the outputs wrong
@@ -208,23 +224,7 @@ ShapeOutcome run_shape(const BenchOptions& o, CUstream_st* stream, const KvPools
   p.check_error = check.first_tokens.relative_l2;
   // Interleaved: at large T the GPU's clocks settle lower over a run, which
   // would weigh on whichever call is timed last.
-  const std::vector<double> us = time_per_layer_interleaved(
-      timer, o, layers.count(),
-      {[&](int i, CUstream_st* s) {
-         if (Status status = dsv4_decode(layers.layer(i).args, workspace.get(), workspace_bytes, s); !status.ok()) {
-           throw std::runtime_error("dsv4_decode: " + status.message());
-         }
-       },
-       [&](int i, CUstream_st* s) {
-         if (Status status = dsv4_decode(general[i], workspace.get(), workspace_bytes, s); !status.ok()) {
-           throw std::runtime_error("dsv4_decode (general form): " + status.message());
-         }
-       },
-       [&](int i, CUstream_st* s) {
-         if (Status status = dsv4_decode_hca(hca[i].args, workspace.get(), workspace_bytes, s); !status.ok()) {
-           throw std::runtime_error("dsv4_decode_hca: " + status.message());
-         }
-       }});
+  const std::vector<double> us = time_per_layer_interleaved(timer, o, layers.count(), calls);
   p.decode_us = us[0];
   row.general_us = us[1];
   row.hca_us = us[2];

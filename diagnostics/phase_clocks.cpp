@@ -169,25 +169,32 @@ void print_combine_stamps(const std::vector<unsigned long long>& stamps) {
   }
 }
 
-// The clocks of the stream kernel that ran last, of the page-walk form
-// (`page_walk`) or of the plain and general forms: the deep kernel at most
-// one token an SM, with P V warps from 5 chunks a token (launch.cu).
-int read_stream_clocks(bool page_walk, bool deep, bool pv_warps, unsigned long long* marks,
-                       unsigned long long* stamps) {
+// The clock readers of the stream kernel a stream call of `tokens` tokens at
+// width `width` runs (launch.cu): the deep kernel at most one token an SM,
+// with P V warps from 5 chunks a token (SPARSE_DECODE_DEEP=1 or 2 overrides
+// that there); those of the page-walk form or of the plain and general forms.
+struct ClockReaders {
+  int (*marks)(unsigned long long*);
+  int (*stamps)(unsigned long long*);
+  const char* name;
+};
+
+ClockReaders stream_clock_readers(bool page_walk, int64_t tokens, int32_t width) {
   namespace c = clocks;
-  int error = page_walk ? (deep && pv_warps ? c::read_page_walk_stream_pv_warps(marks)
-                           : deep           ? c::read_page_walk_stream_deep(marks)
-                                            : c::read_page_walk_stream(marks))
-                        : (deep && pv_warps ? c::read_stream_pv_warps(marks)
-                           : deep           ? c::read_stream_deep(marks)
-                                            : c::read_stream(marks));
-  if (error != 0) return error;
-  return page_walk ? (deep && pv_warps ? c::read_page_walk_stream_pv_warps_stamps(stamps)
-                      : deep           ? c::read_page_walk_stream_deep_stamps(stamps)
-                                       : c::read_page_walk_stream_stamps(stamps))
-                   : (deep && pv_warps ? c::read_stream_pv_warps_stamps(stamps)
-                      : deep           ? c::read_stream_deep_stamps(stamps)
-                                       : c::read_stream_stamps(stamps));
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  const char* deep_override = std::getenv("SPARSE_DECODE_DEEP");
+  const int forced = deep_override ? std::atoi(deep_override) : 0;
+  const bool pv_warps = forced == 2 || (forced != 1 && width > 256);
+  const int kind = tokens > sms ? 0 : pv_warps ? 2 : 1;
+  const ClockReaders plain[] = {{c::read_stream, c::read_stream_stamps, "stream"},
+                                {c::read_stream_deep, c::read_stream_deep_stamps, "deep stream"},
+                                {c::read_stream_pv_warps, c::read_stream_pv_warps_stamps, "deep stream (P V warps)"}};
+  const ClockReaders walk[] = {
+      {c::read_page_walk_stream, c::read_page_walk_stream_stamps, "stream"},
+      {c::read_page_walk_stream_deep, c::read_page_walk_stream_deep_stamps, "deep stream"},
+      {c::read_page_walk_stream_pv_warps, c::read_page_walk_stream_pv_warps_stamps, "deep stream (P V warps)"}};
+  return page_walk ? walk[kind] : plain[kind];
 }
 
 // dsv4_decode_hca (the page walk) and dsv4_decode on the expansion of the
@@ -210,10 +217,6 @@ int run_hca(int64_t tokens, int32_t width) {
                 static_cast<long long>(tokens), device.expansion.width);
     return 1;
   }
-  int sms = 0;
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-  const bool deep = tokens <= sms;
-  const bool pv_warps = (device.expansion.width + 63) / 64 >= 5;
   const size_t bytes = std::max(workspace_size(device.hca), workspace_size(device.section1));
   testing::DeviceBuffer workspace(bytes > 0 ? bytes : 16);
   testing::DeviceBuffer flush(size_t{512} << 20);
@@ -228,13 +231,14 @@ int run_hca(int64_t tokens, int32_t width) {
       }
       testing::check_cuda(cudaDeviceSynchronize(), "the decode");
     }
+    const ClockReaders readers = stream_clock_readers(page_walk, tokens, device.expansion.width);
     std::vector<unsigned long long> marks(clocks::kCount), stamps(clocks::kStampCount, 0);
-    testing::check_cuda(read_stream_clocks(page_walk, deep, pv_warps, marks.data(), stamps.data()),
-                        "reading the clocks");
+    int error = readers.marks(marks.data());
+    if (error == 0) error = readers.stamps(stamps.data());
+    testing::check_cuda(error, "reading the clocks");
     std::printf("%s, %s kernel, T = %lld, W' = %d; cycles from the previous mark\n",
-                page_walk ? "dsv4_decode_hca (page walk)" : "dsv4_decode on the expansion",
-                deep ? (pv_warps ? "deep stream (P V warps)" : "deep stream") : "stream", static_cast<long long>(tokens),
-                device.expansion.width);
+                page_walk ? "dsv4_decode_hca (page walk)" : "dsv4_decode on the expansion", readers.name,
+                static_cast<long long>(tokens), device.expansion.width);
     print_chunks(marks, (device.expansion.width + 63) / 64);
     std::printf("CTA 0 span (0 entry, 1 walk start, 2 query landed, 3 walk end, 4 stored)\n");
     print_span(marks);
@@ -273,27 +277,13 @@ int main(int argc, char** argv) {
     }
     testing::check_cuda(cudaDeviceSynchronize(), "the decode");
   }
-  // A stream call of at most one token an SM runs the deep stream kernel (4 tiles).
-  int sms = 0;
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
   std::vector<unsigned long long> stamps(clocks::kStampCount, 0);
-  // The deep kernel runs with P V warps from 5 chunks a token (launch.cu;
-  // SPARSE_DECODE_DEEP=1 or 2 overrides that there).
-  const bool deep = config.tokens <= sms;
-  const char* deep_override = std::getenv("SPARSE_DECODE_DEEP");
-  const int forced = deep_override ? std::atoi(deep_override) : 0;
-  const bool pipelined = forced == 2 || (forced != 1 && config.width > 256);
-  int error = kernel == "split"       ? clocks::read_split(marks.data())
-              : kernel == "cluster"   ? clocks::read_cluster(marks.data())
-              : deep && pipelined     ? clocks::read_stream_pv_warps(marks.data())
-              : deep                  ? clocks::read_stream_deep(marks.data())
-                                      : clocks::read_stream(marks.data());
+  const ClockReaders stream = stream_clock_readers(false, config.tokens, config.width);
+  int error = kernel == "split"     ? clocks::read_split(marks.data())
+              : kernel == "cluster" ? clocks::read_cluster(marks.data())
+                                    : stream.marks(marks.data());
   if (error == 0 && kernel == "split") error = clocks::read_split_stamps(stamps.data());
-  if (error == 0 && kernel == "stream") {
-    error = deep && pipelined ? clocks::read_stream_pv_warps_stamps(stamps.data())
-            : deep            ? clocks::read_stream_deep_stamps(stamps.data())
-                              : clocks::read_stream_stamps(stamps.data());
-  }
+  if (error == 0 && kernel == "stream") error = stream.stamps(stamps.data());
   if (error == 0 && kernel == "cluster") error = clocks::read_cluster_stamps(stamps.data());
   testing::check_cuda(error, "reading the clocks");
   int khz = 0;

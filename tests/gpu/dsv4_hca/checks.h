@@ -41,17 +41,13 @@ inline constexpr uint8_t kWorkspacePoison = 0x55;  // index 0x55555555: past eve
 
 class Dsv4HcaGpu : public gpu_test::GpuTest {};
 
-// An HCA problem on the device (testing::Dsv4HcaDeviceProblem): `hca` runs
-// dsv4_decode_hca, `section1` dsv4_decode on the host-side expansion; `count`
-// names its out_of_range_count.
-struct DeviceProblem : testing::Dsv4HcaDeviceProblem {
-  explicit DeviceProblem(const Dsv4HcaProblem& p) : Dsv4HcaDeviceProblem(p) {}
-  DeviceBuffer& count = out_of_range_count;
-};
+// An HCA problem on the device: `hca` runs dsv4_decode_hca, `section1`
+// dsv4_decode on the host-side expansion.
+using DeviceProblem = testing::Dsv4HcaDeviceProblem;
 
-inline void prepare_outputs(DeviceProblem& d) { gpu_test::poison_outputs(d.out, d.lse, d.count); }
+inline void prepare_outputs(DeviceProblem& d) { gpu_test::poison_outputs(d.out, d.lse, d.out_of_range_count); }
 
-inline DeviceResult download(const DeviceProblem& d) { return gpu_test::download_outputs(d.out, d.lse, d.count); }
+inline DeviceResult download(const DeviceProblem& d) { return gpu_test::download_outputs(d.out, d.lse, d.out_of_range_count); }
 
 // A workspace of `bytes` (cudaMalloc: 16-byte aligned), poisoned.
 inline DeviceBuffer poisoned_workspace(size_t bytes) {

@@ -42,7 +42,7 @@ TEST_F(Dsv4HcaGpu, RequestViewsGiveTheFlatBits) {
     views.lse = lse.as<float>(), views.lse_token_stride = lse_view.token_stride;
     views.lse_request_stride = lse_view.request_stride;
     out.fill_bytes(kPoisonByte), lse.fill_bytes(kPoisonByte);
-    gpu_test::poison_outputs(d.out, d.lse, d.count);
+    gpu_test::poison_outputs(d.out, d.lse, d.out_of_range_count);
     const size_t bytes = workspace_size(views);
     DeviceBuffer workspace = poisoned_workspace(bytes);
     const Status status = dsv4_decode_hca(views, workspace.get(), bytes, nullptr);
@@ -58,7 +58,7 @@ TEST_F(Dsv4HcaGpu, RequestViewsGiveTheFlatBits) {
     EXPECT_EQ(std::memcmp(got_lse.data(), flat.lse.data(), got_lse.size() * 4), 0);
     EXPECT_TRUE(out_padding && lse_padding) << "written outside the views' rows";
     int32_t count = 0;
-    d.count.download(&count, 4);
+    d.out_of_range_count.download(&count, 4);
     EXPECT_EQ(count, flat.count);
   }
 }
