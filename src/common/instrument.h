@@ -18,6 +18,8 @@ inline constexpr int32_t kSkipAll = 8;             // every dsv4 kernel returns 
 inline constexpr int32_t kSkipCombine = 16;        // the combine kernel returns at once
 inline constexpr int32_t kSkipFold = 32;           // the cluster kernel stops once its peers' bytes landed
 inline constexpr int32_t kSkipCombineLaunch = 64;  // the split path launches no combine kernel
+inline constexpr int32_t kSkipScopeLoads = 128;    // the page walk's scope loads nothing: every column active
+inline constexpr int32_t kSkipScopeBounds = 256;   // the page walk's scope loads lens only (no hca_seq_lens, swa_lens)
 
 #if defined(SPARSE_DECODE_DIAGNOSTICS)
 int32_t skip_stages();  // SPARSE_DECODE_SKIP_STAGES

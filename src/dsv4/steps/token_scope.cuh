@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "common/instrument.cuh"
 #include "common/math.cuh"
 #include "dsv4/params.h"
 #include "dsv4/smem.cuh"
@@ -68,6 +69,12 @@ __device__ __forceinline__ int swa_window(ChunkSmem<Traits>& s, const Dsv4Params
 template <class Traits>
 __device__ __forceinline__ void page_walk_scope(ChunkSmem<Traits>& s, const Dsv4Params& p, int64_t token,
                                                 bool has_swa_columns, int& len, int& window) {
+  if (instrument::skips(p, instrument::kSkipScopeLoads)) {
+    len = p.pages.columns;
+    window = kSwaColumns;
+    return;
+  }
+  const bool bounds = !instrument::skips(p, instrument::kSkipScopeBounds);
   // Tokens are below 2^31 (the grid): a 32-bit division.
   // Both arms int64_t: an int/uint32_t conditional would turn varlen's -1 (no request) into 2^32 - 1.
   const int64_t request = p.cum_seq_lens_q
@@ -78,8 +85,8 @@ __device__ __forceinline__ void page_walk_scope(ChunkSmem<Traits>& s, const Dsv4
       token_offset<Traits>(p, token, p.pages.swa_lens_token_stride, p.pages.swa_lens_request_stride);
   const bool has_request = request >= 0;
   const int32_t lens = has_request ? p.pages.lens[lens_at] : 0;
-  const int32_t hca_seq_len = has_request ? p.pages.hca_seq_lens[request] : 0;
-  const int32_t swa_len = has_swa_columns ? p.pages.swa_lens[swa_lens_at] : kSwaColumns;
+  const int32_t hca_seq_len = !has_request ? 0 : bounds ? p.pages.hca_seq_lens[request] : p.pages.columns;
+  const int32_t swa_len = has_swa_columns && bounds ? p.pages.swa_lens[swa_lens_at] : kSwaColumns;
   const int64_t slots =
       has_request ? dsv4_hca::compressed_slots(lens, hca_seq_len, p.pages.columns - kSwaColumns) : 0;
   len = static_cast<int>(kSwaColumns + slots);
