@@ -74,7 +74,7 @@ __device__ __forceinline__ void page_walk_scope(ChunkSmem<Traits>& s, const Dsv4
     window = kSwaColumns;
     return;
   }
-  const bool bounds = !instrument::skips(p, instrument::kSkipScopeBounds);
+  const bool load_bounds = !instrument::skips(p, instrument::kSkipScopeBounds);  // always in a release build
   // Tokens are below 2^31 (the grid): a 32-bit division.
   // Both arms int64_t: an int/uint32_t conditional would turn varlen's -1 (no request) into 2^32 - 1.
   const int64_t request = p.cum_seq_lens_q
@@ -85,8 +85,8 @@ __device__ __forceinline__ void page_walk_scope(ChunkSmem<Traits>& s, const Dsv4
       token_offset<Traits>(p, token, p.pages.swa_lens_token_stride, p.pages.swa_lens_request_stride);
   const bool has_request = request >= 0;
   const int32_t lens = has_request ? p.pages.lens[lens_at] : 0;
-  const int32_t hca_seq_len = !has_request ? 0 : bounds ? p.pages.hca_seq_lens[request] : p.pages.columns;
-  const int32_t swa_len = has_swa_columns && bounds ? p.pages.swa_lens[swa_lens_at] : kSwaColumns;
+  const int32_t hca_seq_len = has_request ? (load_bounds ? p.pages.hca_seq_lens[request] : p.pages.columns) : 0;
+  const int32_t swa_len = has_swa_columns && load_bounds ? p.pages.swa_lens[swa_lens_at] : kSwaColumns;
   const int64_t slots =
       has_request ? dsv4_hca::compressed_slots(lens, hca_seq_len, p.pages.columns - kSwaColumns) : 0;
   len = static_cast<int>(kSwaColumns + slots);
