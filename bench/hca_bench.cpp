@@ -42,9 +42,13 @@ namespace {
 // layer's first 128 columns (stride W), the block table its top-k pages in
 // column order; one request a token (q_len 1), so that hca_seq_lens bounds
 // each token alone. Its own output, so that both decodes can be compared.
+// `expansion`: dsv4_decode on HCA's expansion (section 1's table [T, W'],
+// W' = 128 + max_pages * 64, -1 past the top-k, and the tokens' lens), the
+// call a caller without the page walk makes; it writes the plain output.
 struct HcaLayer {
-  testing::DeviceBuffer swa_lens, block_table, lens, hca_seq_lens, out;
+  testing::DeviceBuffer swa_lens, block_table, lens, hca_seq_lens, out, expanded_indices;
   Dsv4HcaDecodeArgs args;
+  Dsv4DecodeArgs expansion;
 };
 
 HcaLayer make_hca_layer(const BenchLayer& plain, const KvPools& pools, int index, const BenchShape& s,
@@ -69,6 +73,22 @@ HcaLayer make_hca_layer(const BenchLayer& plain, const KvPools& pools, int index
   layer.out.fill_bytes(0xFF, stream);  // BF16 NaN: an element the decode never writes differs from the plain output
 
   const Dsv4DecodeArgs& p = plain.args;
+  const int32_t expanded_width = kSwaColumns + max_pages * static_cast<int32_t>(kBenchPageSize);
+  layer.expansion = p;
+  if (expanded_width != s.width) {
+    std::vector<int32_t> expanded(tokens * static_cast<size_t>(expanded_width), -1);
+    for (size_t t = 0; t < tokens; ++t) {
+      std::copy_n(indices.begin() + static_cast<std::ptrdiff_t>(t * s.width), s.width,
+                  expanded.begin() + static_cast<std::ptrdiff_t>(t * expanded_width));
+    }
+    layer.expanded_indices = testing::DeviceBuffer(expanded);
+    layer.expansion.indices = layer.expanded_indices.as<int32_t>();
+    layer.expansion.width = expanded_width;
+    layer.expansion.indices_stride = expanded_width;
+    layer.expansion.compressed_kv = pools.compressed_region(index);  // none at W = 128
+  }
+  layer.expansion.lens = layer.lens.as<int32_t>();
+  layer.expansion.lens_token_stride = 1;
   Dsv4HcaDecodeArgs& a = layer.args;
   a.memory = MemorySpace::kDevice;
   a.num_tokens = s.tokens;
@@ -110,14 +130,18 @@ void print_header(const BenchOptions& o, const KvPools& pools, const GraphTimer&
               o.enable_pdl ? ", PDL on" : "");
   print_gather_note(o);
   std::printf("plain_us: dsv4_decode's plain form; general_us: its general form (one lens value, stride 0), which\n"
-              "the page walk builds on; the three calls' replays interleaved\n");
-  std::printf("%6s %6s %5s %-8s %9s %-15s %9s %10s %11s %7s %10s %10s %6s\n", "T", "width", "heads", "mode", "hca_us",
-              "plain kernel", "plain_us", "general_us", "gather_us", "rows/w", "fraction", "check_err", "bits");
+              "the page walk builds on; expansion_us: dsv4_decode on HCA's expansion (the [T, W'] table and the\n"
+              "tokens' lens); the four calls' replays interleaved\n");
+  std::printf("%6s %6s %5s %-8s %9s %-15s %9s %10s %12s %11s %7s %10s %10s %6s\n", "T", "width", "heads", "mode",
+              "hca_us", "plain kernel", "plain_us", "general_us", "expansion_us", "gather_us", "rows/w", "fraction",
+              "check_err", "bits");
 }
 
 struct HcaRow {
   BenchRow plain;         // dsv4_decode on the expanded rows (its plain form)
   double general_us = 0.0;  // the same call in the general form, which the page walk builds on
+  double expansion_us = 0.0;  // dsv4_decode on HCA's expansion
+  Dsv4Kernel expansion_ran = Dsv4Kernel::kAuto;
   double hca_us = 0.0;
 };
 
@@ -134,6 +158,10 @@ void write_csv_rows(std::ofstream& csv, const HcaRow& r) {
       << p.layers << ',' << r.general_us << ',' << p.gathered_bytes << ','
       << (r.general_us > 0 ? p.gathered_bytes / r.general_us / 1e3 : 0.0) << ',' << p.gather_us << ','
       << (r.general_us > 0 ? p.gather_us / r.general_us : 0.0) << ',' << mode_name(p.mode) << '\n';
+  csv << "dsv4_decode,expansion:" << kernel_name(r.expansion_ran) << ',' << p.tokens << ',' << p.width << ','
+      << p.heads << ',' << p.layers << ',' << r.expansion_us << ',' << p.gathered_bytes << ','
+      << (r.expansion_us > 0 ? p.gathered_bytes / r.expansion_us / 1e3 : 0.0) << ',' << p.gather_us << ','
+      << (r.expansion_us > 0 ? p.gather_us / r.expansion_us : 0.0) << ',' << mode_name(p.mode) << '\n';
   csv.flush();
 }
 
@@ -155,7 +183,8 @@ ShapeOutcome run_shape(const BenchOptions& o, CUstream_st* stream, const KvPools
   }
   size_t workspace_bytes = 0;
   for (int i = 0; i < layers.count(); ++i) {
-    workspace_bytes = std::max({workspace_bytes, workspace_size(layers.layer(i).args), workspace_size(hca[i].args)});
+    workspace_bytes = std::max({workspace_bytes, workspace_size(layers.layer(i).args), workspace_size(hca[i].args),
+                                workspace_size(hca[i].expansion)});
   }
   const testing::DeviceBuffer workspace(workspace_bytes);
 
@@ -170,7 +199,7 @@ ShapeOutcome run_shape(const BenchOptions& o, CUstream_st* stream, const KvPools
   }
 
   // Layer i of each call compared (dsv4_decode's plain and general forms,
-  // dsv4_decode_hca), as checked and as timed.
+  // dsv4_decode_hca, dsv4_decode on the expansion), as checked and as timed.
   const std::vector<std::function<void(int, CUstream_st*)>> calls = {
       [&](int i, CUstream_st* s) {
         if (Status status = dsv4_decode(layers.layer(i).args, workspace.get(), workspace_bytes, s); !status.ok()) {
@@ -186,26 +215,33 @@ ShapeOutcome run_shape(const BenchOptions& o, CUstream_st* stream, const KvPools
         if (Status status = dsv4_decode_hca(hca[i].args, workspace.get(), workspace_bytes, s); !status.ok()) {
           throw std::runtime_error("dsv4_decode_hca: " + status.message());
         }
+      },
+      [&](int i, CUstream_st* s) {
+        if (Status status = dsv4_decode(hca[i].expansion, workspace.get(), workspace_bytes, s); !status.ok()) {
+          throw std::runtime_error("dsv4_decode (expansion): " + status.message());
+        }
       }};
 
   // Layer 0: the plain decode against the fp64 reference, then HCA's bits
-  // against the plain decode's, then the general form's (into the plain
-  // output) against HCA's.
+  // against the plain decode's, then the general form's and the
+  // expansion's (each into the plain output) against HCA's.
   const LayerCheck check = check_layer(layers.layer(0).args, o.check_tokens, stream);
   calls[2](0, stream);
   SPARSE_DECODE_CUDA_CHECK(cudaStreamSynchronize(stream));
   const size_t out_bytes = layers.layer(0).out.bytes();
   const std::vector<uint8_t> hca_out = download<uint8_t>(hca[0].out.get(), out_bytes);
   bool same_bits = download<uint8_t>(layers.layer(0).out.get(), out_bytes) == hca_out;
-  calls[1](0, stream);
-  SPARSE_DECODE_CUDA_CHECK(cudaStreamSynchronize(stream));
-  same_bits = same_bits && download<uint8_t>(layers.layer(0).out.get(), out_bytes) == hca_out;
+  for (int call : {1, 3}) {
+    calls[call](0, stream);
+    SPARSE_DECODE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    same_bits = same_bits && download<uint8_t>(layers.layer(0).out.get(), out_bytes) == hca_out;
+  }
   // A diagnostic build's stage skips (instrument.h) make the outputs wrong
   // by design: time them anyway.
   if ((!check.passes() || !same_bits) && instrument::skip_stages() == 0) {
     std::printf("FAIL T=%lld width=%d heads=%d mode %s, not timed: %s%s\n", static_cast<long long>(shape.tokens),
                 shape.width, shape.heads, mode_name(shape.mode), check.summary().c_str(),
-                same_bits ? "" : "; the outputs of dsv4_decode_hca, dsv4_decode and its general form differ");
+                same_bits ? "" : "; the outputs of dsv4_decode_hca and dsv4_decode (plain, general, expansion) differ");
     return ShapeOutcome::kCheckFailed;
   }
 
@@ -228,6 +264,8 @@ ShapeOutcome run_shape(const BenchOptions& o, CUstream_st* stream, const KvPools
   p.decode_us = us[0];
   row.general_us = us[1];
   row.hca_us = us[2];
+  row.expansion_us = us[3];
+  row.expansion_ran = dsv4_chosen_kernel(hca[0].expansion);
   return ShapeOutcome::kTimed;
 }
 
@@ -253,16 +291,17 @@ int run_hca_bench(const BenchOptions& options) {
       failed += outcome == ShapeOutcome::kCheckFailed;
       if (outcome != ShapeOutcome::kTimed) return;
       const BenchRow& p = row.plain;
-      std::printf("%6lld %6d %5d %-8s %9.2f %-15s %9.2f %10.2f %11.2f %7d %10.3f %10.2e %6s\n",
+      std::printf("%6lld %6d %5d %-8s %9.2f %-15s %9.2f %10.2f %12.2f %11.2f %7d %10.3f %10.2e %6s\n",
                   static_cast<long long>(p.tokens), p.width, p.heads, mode_name(p.mode), row.hca_us,
-                  (std::string("auto:") + kernel_name(p.ran)).c_str(), p.decode_us, row.general_us, p.gather_us,
+                  (std::string("auto:") + kernel_name(p.ran)).c_str(), p.decode_us, row.general_us,
+                  row.expansion_us, p.gather_us,
                   p.gather_rows_per_warp, row.hca_us > 0 ? p.gather_us / row.hca_us : 0.0, p.check_error, "same");
       std::fflush(stdout);
       if (csv.is_open()) write_csv_rows(csv, row);
     });
   }
   std::printf("\nfraction = gather_us / hca_us; bits: dsv4_decode_hca's output against dsv4_decode's, plain and "
-              "general form (layer 0)\n");
+              "general form, expansion (layer 0)\n");
   return finish_run(options, csv.is_open(), failed);
 }
 
