@@ -155,7 +155,9 @@ def main() -> int:
         plot(args.out / "hca.png", f"dsv4_decode_hca, FP8, top-k as pages of 64 rows, {h} heads (H200)",
              modes_lines(found, "hca", "dsv4_decode_hca")
              + [("dsv4_decode, same rows, shared", get(("hca_plain", False, "shared", h)), "us", (0, (1, 1))),
-                ("dsv4_decode, same rows, distinct", get(("hca_plain", False, "distinct", h)), "us", (0, (3, 1, 1, 1)))],
+                ("dsv4_decode, same rows, distinct", get(("hca_plain", False, "distinct", h)), "us", (0, (3, 1, 1, 1))),
+                ("dsv4_decode on the expansion, distinct", get(("hca_expansion", False, "distinct", h)), "us",
+                 (0, (5, 2)))],
              [], peers),
         plot(args.out / "dsa.png", f"dsa_decode, G = 1, {h} heads, 16 regions of 64 keys, distinct mode (H200)",
              [("FP8 cache", get(("dsa_fp8", False, "distinct", h)), "us", "-"),
