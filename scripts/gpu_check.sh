@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-check-out}
 BUILD_DIR=${BUILD_DIR:-build}
 SANITIZER_FILTER=${SANITIZER_FILTER:-"-*BitwiseIdentical*:*ManyTokens*:*BatchInvariance*:*BatchInvariantFlagKeepsTokenBits*"}
-RACECHECK_FILTER=${RACECHECK_FILTER:-"Dsv4Gpu.NoSinksNoLens:Dsv4Gpu.HeadCounts:Dsv4Gpu.SplitCombineAtEveryGroupCount:Dsv4Gpu.Bf16MaskedColumnsSinksAndPages:EveryKernel/Dsv4PackedGpuKernels.WithPdlAndWithoutLseOrCounter/*:Dsv4HcaGpu.SinkTerm:DsaGpu.BroadcastQuery:DsaGpu.AutoRunsTheDirectKernel:Dsv4PackedGpu.StreamH64WithPdlAndWithoutLseOrCounter:MergeGpu.LargeAndTinyLse:Dsv4HcaConvertGpu.DeviceRefusesAsTheHostDoes"}
+RACECHECK_FILTER=${RACECHECK_FILTER:-"Dsv4Gpu.NoSinksNoLens:Dsv4Gpu.HeadCounts:Dsv4Gpu.SplitCombineAtEveryGroupCount:Dsv4Gpu.Bf16MaskedColumnsSinksAndPages:EveryKernel/Dsv4PackedGpuKernels.WithPdlAndWithoutLseOrCounter/*:Dsv4HcaGpu.SinkTerm:DsaGpu.BroadcastQuery:DsaGpu.AutoRunsTheDirectKernel:Dsv4PackedGpu.StreamH64WithPdlAndWithoutLseOrCounter:MergeGpu.LargeAndTinyLse:Dsv4HcaConvertGpu.DeviceRefusesAsTheHostDoes:Batches/Dsv4HcaGpuPageWalk.EqualsSection1OnTheExpansion/case4"}
 sanitizer_shards=${SANITIZER_SHARDS:-4}
 BENCH_ARGS=${BENCH_ARGS:-}
 mkdir -p "$OUT"
@@ -167,7 +167,7 @@ for tool in ${tools[@]+"${tools[@]}"}; do
   variants=()
   [ "$tool" = racecheck ] && variants=("repro-tile-handoff named" "repro-tile-handoff named-fenced"
     "repro-tile-handoff mbarrier" "repro-tile-handoff syncthreads" "repro-tile-handoff generic"
-    "repro-tile-handoff plain" "repro-tile-handoff plain-mbarrier")
+    "repro-tile-handoff plain" "repro-tile-handoff plain-mbarrier" "repro-tile-handoff named-generic")
   [ "$tool" = synccheck ] && variants=("repro-cluster-receive st-async 10 48" "repro-cluster-receive st-async 10 12"
     "repro-cluster-receive st-async 8 64" "repro-cluster-receive release 10 48"
     "repro-cluster-receive remote-arrive 10 48" "repro-cluster-receive exit-sync 10 48"

@@ -20,6 +20,9 @@
 //   syncthreads  every thread at bar.sync 0 between chunks (no handoff barrier)
 //   generic      the named handoff with st.shared copies instead of bulk
 //                copies: no async proxy at all
+//   named-generic  generic with the fill published by a named barrier too
+//                (the producer's bar.arrive, the consumers' bar.sync): no
+//                mbarrier either, the P V warps' handoff of probabilities
 //   plain        st.shared copies and bar.sync 0 before and after each fill:
 //                no mbarrier, no named barrier, no async proxy
 //   plain-mbarrier  plain, and the tile's mbarrier arrived on after each fill
@@ -38,8 +41,10 @@ namespace {
 constexpr int kRows = 32, kRowBytes = 512, kTiles = 2;
 constexpr int kConsumers = 128, kThreads = kConsumers + 32;
 constexpr int kTileFree = 2;  // hardware barriers 2, 3: tile 0, 1 (as kTileFreeBarrier)
+constexpr int kTileFull = 4;  // hardware barriers 4, 5: tile 0, 1 filled (named-generic)
 
-enum Variant { kNamed, kNamedFenced, kMbarrier, kSyncthreads, kGeneric, kPlain, kPlainMbarrier };
+enum Variant { kNamed, kNamedFenced, kMbarrier, kSyncthreads, kGeneric, kPlain, kPlainMbarrier, kNamedGeneric };
+constexpr int kVariants = 8;
 
 struct Smem {
   alignas(128) uint8_t tile[kTiles][kRows][kRowBytes];
@@ -101,7 +106,7 @@ __global__ void __launch_bounds__(kThreads) handoff(const uint8_t* __restrict__ 
       }
       const int r = lane;  // one row a lane
       const uint8_t* src = source + ((r + 3 * c) % source_rows) * kRowBytes;
-      if (variant == kGeneric || plain) {
+      if (variant == kGeneric || variant == kNamedGeneric || plain) {
         if (!masked(r, c)) {
           for (int b = 0; b < kRowBytes; b += 16) {
             *reinterpret_cast<uint4*>(&s.tile[t][r][b]) = *reinterpret_cast<const uint4*>(src + b);
@@ -115,7 +120,9 @@ __global__ void __launch_bounds__(kThreads) handoff(const uint8_t* __restrict__ 
           continue;
         }
         __syncwarp();
-        if (lane == 0) {
+        if (variant == kNamedGeneric) {
+          asm volatile("bar.arrive %0, %1;\n" ::"r"(kTileFull + t), "r"(kThreads) : "memory");
+        } else if (lane == 0) {
           asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];\n" ::"r"(smem(&s.full[t])) : "memory");
         }
         continue;
@@ -149,6 +156,8 @@ __global__ void __launch_bounds__(kThreads) handoff(const uint8_t* __restrict__ 
     if (plain) {
       __syncthreads();  // the producer filled the tile
       if (variant == kPlainMbarrier) wait(smem(&s.full[t]), (c / kTiles) & 1);
+    } else if (variant == kNamedGeneric) {
+      asm volatile("bar.sync %0, %1;\n" ::"r"(kTileFull + t), "r"(kThreads) : "memory");
     } else {
       wait(smem(&s.full[t]), (c / kTiles) & 1);
     }
@@ -210,16 +219,17 @@ int check(cudaError_t e, const char* what) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const char* names[] = {"named", "named-fenced", "mbarrier", "syncthreads", "generic", "plain", "plain-mbarrier"};
+  const char* names[kVariants] = {"named",   "named-fenced", "mbarrier",       "syncthreads",
+                                  "generic", "plain",        "plain-mbarrier", "named-generic"};
   int variant = -1;
-  for (int v = 0; v < 7 && argc > 1; ++v) {
+  for (int v = 0; v < kVariants && argc > 1; ++v) {
     if (std::strcmp(argv[1], names[v]) == 0) variant = v;
   }
   const int chunks = argc > 2 ? std::atoi(argv[2]) : 6;
   if (variant < 0 || chunks < 1) {
     std::fprintf(stderr,
                  "usage: repro-tile-handoff named|named-fenced|mbarrier|syncthreads|generic|plain|plain-mbarrier"
-                 " [chunks]\n");
+                 "|named-generic [chunks]\n");
     return 2;
   }
   constexpr int kSourceRows = 37, kBlocks = 2;
