@@ -145,23 +145,20 @@ struct HcaRow {
   double hca_us = 0.0;
 };
 
+// One CSV row of the shape: `call` (kernel,path) timed at `us` a layer, with
+// the bytes and the gather of the plain row.
+void write_csv_row(std::ofstream& csv, const BenchRow& p, const std::string& call, double us) {
+  csv << call << ',' << p.tokens << ',' << p.width << ',' << p.heads << ',' << p.layers << ',' << us << ','
+      << p.gathered_bytes << ',' << (us > 0 ? p.gathered_bytes / us / 1e3 : 0.0) << ',' << p.gather_us << ','
+      << (us > 0 ? p.gather_us / us : 0.0) << ',' << mode_name(p.mode) << '\n';
+}
+
 void write_csv_rows(std::ofstream& csv, const HcaRow& r) {
   const BenchRow& p = r.plain;
-  const double hca_gbps = r.hca_us > 0 ? p.gathered_bytes / r.hca_us / 1e3 : 0.0;
-  csv << "dsv4_decode_hca,hca," << p.tokens << ',' << p.width << ',' << p.heads << ',' << p.layers << ',' << r.hca_us
-      << ',' << p.gathered_bytes << ',' << hca_gbps << ',' << p.gather_us << ','
-      << (r.hca_us > 0 ? p.gather_us / r.hca_us : 0.0) << ',' << mode_name(p.mode) << '\n';
-  csv << "dsv4_decode,auto:" << kernel_name(p.ran) << ',' << p.tokens << ',' << p.width << ',' << p.heads << ','
-      << p.layers << ',' << p.decode_us << ',' << p.gathered_bytes << ',' << p.gbps() << ',' << p.gather_us << ','
-      << p.gather_fraction() << ',' << mode_name(p.mode) << '\n';
-  csv << "dsv4_decode,general:" << kernel_name(p.ran) << ',' << p.tokens << ',' << p.width << ',' << p.heads << ','
-      << p.layers << ',' << r.general_us << ',' << p.gathered_bytes << ','
-      << (r.general_us > 0 ? p.gathered_bytes / r.general_us / 1e3 : 0.0) << ',' << p.gather_us << ','
-      << (r.general_us > 0 ? p.gather_us / r.general_us : 0.0) << ',' << mode_name(p.mode) << '\n';
-  csv << "dsv4_decode,expansion:" << kernel_name(r.expansion_ran) << ',' << p.tokens << ',' << p.width << ','
-      << p.heads << ',' << p.layers << ',' << r.expansion_us << ',' << p.gathered_bytes << ','
-      << (r.expansion_us > 0 ? p.gathered_bytes / r.expansion_us / 1e3 : 0.0) << ',' << p.gather_us << ','
-      << (r.expansion_us > 0 ? p.gather_us / r.expansion_us : 0.0) << ',' << mode_name(p.mode) << '\n';
+  write_csv_row(csv, p, "dsv4_decode_hca,hca", r.hca_us);
+  write_csv_row(csv, p, std::string("dsv4_decode,auto:") + kernel_name(p.ran), p.decode_us);
+  write_csv_row(csv, p, std::string("dsv4_decode,general:") + kernel_name(p.ran), r.general_us);
+  write_csv_row(csv, p, std::string("dsv4_decode,expansion:") + kernel_name(r.expansion_ran), r.expansion_us);
   csv.flush();
 }
 
