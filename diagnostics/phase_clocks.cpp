@@ -41,18 +41,19 @@ void print_span(const std::vector<unsigned long long>& marks) {
   }
 }
 
-// CTA 0's chunk marks of each warpgroup, cycles from the previous mark, for
-// the first `chunks` chunks. Stream kernels with producers mark no gather
+// CTA 0's chunk marks of each warpgroup, cycles from the previous mark (the
+// chunk's start: from warpgroup 0's entry mark), for the first `chunks` chunks. Stream kernels with producers mark no gather
 // step (mark 2 follows mark 1 at once). (The one-tile walk of the cluster
 // kernel: mark 1 follows the gather's issue and the wait, mark 2 the CTA
 // barrier.) Chunks CTA 0 did not walk are left out.
 void print_chunks(const std::vector<unsigned long long>& marks, int chunks) {
-  std::printf("wg chunk |  wait+bar  gather  scores  bar  softmax  bar  pv+fold | chunk\n");
+  std::printf("wg chunk   start |  wait+bar  gather  scores  bar  softmax  bar  pv+fold | chunk\n");
+  const unsigned long long origin = marks[clocks::kSpanRow * clocks::kMarks];  // warpgroup 0's entry
   for (int wg = 0; wg < clocks::kWarpgroups; ++wg) {
     for (int c = 0; c < chunks && c < clocks::kChunks; ++c) {
       const unsigned long long* m = &marks[(wg * (clocks::kChunks + 1) + c) * clocks::kMarks];
       if (m[0] == 0 && m[clocks::kMarks - 1] == 0) continue;
-      std::printf("%2d %5d |", wg, c);
+      std::printf("%2d %5d %7lld |", wg, c, static_cast<long long>(m[0] - origin));
       for (int k = 1; k < clocks::kMarks; ++k) std::printf(" %7lld", static_cast<long long>(m[k] - m[k - 1]));
       std::printf(" | %7lld\n", static_cast<long long>(m[clocks::kMarks - 1] - m[0]));
     }

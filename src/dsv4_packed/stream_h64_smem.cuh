@@ -18,7 +18,7 @@ struct StreamH64Smem {
   alignas(16) uint32_t scale_bits[T::kBuffers][T::kScaleTiles][T::kChunkColumns];  // byte << 23; 0: masked
   uint64_t rows_landed[T::kBuffers];  // a KV tile's copies and scales (kRowsLandedArrivals)
   alignas(16) uint8_t q[T::kHeads / 8][T::kQPieces][8][16];
-  alignas(16) float scores[2][T::kHeads][T::kScoreRowFloats];  // each warpgroup's share of S (times 2^q_shift)
+  alignas(16) float scores[T::kHeads][T::kScoreRowFloats];  // S (times 2^q_shift), each warpgroup its heads
   alignas(16) float probs[T::kHeads][T::kProbRowFloats];       // exp2(score - running max), FP32
   // The chunk's largest P V key (bits(P) + scale byte << 23) a (scale tile,
   // head), found by the softmax threads: P V's scale exponent of the chunk.

@@ -1,11 +1,12 @@
 // The packed stream kernel's 64-head form (64 and 128 heads of
 // dsv4_decode_packed): one CTA a (token, 64-head group) unit walks the
 // token's chunks (SWA, then extra), each gathered row serving all 64 heads.
-// The producer warpgroup is the 16-head kernel's (steps/stream/produce.cuh);
-// the math warps run its steps for 64 heads: S = Q K^T with FP16 wgmma N =
-// 64, the softmax 4 threads a head (it also finds each
-// (scale tile, head)'s largest P V key), P V with FP16 mma.sync on four head
-// tiles, each V fragment converted once. docs/kernels/packed.md explains it.
+// The producer warpgroup is the 16-head kernel's (steps/stream/produce.cuh).
+// Each math warpgroup serves 32 heads through a whole chunk: S = Q K^T with
+// FP16 wgmma N = 32, the softmax 4 threads a head (it also finds each
+// (scale tile, head)'s largest P V key), P V with FP16 mma.sync on two head
+// tiles of two dim tiles a warp; the two meet only at the KV tiles.
+// docs/kernels/packed.md explains it.
 #pragma once
 
 #include <cmath>
@@ -74,10 +75,20 @@ __global__ void __launch_bounds__(StreamH64Traits::kLaunchThreads, StreamH64Trai
   stream_h64::convert_query(s, query, p.scale_log2);
   instrument::phase_span(2);
 
-  stream_h64::HeadTileFragments acc = {};
-  stream_h64::HeadTileExponents exponent;
+  // Warpgroup g owns heads 32g .. 32g + 31. P V: warp w of it the dim tiles
+  // d = (w + g) % 4 and d + 4, so that the BF16 tile (7, twice the MMAs)
+  // falls on another scheduler (w) in each warpgroup.
+  const int warpgroup = warp / 4;
+  const int group_head = Traits::kWarpgroupHeads * warpgroup;
+  const int dim_tile = (warp + warpgroup) % 4;
+  stream_h64::HeadTileFragments acc[Traits::kWarpDimTiles] = {};
+  stream_h64::HeadTileExponents exponent[Traits::kWarpDimTiles];
 #pragma unroll
-  for (int ht = 0; ht < Traits::kHeadTiles; ++ht) exponent[ht][0] = exponent[ht][1] = stream::kNoExponent;
+  for (int d = 0; d < Traits::kWarpDimTiles; ++d)
+#pragma unroll
+    for (int ht = 0; ht < Traits::kWarpgroupHeadTiles; ++ht) {
+      exponent[d][ht][0] = exponent[d][ht][1] = stream::kNoExponent;
+    }
   for (int i = 0; i < chunks; ++i) {
     const int buffer = i % Traits::kBuffers;
     instrument::phase_mark(i, 0);
@@ -85,18 +96,19 @@ __global__ void __launch_bounds__(StreamH64Traits::kLaunchThreads, StreamH64Trai
     if (i == 0) instrument::phase_span(3);
     instrument::phase_mark(i, 1);
     instrument::phase_mark(i, 2);  // no gather step: the producers copy the rows
-    stream_h64::score_chunk(s, buffer);
+    stream_h64::score_chunk(s, buffer, warpgroup);
     instrument::phase_mark(i, 3);
-    stream_h64::math_sync();
+    stream_h64::warpgroup_sync(warpgroup);
     instrument::phase_mark(i, 4);
     stream_h64::softmax_chunk(s, buffer, i == 0);
     instrument::phase_mark(i, 5);
-    stream_h64::math_sync();
+    stream_h64::warpgroup_sync(warpgroup);
     instrument::phase_mark(i, 6);
-    if (warp < Traits::kScaleTiles) {
-      stream_h64::accumulate_scaled_tile(s, buffer, acc, exponent);
+    stream_h64::accumulate_scaled_tile(s, buffer, dim_tile, group_head, acc[0], exponent[0]);
+    if (dim_tile + 4 < Traits::kScaleTiles) {
+      stream_h64::accumulate_scaled_tile(s, buffer, dim_tile + 4, group_head, acc[1], exponent[1]);
     } else {
-      stream_h64::accumulate_tail(s, buffer, acc);
+      stream_h64::accumulate_tail(s, buffer, group_head, acc[1]);
     }
     instrument::phase_mark(i, 7);
     // The warp's reads of the KV tile are done: released to the producers'
@@ -107,16 +119,20 @@ __global__ void __launch_bounds__(StreamH64Traits::kLaunchThreads, StreamH64Trai
     }
   }
   instrument::phase_span(4);
-  // Each head tile stored as the 16-head kernel stores its 16 heads.
+  // Each (dim tile, head tile) stored as the 16-head kernel stores its 16
+  // heads' dims of a warp; the BF16 tile's exponents stay kNoExponent.
   const int g = lane / 4;
 #pragma unroll
-  for (int ht = 0; ht < Traits::kHeadTiles; ++ht) {
-    const int top = 16 * ht + g;
-    const stream::HeadStats stats[2] = {stream::HeadStats{s.running_max[top], s.running_sum[top]},
-                                        stream::HeadStats{s.running_max[top + 8], s.running_sum[top + 8]}};
-    stream::store_warp_output<kGeneral>(p, token, first_head + 16 * ht, count - 16 * ht, warp, acc[ht], exponent[ht],
-                                        stats, 0, 2, [&](int head) { return s.sink_log2[16 * ht + head]; });
-  }
+  for (int d = 0; d < Traits::kWarpDimTiles; ++d)
+#pragma unroll
+    for (int ht = 0; ht < Traits::kWarpgroupHeadTiles; ++ht) {
+      const int tile_head = group_head + 16 * ht, top = tile_head + g;
+      const stream::HeadStats stats[2] = {stream::HeadStats{s.running_max[top], s.running_sum[top]},
+                                          stream::HeadStats{s.running_max[top + 8], s.running_sum[top + 8]}};
+      stream::store_warp_output<kGeneral>(p, token, first_head + tile_head, count - tile_head, dim_tile + 4 * d,
+                                          acc[d][ht], exponent[d][ht], stats, 0, 2,
+                                          [&](int head) { return s.sink_log2[tile_head + head]; });
+    }
   instrument::phase_span(5);
 }
 

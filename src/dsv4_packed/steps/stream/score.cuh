@@ -28,36 +28,23 @@ __device__ __forceinline__ void tile_to_f16_fragments(const uint32_t (&m)[2][4],
   }
 }
 
-// wgmma with N = the CTA's heads (16 or 64), FP16 or (kBf16) BF16: A
-// (64 x 16) from registers, B (16 x N, the Q tile) by descriptor.
-template <int kN, bool kBf16>
-__device__ __forceinline__ void wgmma_rs(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t b, bool accumulate) {
-  static_assert(kN == 16 || kN == 64, "the packed stream kernels serve 16 or 64 heads a CTA");
-  if constexpr (kN == 16 && !kBf16) ptx::wgmma_f16_64x16x16_rs(d, a, b, accumulate);
-  if constexpr (kN == 16 && kBf16) ptx::wgmma_bf16_64x16x16_rs(d, a, b, accumulate);
-  if constexpr (kN == 64 && !kBf16) ptx::wgmma_f16_64x64x16_rs(d, a, b, accumulate);
-  if constexpr (kN == 64 && kBf16) ptx::wgmma_bf16_64x64x16_rs(d, a, b, accumulate);
-}
-
-// Warpgroup g's share of S^T (64 columns x kHeads heads, the wgmma N) over
+// Warpgroup g's share of S^T (64 columns x 16 heads, the wgmma N) over
 // score tiles 4g .. 4g + 3: score tile j < 7 (scale tile j) from the E4M3
 // bytes (two ldmatrix.x4 give its 4 FP16 k-steps after an exact conversion,
 // the next tile's issued under this one's wgmmas), on its own accumulator,
 // then times the rows' scales into the total; score tile 7, the BF16 dims,
-// as they are. Stored as scores[warpgroup][head][column]. The 16-head kernel
-// and the 64-head form (TraitsT, SmemT) share it.
-template <class TraitsT, class SmemT>
-__device__ __forceinline__ void score_heads(SmemT& s, int buffer) {
-  constexpr int kN = TraitsT::kHeads;
+// as they are. Stored as scores[warpgroup][head][column].
+__device__ __forceinline__ void score_chunk(Smem& s, int buffer) {
+  constexpr int kN = Traits::kHeads;
   const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
   const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
   // ldmatrix.x4: matrices (rows 0-7, bytes 0-15), (rows 8-15, 0-15), (0-7, 16-31), (8-15, 16-31).
   const int row = 16 * warp + (lane & 7) + ((lane >> 3) & 1) * 8;
   const uint32_t a_base = ptx::smem_address(&s.kv[buffer][row][(lane >> 4) * 16]);
   const uint64_t q =
-      ptx::wgmma_descriptor(ptx::smem_address(&s.q[0][0][0][0]), TraitsT::kCoreBytes, TraitsT::kQRowGroupBytes);
+      ptx::wgmma_descriptor(ptx::smem_address(&s.q[0][0][0][0]), Traits::kCoreBytes, Traits::kQRowGroupBytes);
   const int column = 16 * warp + lane / 4;  // accumulator rows: column, column + 8
-  const int first_tile = TraitsT::kTilesPerWarpgroup * warpgroup;
+  const int first_tile = Traits::kTilesPerWarpgroup * warpgroup;
   uint32_t m[2][4];
   auto load_bytes = [&](int tile) {
     ptx::ldmatrix_x4(m[0], a_base + tile * kPackedTileDims);
@@ -66,24 +53,21 @@ __device__ __forceinline__ void score_heads(SmemT& s, int buffer) {
   load_bytes(first_tile);
   float total[kN / 2];
 #pragma unroll
-  for (int j = 0; j < TraitsT::kTilesPerWarpgroup; ++j) {
+  for (int j = 0; j < Traits::kTilesPerWarpgroup; ++j) {
     const int tile = first_tile + j;
     float acc[kN / 2];
-    uint32_t a[TraitsT::kStepsPerTile][4];
+    uint32_t a[Traits::kStepsPerTile][4];
     // Only warpgroup 1's last tile is the BF16 one (7 scale tiles + 1 in 2 x 4).
-    // The 64-head form states it; the 16-head kernel tests the tile index,
-    // the code its timings cover (stating it there drops 72 dead
-    // instructions, untimed).
-    if ((kN == 64 && j + 1 < TraitsT::kTilesPerWarpgroup) || tile < TraitsT::kScaleTiles) {
+    if (tile < Traits::kScaleTiles) {
       tile_to_f16_fragments(m, a);
       ptx::wgmma_fence();
 #pragma unroll
-      for (int k = 0; k < TraitsT::kStepsPerTile; ++k) {
-        const int block = tile * TraitsT::kStepsPerTile + k;
-        wgmma_rs<kN, false>(acc, a[k], ptx::wgmma_descriptor_advance(q, block * 2 * TraitsT::kCoreBytes), k > 0);
+      for (int k = 0; k < Traits::kStepsPerTile; ++k) {
+        const int block = tile * Traits::kStepsPerTile + k;
+        ptx::wgmma_f16_64x16x16_rs(acc, a[k], ptx::wgmma_descriptor_advance(q, block * 2 * Traits::kCoreBytes), k > 0);
       }
       ptx::wgmma_commit();
-      if (j + 1 < TraitsT::kTilesPerWarpgroup && tile + 1 < TraitsT::kScaleTiles) load_bytes(tile + 1);
+      if (j + 1 < Traits::kTilesPerWarpgroup && tile + 1 < Traits::kScaleTiles) load_bytes(tile + 1);
       const uint32_t bits_top = s.scale_bits[buffer][tile][column];  // loaded while the wgmmas run
       const uint32_t bits_bottom = s.scale_bits[buffer][tile][column + 8];
       ptx::wgmma_wait_all();
@@ -95,12 +79,12 @@ __device__ __forceinline__ void score_heads(SmemT& s, int buffer) {
       }
     } else {
 #pragma unroll
-      for (int k = 0; k < TraitsT::kStepsPerTile; ++k) ptx::ldmatrix_x4(a[k], a_base + TraitsT::kTailByte + 32 * k);
+      for (int k = 0; k < Traits::kStepsPerTile; ++k) ptx::ldmatrix_x4(a[k], a_base + Traits::kTailByte + 32 * k);
       ptx::wgmma_fence();
 #pragma unroll
-      for (int k = 0; k < TraitsT::kStepsPerTile; ++k) {
-        const int block = TraitsT::kFp8Blocks + k;
-        wgmma_rs<kN, true>(acc, a[k], ptx::wgmma_descriptor_advance(q, block * 2 * TraitsT::kCoreBytes), k > 0);
+      for (int k = 0; k < Traits::kStepsPerTile; ++k) {
+        const int block = Traits::kFp8Blocks + k;
+        ptx::wgmma_bf16_64x16x16_rs(acc, a[k], ptx::wgmma_descriptor_advance(q, block * 2 * Traits::kCoreBytes), k > 0);
       }
       ptx::wgmma_commit();
       ptx::wgmma_wait_all();
@@ -109,7 +93,7 @@ __device__ __forceinline__ void score_heads(SmemT& s, int buffer) {
     }
   }
   // Fragment: rows column (+8), heads 8j + 2(lane % 4) (+1).
-  float(&scores)[TraitsT::kHeads][TraitsT::kScoreRowFloats] = s.scores[warpgroup];
+  float(&scores)[Traits::kHeads][Traits::kScoreRowFloats] = s.scores[warpgroup];
   const int head = 2 * (lane % 4);
 #pragma unroll
   for (int j = 0; j < kN / 8; ++j) {
@@ -119,7 +103,5 @@ __device__ __forceinline__ void score_heads(SmemT& s, int buffer) {
     scores[8 * j + head + 1][column + 8] = total[4 * j + 3];
   }
 }
-
-__device__ __forceinline__ void score_chunk(Smem& s, int buffer) { score_heads<Traits>(s, buffer); }
 
 }  // namespace sparse_decode::dsv4_packed::stream

@@ -18,11 +18,17 @@ using stream::HeadStats;
 using stream::kNoExponent;
 using stream::pow2;
 
-// A warp's P V accumulator: head tile t (heads 16t + lane / 4, + 8) of its 64 dims.
-using HeadTileFragments = DimFragment[Traits::kHeadTiles];
+// A warp's P V accumulator of one dim tile: its warpgroup's head tile t
+// (heads 32g + 16t + lane / 4, + 8) over the tile's 64 dims.
+using HeadTileFragments = DimFragment[Traits::kWarpgroupHeadTiles];
 // The scale exponent of each (head tile, top or bottom head) of a thread.
-using HeadTileExponents = int[Traits::kHeadTiles][2];
+using HeadTileExponents = int[Traits::kWarpgroupHeadTiles][2];
 
+// Both math warpgroups (the q conversion).
 __device__ __forceinline__ void math_sync() { ptx::named_barrier_sync(Traits::kMathBarrier, Traits::kThreads); }
+// One math warpgroup's phases: the other runs its own chunk phase meanwhile.
+__device__ __forceinline__ void warpgroup_sync(int warpgroup) {
+  ptx::named_barrier_sync(Traits::kWarpgroupBarrier + warpgroup, Traits::kThreads / 2);
+}
 
 }  // namespace sparse_decode::dsv4_packed::stream_h64

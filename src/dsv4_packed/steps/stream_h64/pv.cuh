@@ -1,6 +1,6 @@
 // O = P V of the packed stream kernel's 64-head form: the 16-head step
-// (steps/stream/pv.cuh) for four head tiles, each V fragment loaded and
-// converted once for all of them; the chunk's scale exponent of each
+// (steps/stream/pv.cuh) for a warpgroup's two head tiles, each V fragment
+// loaded and converted once for both; the chunk's scale exponent of each
 // (head, scale tile) from the softmax's largest key.
 #pragma once
 
@@ -14,22 +14,23 @@
 
 namespace sparse_decode::dsv4_packed::stream_h64 {
 
-// P V of scale tile w (warp w < 7, dims 64w .. 64w + 63) for the 64 heads,
-// by the 16-head rule: a weight is key - (E' + 127) << 23 as a float, E'
-// the accumulator's new scale exponent of the (head, scale tile).
-__device__ __forceinline__ void accumulate_scaled_tile(Smem& s, int buffer, HeadTileFragments& acc,
-                                                       HeadTileExponents& exponent) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+// P V of scale tile `tile` (dims 64 tile .. 64 tile + 63) for the heads
+// from first_head (a warpgroup's 32), by the 16-head rule: a weight is
+// key - (E' + 127) << 23 as a float, E' the accumulator's new scale
+// exponent of the (head, scale tile).
+__device__ __forceinline__ void accumulate_scaled_tile(Smem& s, int buffer, int tile, int first_head,
+                                                       HeadTileFragments& acc, HeadTileExponents& exponent) {
+  const int lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
-  uint32_t floor_bits[Traits::kHeadTiles][2];
+  uint32_t floor_bits[Traits::kWarpgroupHeadTiles][2];
 #pragma unroll
-  for (int ht = 0; ht < Traits::kHeadTiles; ++ht) {
+  for (int ht = 0; ht < Traits::kWarpgroupHeadTiles; ++ht) {
     float factor[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int head = 16 * ht + g + 8 * h;
+      const int head = first_head + 16 * ht + g + 8 * h;
       const float rescale = s.rescale[head];
-      const int chunk_exponent = static_cast<int>(s.best_key[warp][head] >> 23) - 254;
+      const int chunk_exponent = static_cast<int>(s.best_key[tile][head] >> 23) - 254;
       const int rescale_log2 = static_cast<int>(__float_as_uint(rescale) >> 23) - 127;
       // At least -127, so that a masked column's key 0 is below the floor.
       const int new_exponent = max(max(exponent[ht][h] + rescale_log2, chunk_exponent), -127);
@@ -41,19 +42,20 @@ __device__ __forceinline__ void accumulate_scaled_tile(Smem& s, int buffer, Head
   }
   auto weight = [&](uint32_t key, uint32_t floor) { return __int_as_float(max(static_cast<int>(key - floor), 0)); };
   const uint32_t v_base =
-      ptx::smem_address(&s.kv[buffer][((lane >> 3) & 1) * 8 + (lane & 7)][(warp * 4 + (lane >> 4)) * 16]);
+      ptx::smem_address(&s.kv[buffer][((lane >> 3) & 1) * 8 + (lane & 7)][(tile * 4 + (lane >> 4)) * 16]);
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
-    const uint2 scale_lo = *reinterpret_cast<const uint2*>(&s.scale_bits[buffer][warp][16 * kk + 2 * t]);
-    const uint2 scale_hi = *reinterpret_cast<const uint2*>(&s.scale_bits[buffer][warp][16 * kk + 2 * t + 8]);
+    const uint2 scale_lo = *reinterpret_cast<const uint2*>(&s.scale_bits[buffer][tile][16 * kk + 2 * t]);
+    const uint2 scale_hi = *reinterpret_cast<const uint2*>(&s.scale_bits[buffer][tile][16 * kk + 2 * t + 8]);
     // A fragments: (top, 2t..), (bottom, 2t..), (top, 2t+8..), (bottom, 2t+8..) of each head tile.
-    uint32_t a[Traits::kHeadTiles][4];
+    uint32_t a[Traits::kWarpgroupHeadTiles][4];
 #pragma unroll
-    for (int ht = 0; ht < Traits::kHeadTiles; ++ht) {
+    for (int ht = 0; ht < Traits::kWarpgroupHeadTiles; ++ht) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const uint2 p_lo = *reinterpret_cast<const uint2*>(&s.probs[16 * ht + g + 8 * h][16 * kk + 2 * t]);
-        const uint2 p_hi = *reinterpret_cast<const uint2*>(&s.probs[16 * ht + g + 8 * h][16 * kk + 2 * t + 8]);
+        const int head = first_head + 16 * ht + g + 8 * h;
+        const uint2 p_lo = *reinterpret_cast<const uint2*>(&s.probs[head][16 * kk + 2 * t]);
+        const uint2 p_hi = *reinterpret_cast<const uint2*>(&s.probs[head][16 * kk + 2 * t + 8]);
         const uint32_t floor = floor_bits[ht][h];
         a[ht][h] = ptx::half2_bits(weight(p_lo.x + scale_lo.x, floor), weight(p_lo.y + scale_lo.y, floor));
         a[ht][2 + h] = ptx::half2_bits(weight(p_hi.x + scale_hi.x, floor), weight(p_hi.y + scale_hi.y, floor));
@@ -68,7 +70,7 @@ __device__ __forceinline__ void accumulate_scaled_tile(Smem& s, int buffer, Head
         uint32_t even[2], odd[2];
         stream::v_half_to_f16(r, half, even, odd);
 #pragma unroll
-        for (int ht = 0; ht < Traits::kHeadTiles; ++ht) {
+        for (int ht = 0; ht < Traits::kWarpgroupHeadTiles; ++ht) {
           ptx::mma_f16_16x8x16(acc[ht][db][half][0], a[ht], even[0], even[1]);
           ptx::mma_f16_16x8x16(acc[ht][db][half][1], a[ht], odd[0], odd[1]);
         }
@@ -77,14 +79,15 @@ __device__ __forceinline__ void accumulate_scaled_tile(Smem& s, int buffer, Head
   }
 }
 
-// P V of the BF16 dims (warp 7, dims 448..511) for the 64 heads: P as BF16
-// hi + lo, each V fragment loaded once for the four head tiles.
-__device__ __forceinline__ void accumulate_tail(Smem& s, int buffer, HeadTileFragments& acc) {
+// P V of the BF16 dims (448..511) for the heads from first_head: P as BF16
+// hi + lo, each V fragment loaded once for the two head tiles.
+__device__ __forceinline__ void accumulate_tail(Smem& s, int buffer, int first_head, HeadTileFragments& acc) {
   const int lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
 #pragma unroll
-  for (int ht = 0; ht < Traits::kHeadTiles; ++ht) {
-    stream::rescale_fragment(acc[ht], s.rescale[16 * ht + g], s.rescale[16 * ht + g + 8]);
+  for (int ht = 0; ht < Traits::kWarpgroupHeadTiles; ++ht) {
+    const int top = first_head + 16 * ht + g;
+    stream::rescale_fragment(acc[ht], s.rescale[top], s.rescale[top + 8]);
   }
   const uint32_t v_base = ptx::smem_address(
       &s.kv[buffer][((lane >> 3) & 1) * 8 + (lane & 7)][Traits::kTailByte + (lane >> 4) * 16]);
@@ -95,10 +98,10 @@ __device__ __forceinline__ void accumulate_tail(Smem& s, int buffer, HeadTileFra
   };
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
-    uint32_t hi[Traits::kHeadTiles][4], lo[Traits::kHeadTiles][4];
+    uint32_t hi[Traits::kWarpgroupHeadTiles][4], lo[Traits::kWarpgroupHeadTiles][4];
 #pragma unroll
-    for (int ht = 0; ht < Traits::kHeadTiles; ++ht) {
-      const int top = 16 * ht + g, bottom = top + 8;
+    for (int ht = 0; ht < Traits::kWarpgroupHeadTiles; ++ht) {
+      const int top = first_head + 16 * ht + g, bottom = top + 8;
       split(*reinterpret_cast<const float2*>(&s.probs[top][16 * kk + 2 * t]), hi[ht][0], lo[ht][0]);
       split(*reinterpret_cast<const float2*>(&s.probs[bottom][16 * kk + 2 * t]), hi[ht][1], lo[ht][1]);
       split(*reinterpret_cast<const float2*>(&s.probs[top][16 * kk + 2 * t + 8]), hi[ht][2], lo[ht][2]);
@@ -111,7 +114,7 @@ __device__ __forceinline__ void accumulate_tail(Smem& s, int buffer, HeadTileFra
         uint32_t r[4];
         ptx::ldmatrix_x4_trans(r, v_base + kk * 16 * Traits::kTileRowBytes + (4 * db + 2 * half) * 16);
 #pragma unroll
-        for (int ht = 0; ht < Traits::kHeadTiles; ++ht) {
+        for (int ht = 0; ht < Traits::kWarpgroupHeadTiles; ++ht) {
           ptx::mma_bf16_16x8x16(acc[ht][db][half][0], lo[ht], r[0], r[1]);
           ptx::mma_bf16_16x8x16(acc[ht][db][half][1], lo[ht], r[2], r[3]);
           ptx::mma_bf16_16x8x16(acc[ht][db][half][0], hi[ht], r[0], r[1]);

@@ -11,12 +11,13 @@
 
 namespace sparse_decode::dsv4_packed::stream_h64 {
 
-// 4 threads a head (lanes l, l + 8, l + 16, l + 24 of a warp: head 8 warp +
-// l % 8, columns 16 part .. 16 part + 15), P in FP32 as at 16 heads (the
-// same statistics and rescale factor). Then, for each scale tile, the
-// largest key bits(P) + scale byte << 23 of the head over the chunk (0
-// without an active column), which P V turns into the chunk's scale
-// exponent: found here once a head instead of once a head in every P V warp.
+// A warpgroup's 32 heads, 4 threads a head (lanes l, l + 8, l + 16, l + 24
+// of math warp w: head 8w + l % 8, columns 16 part .. 16 part + 15), P in
+// FP32 as at 16 heads (the same statistics and rescale factor). Then, for
+// each scale tile, the largest key bits(P) + scale byte << 23 of the head
+// over the chunk (0 without an active column), which P V turns into the
+// chunk's scale exponent: found here once a head instead of once a head in
+// every P V warp.
 __device__ __forceinline__ void softmax_chunk(Smem& s, int buffer, bool first) {
   constexpr int kColumns = Traits::kSoftmaxColumns;
   const int lane = threadIdx.x % 32;
@@ -27,10 +28,9 @@ __device__ __forceinline__ void softmax_chunk(Smem& s, int buffer, bool first) {
   float v[kColumns];
 #pragma unroll
   for (int i = 0; i < kColumns / 4; ++i) {
-    const float4 lo = *reinterpret_cast<const float4*>(&s.scores[0][head][first_column + 4 * i]);
-    const float4 hi = *reinterpret_cast<const float4*>(&s.scores[1][head][first_column + 4 * i]);
-    v[4 * i + 0] = (lo.x + hi.x) * factor, v[4 * i + 1] = (lo.y + hi.y) * factor;
-    v[4 * i + 2] = (lo.z + hi.z) * factor, v[4 * i + 3] = (lo.w + hi.w) * factor;
+    const float4 score = *reinterpret_cast<const float4*>(&s.scores[head][first_column + 4 * i]);
+    v[4 * i + 0] = score.x * factor, v[4 * i + 1] = score.y * factor;
+    v[4 * i + 2] = score.z * factor, v[4 * i + 3] = score.w * factor;
   }
   float chunk_max = -INFINITY;
 #pragma unroll
