@@ -42,8 +42,9 @@ void print_span(const std::vector<unsigned long long>& marks) {
 }
 
 // CTA 0's chunk marks of each warpgroup, cycles from the previous mark (the
-// chunk's start: from warpgroup 0's entry mark), for the first `chunks` chunks. Stream kernels with producers mark no gather
-// step (mark 2 follows mark 1 at once). (The one-tile walk of the cluster
+// chunk's start: from warpgroup 0's entry mark), for the first `chunks`
+// chunks. Stream kernels with producers mark no gather step (mark 2 follows
+// mark 1 at once). (The one-tile walk of the cluster
 // kernel: mark 1 follows the gather's issue and the wait, mark 2 the CTA
 // barrier.) Chunks CTA 0 did not walk are left out.
 void print_chunks(const std::vector<unsigned long long>& marks, int chunks) {

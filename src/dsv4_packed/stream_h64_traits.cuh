@@ -16,9 +16,8 @@ namespace sparse_decode::dsv4_packed {
 struct StreamH64Traits {
   using Base = StreamTraits;  // the producers, KV tiles, q layout and scale tiles
   static constexpr int kHeads = 64;
-  static constexpr int kHeadTiles = kHeads / 16;      // P V: mma.sync M = 16 heads a tile
   static constexpr int kWarpgroupHeads = kHeads / 2;  // a math warpgroup's heads: wgmma N = 32
-  static constexpr int kWarpgroupHeadTiles = kWarpgroupHeads / 16;
+  static constexpr int kWarpgroupHeadTiles = kWarpgroupHeads / 16;  // P V: mma.sync M = 16 heads a tile
   static constexpr int kWarpDimTiles = 2;  // P V: a warp's 64-dim tiles (of 8) for its warpgroup's heads
   static constexpr int kChunkColumns = Base::kChunkColumns;
   static constexpr int kWarps = Base::kWarps;
@@ -26,7 +25,7 @@ struct StreamH64Traits {
   static constexpr int kProducerWarps = Base::kProducerWarps;
   static constexpr int kLaunchThreads = Base::kLaunchThreads;
   static constexpr int kBuffers = Base::kBuffers;
-  static constexpr int kCtasPerSm = 1;  // 199 KiB of shared memory, 240 registers a math thread
+  static constexpr int kCtasPerSm = 1;  // 182 KiB of shared memory, 240 registers a math thread
   static constexpr int kMathBarrier = Base::kMathBarrier;
   static constexpr int kTileFreeBarrier = Base::kTileFreeBarrier;
   // A math warpgroup's own phases (hardware barrier 4 + g, after the KV tiles' 2 and 3).
@@ -53,7 +52,7 @@ struct StreamH64Traits {
   static constexpr int kMathRegisters =
       ((kLaunchRegisters * kLaunchThreads - kProducerRegisters * 32 * kProducerWarps) / kThreads) / 8 * 8;
 
-  static_assert(kHeads == 64 && kHeadTiles == 4 && kWarpgroupHeadTiles == 2,
+  static_assert(kHeads == 64 && kWarpgroupHeadTiles == 2,
                 "64 heads: two warpgroups of 32 (wgmma N = 32 for S, 2 mma.sync head tiles for P V)");
   static_assert(kWarpDimTiles * 4 == kScoreTiles, "P V: a warpgroup's 4 warps cover the 8 dim tiles, 2 each");
   static_assert(kSoftmaxThreads == 4 && kSoftmaxColumns == 16, "softmax: 4 threads a head, 4 float4 a thread");

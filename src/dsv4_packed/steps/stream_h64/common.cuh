@@ -1,6 +1,7 @@
 // What every step of the packed stream kernel's 64-head form shares: the
 // names of its configuration and shared-memory plan, its P V accumulator
-// (the 16-head kernel's fragment a head tile) and its barrier. The scale
+// (the 16-head kernel's fragment a (dim tile, head tile)) and its two
+// barriers (both math warpgroups; one warpgroup). The scale
 // exponent arithmetic and the output are the 16-head kernel's
 // (steps/stream/common.cuh, output.cuh).
 #pragma once
