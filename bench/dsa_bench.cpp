@@ -106,8 +106,8 @@ std::string check_dsa_options(const BenchOptions& o) {
     return "--groups, --block, --regions and --splits need at least one value";
   }
   for (DsaKernel k : o.dsa_kernels) {
-    if (k == DsaKernel::kDirect && o.dtype != DType::kFloat8E4M3) {
-      return "--dsa-kernel: direct (or both) expects --dtype fp8";
+    if ((k == DsaKernel::kDirect || k == DsaKernel::kDirectCluster) && o.dtype != DType::kFloat8E4M3) {
+      return "--dsa-kernel: direct, cluster, both and direct-both expect --dtype fp8";
     }
   }
   for (int32_t s : o.dsa_splits) {
@@ -132,6 +132,7 @@ const char* dsa_kernel_name(DsaKernel kernel) {
   switch (kernel) {
     case DsaKernel::kStaged: return "staged";
     case DsaKernel::kDirect: return "direct";
+    case DsaKernel::kDirectCluster: return "cluster";
     default: return "auto";
   }
 }

@@ -79,8 +79,10 @@ constexpr const char* kBenchHelp = R"(  bench   per-layer time of dsv4_decode in
             --block 64            keys a region and a page, 1..4096 (default 64)
             --regions 16          R: regions a row, 1..4096 (default 16)
             --splits 0,1,4        splits of dsa_decode, 0..32; 0 (default) = dsa_splits_for(rows)
-            --dsa-kernel K        auto (default), staged, direct (FP8 only), or both (staged
-                                  then direct on every shape and split)
+            --dsa-kernel K        auto (default), staged, direct (FP8 only), cluster (FP8, the
+                                  direct kernel folding a row's splits in a cluster: at most
+                                  16 run), both (staged then direct on every shape and
+                                  split) or direct-both (direct then cluster)
             --cache-mib N         cache size in MiB, 1..1048576 (default: enough for every
                                   request's pages to be its own at the largest T, >= 2 GiB;
                                   smaller than that is refused)
@@ -162,10 +164,12 @@ std::vector<Dsv4Kernel> parse_kernels(ArgReader& args, const std::string& option
 }
 
 std::vector<DsaKernel> parse_dsa_kernels(ArgReader& args, const std::string& option) {
-  const std::string kernel = args.choice(option, {"auto", "staged", "direct", "both"});
+  const std::string kernel = args.choice(option, {"auto", "staged", "direct", "cluster", "both", "direct-both"});
   if (kernel == "staged") return {DsaKernel::kStaged};
   if (kernel == "direct") return {DsaKernel::kDirect};
+  if (kernel == "cluster") return {DsaKernel::kDirectCluster};
   if (kernel == "both") return {DsaKernel::kStaged, DsaKernel::kDirect};
+  if (kernel == "direct-both") return {DsaKernel::kDirect, DsaKernel::kDirectCluster};
   return {DsaKernel::kAuto};
 }
 

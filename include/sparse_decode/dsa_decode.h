@@ -29,6 +29,7 @@ inline constexpr int kDsaHeadDim = 192;    // dims of q, out, K and V
 inline constexpr int kDsaSlotDim = 384;    // dims of a cache slot: K then V
 inline constexpr int kDsaMaxHeads = 16;    // query heads per KV group
 inline constexpr int kDsaMaxSplits = 32;   // most parts a row's regions are split into
+inline constexpr int kDsaMaxClusterSplits = 16;  // most splits of kDirectCluster: a cluster's CTAs on Hopper
 
 // The dtype of the optional gate; the sigmoid is rounded to it (seed 002's
 // `sigmoid.to(Gate.dtype)`), so it changes the result, not only the storage.
@@ -39,15 +40,21 @@ enum class DsaGateDType : int32_t {
 };
 
 // Which GPU kernel serves a device-memory call (docs/kernels/dsa.md).
-// kAuto runs kDirect with an FP8 cache, kStaged with BF16. kStaged copies FP8 slots to a staging buffer and
+// kAuto runs kDirect with an FP8 cache (as kDirectCluster from 8 to 16
+// launched splits), kStaged with BF16. kStaged copies FP8 slots to a staging buffer and
 // converts each tile in shared memory (K to BF16, V to FP16) before its
 // MMAs. kDirect (FP8 caches only) feeds FP16 MMAs from the FP8 tile, K and
 // V converted exactly in registers and q scaled by a power of two a head
 // into FP16: a result within the accuracy bound, not kStaged's bits.
+// kDirectCluster (FP8 caches, at most 16 launched splits) is kDirect whose
+// splits of a row run as one thread-block cluster and fold each other's
+// results through distributed shared memory instead of the workspace and
+// the combine kernel: kDirect's bits in one launch.
 enum class DsaKernel : int32_t {
   kAuto = 0,
   kStaged = 1,
   kDirect = 2,
+  kDirectCluster = 3,
 };
 
 struct DsaDecodeArgs {
@@ -100,7 +107,7 @@ struct DsaDecodeArgs {
   int64_t gate_token_stride = 0;                    // elements between tokens, >= G * heads
 
   bool enable_pdl = false;  // programmatic dependent launch (device memory only)
-  DsaKernel kernel = DsaKernel::kAuto;  // device memory only; kDirect needs an FP8 cache
+  DsaKernel kernel = DsaKernel::kAuto;  // device memory only; kDirect, kDirectCluster need an FP8 cache
 };
 
 // The default number of splits for `rows` rows (seed 002's

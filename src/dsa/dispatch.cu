@@ -19,6 +19,13 @@ bool uses_direct_kernel(const DsaDecodeArgs& a) {
   return a.kernel != DsaKernel::kStaged && a.cache_dtype == DType::kFloat8E4M3;
 }
 
+bool uses_cluster_fold(const DsaDecodeArgs& a) {
+  const int32_t splits = launched_splits(a);
+  if (a.kernel == DsaKernel::kDirectCluster) return splits > 1;
+  return a.kernel == DsaKernel::kAuto && a.cache_dtype == DType::kFloat8E4M3 && splits >= kClusterFoldMinSplits &&
+         splits <= kDsaMaxClusterSplits;
+}
+
 DsaParams make_params(const DsaDecodeArgs& a, void* workspace) {
   const int64_t element = a.cache_dtype == DType::kFloat8E4M3 ? 1 : 2;
   DsaParams p = {};

@@ -20,8 +20,21 @@ inline constexpr int32_t kMinCombinedSplits = 2;
 int32_t launched_splits(const DsaDecodeArgs& args);
 
 // Whether the direct kernel serves a validated device-memory call: an FP8
-// cache with kAuto or kDirect.
+// cache with kAuto, kDirect or kDirectCluster.
 bool uses_direct_kernel(const DsaDecodeArgs& args);
+
+// Whether the direct kernel runs a row's launched splits as one cluster
+// that folds them: kDirectCluster with more than one launched split, and
+// kAuto with an FP8 cache from kClusterFoldMinSplits to
+// kDsaMaxClusterSplits launched splits. No combine kernel, the workspace
+// unused, kDirect's bits. Measured at 16 heads, distinct pages (H200, µs a
+// layer, cluster against kDirect): 16 splits T = 1 9.10 / 10.31, T = 6
+// 9.62 / 11.15, T = 12 11.90 / 13.08; 8 splits T = 1 9.75 / 10.52, T = 24
+// 12.93 / 13.92; 4 splits T = 1 13.17 / 12.59, T = 24 14.40 / 14.16, 2
+// splits T = 128 26.21 / 25.73 (a CTA folds two or more granules a thread:
+// the combine kernel's three CTAs a row win).
+inline constexpr int32_t kClusterFoldMinSplits = 8;
+bool uses_cluster_fold(const DsaDecodeArgs& args);
 
 // The kernels' parameters for a validated call, with `workspace` split into
 // the partial outputs and the log-sum-exps of launched_splits(args) splits.

@@ -1,7 +1,8 @@
 // Launch of the dsa_decode kernels (docs/kernels/dsa.md): the split kernel
-// (or the direct kernel) on a (row, split) grid, then with more than one split the combine kernel
-// (CombineTraits::kSlices CTAs a row), programmatic dependent launch
-// between them.
+// (or the direct kernel) on a (row, split) grid, then with more than one
+// split the combine kernel (CombineTraits::kSlices CTAs a row),
+// programmatic dependent launch between them; or the direct kernel with a
+// row's splits as one cluster that folds them (kDirectCluster).
 #include <cuda_runtime.h>
 
 #include "common/device_support.h"
@@ -22,8 +23,14 @@ int set_kernel_attributes() {
   error = cudaFuncSetAttribute(split_kernel_fp8(), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(sizeof(SplitSmem<true>)));
   if (error != cudaSuccess) return error;
-  return cudaFuncSetAttribute(direct_kernel_fp8(), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(sizeof(DirectSmem)));
+  error = cudaFuncSetAttribute(direct_kernel_fp8(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(sizeof(DirectSmem)));
+  if (error != cudaSuccess) return error;
+  error = cudaFuncSetAttribute(direct_cluster_kernel_fp8(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(sizeof(DirectSmem)));
+  if (error != cudaSuccess) return error;
+  // Clusters of up to kDsaMaxClusterSplits (16) CTAs: past the portable 8.
+  return cudaFuncSetAttribute(direct_cluster_kernel_fp8(), cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
 }
 
 Status configure_kernels() {
@@ -38,15 +45,21 @@ Status launch(const DsaDecodeArgs& args, void* workspace, CUstream_st* stream) {
   DsaParams p = make_params(args, workspace);
   const bool fp8 = args.cache_dtype == DType::kFloat8E4M3;
   const bool direct = uses_direct_kernel(args);
-  const void* split = direct ? direct_kernel_fp8() : fp8 ? split_kernel_fp8() : split_kernel_bf16();
+  const bool cluster = uses_cluster_fold(args);
+  const void* split = cluster  ? direct_cluster_kernel_fp8()
+                      : direct ? direct_kernel_fp8()
+                      : fp8    ? split_kernel_fp8()
+                               : split_kernel_bf16();
   const size_t smem = direct ? sizeof(DirectSmem) : fp8 ? sizeof(SplitSmem<true>) : sizeof(SplitSmem<false>);
-  if (Status status = launch_kernel(split, LaunchConfig(args.num_rows * p.splits, SplitTraits::kThreads, smem,
-                                                        args.enable_pdl, stream),
-                                    &p, "launching the dsa_decode split kernel");
+  if (Status status =
+          launch_kernel(split,
+                        LaunchConfig(args.num_rows * p.splits, SplitTraits::kThreads, smem, args.enable_pdl, stream,
+                                     cluster ? static_cast<unsigned>(p.splits) : 0u),
+                        &p, "launching the dsa_decode split kernel");
       !status.ok()) {
     return status;
   }
-  if (p.splits == 1) return Status::Ok();
+  if (p.splits == 1 || cluster) return Status::Ok();
   // The combine kernel always overlaps the split kernel's tail (PDL).
   return launch_kernel(combine_kernel_for(p.splits),
                        LaunchConfig(args.num_rows * CombineTraits::kSlices, CombineTraits::kThreads, 0, true, stream),

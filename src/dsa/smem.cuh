@@ -50,6 +50,7 @@ struct DirectSmem {
   float warp_sum[T::kWarps][T::kHeads];
   float head_max[T::kHeads];
   float head_scale[T::kHeads];  // 2^-shift of each head's q, folded into its scores
+  float split_lse[T::kHeads];   // kDirectCluster: this split's lse of each head, read by the peers
   static_assert((kSlotBytes / 16) % 2 == 1, "an odd number of 16-byte units a slot: conflict-free ldmatrix");
 };
 

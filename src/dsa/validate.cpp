@@ -1,5 +1,6 @@
 // Host-side validation of DsaDecodeArgs: everything that can be checked
 // without reading the caller's arrays, before anything is launched.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -150,11 +151,18 @@ Status validate(const DsaDecodeArgs& a) {
                    "), got ", a.splits);
   }
   if (std::isnan(a.scale)) return invalid("scale: expected a number, got NaN");
-  if (a.kernel != DsaKernel::kAuto && a.kernel != DsaKernel::kStaged && a.kernel != DsaKernel::kDirect) {
-    return invalid("kernel: expected kAuto, kStaged or kDirect, got ", static_cast<int>(a.kernel));
+  if (a.kernel != DsaKernel::kAuto && a.kernel != DsaKernel::kStaged && a.kernel != DsaKernel::kDirect &&
+      a.kernel != DsaKernel::kDirectCluster) {
+    return invalid("kernel: expected kAuto, kStaged, kDirect or kDirectCluster, got ", static_cast<int>(a.kernel));
   }
-  if (a.kernel == DsaKernel::kDirect && a.cache_dtype != DType::kFloat8E4M3) {
-    return invalid("kernel: kDirect expects cache_dtype kFloat8E4M3, got ", static_cast<int>(a.cache_dtype));
+  if ((a.kernel == DsaKernel::kDirect || a.kernel == DsaKernel::kDirectCluster) &&
+      a.cache_dtype != DType::kFloat8E4M3) {
+    return invalid(a.kernel == DsaKernel::kDirect ? "kernel: kDirect" : "kernel: kDirectCluster",
+                   " expects cache_dtype kFloat8E4M3, got ", static_cast<int>(a.cache_dtype));
+  }
+  if (a.kernel == DsaKernel::kDirectCluster && std::min(a.splits, a.num_regions) > kDsaMaxClusterSplits) {
+    return invalid("splits: kDirectCluster runs at most ", kDsaMaxClusterSplits,
+                   " splits a row (one cluster; min(splits, num_regions) counts), got ", a.splits);
   }
   if (a.num_rows == 0) return Status::Ok();  // nothing is read or written
 

@@ -47,6 +47,22 @@ __device__ __forceinline__ uint32_t map_to_peer(uint32_t smem_addr, uint32_t ran
   return result;
 }
 
+// Loads from a peer CTA's shared memory (an address from map_to_peer),
+// ordered after the peer's writes by a cluster barrier between them.
+__device__ __forceinline__ float4 ld_peer_float4(uint32_t peer_addr) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(peer_addr)
+               : "memory");
+  return v;
+}
+__device__ __forceinline__ float ld_peer_float(uint32_t peer_addr) {
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(peer_addr) : "memory");
+  return v;
+}
+
 // Stores to a peer CTA's shared memory that complete bytes on its mbarrier
 // (fire and forget: the receiver waits on its barrier, the sender never waits).
 __device__ __forceinline__ void st_async_peer(uint32_t peer_addr, float4 value, uint32_t peer_barrier) {

@@ -7,7 +7,8 @@ namespace sparse_decode::dsa {
 
 const void* split_kernel_bf16();  // split_bf16.cu
 const void* split_kernel_fp8();   // split_fp8.cu
-const void* direct_kernel_fp8();  // direct_fp8.cu
+const void* direct_kernel_fp8();          // direct_fp8.cu
+const void* direct_cluster_kernel_fp8();  // direct_fp8.cu: kDirectCluster
 // The combine kernel for at most `max_splits` splits, one of
 // CombineTraits::bound's instances (4, 8, 16, 32; combine.cu).
 const void* combine_kernel_for(int max_splits);

@@ -4,7 +4,9 @@
 // and V fragments it loads (E4M3 -> FP16, exact), q is FP16 scaled by a
 // power of two a head, and both products are mma.sync m16n8k16 FP16. Two
 // barriers a tile (the copies landed; the tile's maximum), and a plan of
-// 67 KB of shared memory: three CTAs an SM.
+// 67 KB of shared memory: three CTAs an SM. kClusterFold: the row's splits
+// run as one cluster and fold each other's results (steps/cluster_fold.cuh)
+// in place of the workspace and the combine kernel.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +15,7 @@
 #include "common/ptx/copy.cuh"
 #include "common/ptx/sync.cuh"
 #include "dsa/params.h"
+#include "dsa/steps/cluster_fold.cuh"
 #include "dsa/smem.cuh"
 #include "dsa/steps/direct_load.cuh"
 #include "dsa/steps/direct_math.cuh"
@@ -23,6 +26,7 @@
 
 namespace sparse_decode::dsa {
 
+template <bool kClusterFold>
 __global__ void __launch_bounds__(SplitTraits::kThreads, DirectTraits::kMinBlocks)
     direct_kernel(const __grid_constant__ DsaParams p) {
   using T = SplitTraits;
@@ -35,8 +39,8 @@ __global__ void __launch_bounds__(SplitTraits::kThreads, DirectTraits::kMinBlock
 
   ptx::grid_dependency_wait();  // every input is per-step data the previous kernel may write
   const RowInputs in = load_row<true>(p, row, split);
-  if (!in.active) {
-    if (p.splits == 1 && p.clear_inactive) clear_row(p, row);
+  if (!in.active) {  // every CTA of a row (of its cluster) returns here
+    if ((p.splits == 1 || (kClusterFold && split == 0)) && p.clear_inactive) clear_row(p, row);
     ptx::launch_dependents();
     return;
   }
@@ -90,7 +94,17 @@ __global__ void __launch_bounds__(SplitTraits::kThreads, DirectTraits::kMinBlock
   }
   ptx::launch_dependents();
   reduce_warps_direct(s, state, o, warp, g, t);
-  write_output(p, s, row, split, in.v_scale);
+  if constexpr (kClusterFold) {
+    keep_split_result(p, s, in.v_scale);
+    ptx::fence_release_shared_cta();  // this split's result, published to the peers (cluster scope)
+    ptx::cluster_arrive_relaxed();
+    ptx::cluster_wait();
+    fold_cluster(p, s, row);
+    ptx::cluster_arrive_relaxed();  // the peers' reads of this CTA's result are done before it exits
+    ptx::cluster_wait();
+  } else {
+    write_output(p, s, row, split, in.v_scale);
+  }
 }
 
 }  // namespace sparse_decode::dsa

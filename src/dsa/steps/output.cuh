@@ -53,6 +53,29 @@ __device__ __forceinline__ void reduce_warps(SplitSmem<kFp8>& s, HeadPair& state
   __syncthreads();
 }
 
+// A split's normalized output of 4 dims of `head` (zeros without a visible
+// key) and its sum of exp: the warps' sums and P V added in warp order.
+template <class Smem>
+__device__ __forceinline__ float4 split_mean(const Smem& s, int head, int dim, float v_scale, float& sum) {
+  using T = SplitTraits;
+  sum = s.warp_sum[0][head];
+  float4 acc = *reinterpret_cast<const float4*>(&s.tiles.reduce[0][head][dim]);
+#pragma unroll
+  for (int w = 1; w < T::kWarps; ++w) {
+    sum += s.warp_sum[w][head];
+    const float4 part = *reinterpret_cast<const float4*>(&s.tiles.reduce[w][head][dim]);
+    acc.x += part.x, acc.y += part.y, acc.z += part.z, acc.w += part.w;
+  }
+  const float factor = sum > 0.0f ? v_scale / sum : 0.0f;
+  return make_float4(acc.x * factor, acc.y * factor, acc.z * factor, acc.w * factor);
+}
+
+// A split's natural-log sum of exp of `head` (-inf: no visible key).
+template <class Smem>
+__device__ __forceinline__ float split_lse(const Smem& s, int head, float sum) {
+  return sum > 0.0f ? (s.head_max[head] + log2f(sum)) * kLn2 : -INFINITY;
+}
+
 // One granule a thread: the warps' sums and P V added in warp order, then
 // with one split the gated BF16 output, with more the normalized output in
 // `partial` and the natural-log sum of exp in `lse` (-inf: no visible key).
@@ -62,17 +85,8 @@ __device__ __forceinline__ void write_output(const DsaParams& p, const Smem& s, 
   using T = SplitTraits;
   for (int x = threadIdx.x; x < p.heads * T::kGranules; x += T::kThreads) {
     const int head = x / T::kGranules, dim = (x % T::kGranules) * 4;
-    float sum = s.warp_sum[0][head];
-    float4 acc = *reinterpret_cast<const float4*>(&s.tiles.reduce[0][head][dim]);
-#pragma unroll
-    for (int w = 1; w < T::kWarps; ++w) {
-      sum += s.warp_sum[w][head];
-      const float4 part = *reinterpret_cast<const float4*>(&s.tiles.reduce[w][head][dim]);
-      acc.x += part.x, acc.y += part.y, acc.z += part.z, acc.w += part.w;
-    }
-    // No visible key: exact zeros (and -inf for the combine).
-    const float factor = sum > 0.0f ? v_scale / sum : 0.0f;
-    const float4 mean = make_float4(acc.x * factor, acc.y * factor, acc.z * factor, acc.w * factor);
+    float sum;
+    const float4 mean = split_mean(s, head, dim, v_scale, sum);
     if (p.splits == 1) {
       // A row without a key stays exactly zero whatever its gate (NaN included), as the combine does.
       const float gate = sum > 0.0f ? gate_factor(p, row, head) : 1.0f;
@@ -81,7 +95,7 @@ __device__ __forceinline__ void write_output(const DsaParams& p, const Smem& s, 
     } else {
       const int64_t entry = (row * p.splits + split) * p.heads + head;
       *reinterpret_cast<float4*>(p.partial + entry * T::kDims + dim) = mean;
-      if (dim == 0) p.lse[entry] = sum > 0.0f ? (s.head_max[head] + log2f(sum)) * kLn2 : -INFINITY;
+      if (dim == 0) p.lse[entry] = split_lse(s, head, sum);
     }
   }
 }

@@ -84,10 +84,19 @@ std::vector<Refusal> refusals() {
       {"splits_0", [](A& a) { a.splits = 0; }, "splits: expected 1..32"},
       {"splits_33", [](A& a) { a.splits = 33; }, "splits: expected 1..32"},
       {"scale_nan", [](A& a) { a.scale = NAN; }, "scale: expected a number"},
-      {"kernel_value", [](A& a) { a.kernel = static_cast<DsaKernel>(3); },
-       "kernel: expected kAuto, kStaged or kDirect, got 3"},
+      {"kernel_value", [](A& a) { a.kernel = static_cast<DsaKernel>(4); },
+       "kernel: expected kAuto, kStaged, kDirect or kDirectCluster, got 4"},
       {"kernel_direct_bf16", [](A& a) { a.kernel = DsaKernel::kDirect; },
        "kernel: kDirect expects cache_dtype kFloat8E4M3, got 1", bf16},
+      {"kernel_direct_cluster_bf16", [](A& a) { a.kernel = DsaKernel::kDirectCluster; },
+       "kernel: kDirectCluster expects cache_dtype kFloat8E4M3, got 1", bf16},
+      {"splits_cluster_17",
+       [](A& a) {
+         a.kernel = DsaKernel::kDirectCluster;
+         a.splits = 17;
+         a.num_regions = 17;
+       },
+       "splits: kDirectCluster runs at most 16 splits a row"},
       {"q_null", [](A& a) { a.q = nullptr; }, "q: expected a non-null"},
       {"q_unaligned", [](A& a) { a.q = shifted<void>(a.q, 2); }, "q: expected a 16-byte aligned"},
       {"q_head_stride_negative", [](A& a) { a.q_head_stride = -8; }, "q_head_stride: expected"},

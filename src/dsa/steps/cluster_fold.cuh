@@ -1,0 +1,90 @@
+// The direct kernel's end when a row's splits run as one cluster
+// (DsaKernel::kDirectCluster): each CTA keeps its split's normalized output
+// and lse in its own shared memory; after a cluster barrier each folds a
+// slice of the row's granules from every split in split order, with the
+// combine kernel's arithmetic (so kDirect's bits), applies the gate and
+// stores BF16. No workspace round trip, no second launch.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "common/ptx/cluster.cuh"
+#include "common/ptx/copy.cuh"
+#include "dsa/params.h"
+#include "dsa/smem.cuh"
+#include "dsa/steps/gate.cuh"
+#include "dsa/steps/output.cuh"
+
+namespace sparse_decode::dsa {
+
+// This split's result in place of warp 0's P V (a thread owns its granules
+// there) and each head's lse, for the peers to read after a cluster barrier.
+__device__ __forceinline__ void keep_split_result(const DsaParams& p, DirectSmem& s, float v_scale) {
+  using T = SplitTraits;
+  for (int x = threadIdx.x; x < p.heads * T::kGranules; x += T::kThreads) {
+    const int head = x / T::kGranules, dim = (x % T::kGranules) * 4;
+    float sum;
+    const float4 mean = split_mean(s, head, dim, v_scale, sum);
+    *reinterpret_cast<float4*>(&s.tiles.reduce[0][head][dim]) = mean;
+    if (dim == 0) s.split_lse[head] = split_lse(s, head, sum);
+  }
+}
+
+// One granule of the row from every split: loaded at once, then folded as
+// the combine kernel folds (combine_kernel.cuh), gated and stored.
+__device__ __forceinline__ void fold_granule(const DsaParams& p, const DirectSmem& s, int64_t row, int x) {
+  using T = SplitTraits;
+  const int head = x / T::kGranules, dim = (x % T::kGranules) * 4;
+  const uint32_t part_address = ptx::smem_address(&s.tiles.reduce[0][head][dim]);
+  const uint32_t lse_address = ptx::smem_address(&s.split_lse[head]);
+  float4 part[kDsaMaxClusterSplits];
+  float lse[kDsaMaxClusterSplits];
+#pragma unroll
+  for (int split = 0; split < kDsaMaxClusterSplits; ++split) {
+    if (split < p.splits) {
+      part[split] = ptx::ld_peer_float4(ptx::map_to_peer(part_address, split));
+      lse[split] = ptx::ld_peer_float(ptx::map_to_peer(lse_address, split));
+    }
+  }
+  const float gate_x = gate_input(p, row, head);
+  float max = -INFINITY;
+#pragma unroll
+  for (int split = 0; split < kDsaMaxClusterSplits; ++split) {
+    if (split < p.splits) max = fmaxf(max, lse[split]);
+  }
+  float weight[kDsaMaxClusterSplits];
+  float total = 0.0f;
+#pragma unroll
+  for (int split = 0; split < kDsaMaxClusterSplits; ++split) {
+    if (split < p.splits) {
+      weight[split] = lse[split] == -INFINITY ? 0.0f : expf(lse[split] - max);  // an empty split weighs 0
+      total += weight[split];
+    }
+  }
+  const float factor = max == -INFINITY ? 0.0f : gate_of(p, gate_x) / total;
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if (factor != 0.0f) {
+#pragma unroll
+    for (int split = 0; split < kDsaMaxClusterSplits; ++split) {
+      if (split >= p.splits) break;
+      const float w = weight[split];
+      acc.x += w * part[split].x, acc.y += w * part[split].y, acc.z += w * part[split].z, acc.w += w * part[split].w;
+    }
+    acc = make_float4(acc.x * factor, acc.y * factor, acc.z * factor, acc.w * factor);
+  }
+  store_out4(p.out + row * p.out_row_stride + head * p.out_head_stride + dim, acc);
+}
+
+// CTA `rank` of the row's cluster folds granules rank * slice .. + slice - 1
+// (slice = ceil(heads * 48 / splits): more than one a thread below 6 splits).
+__device__ __forceinline__ void fold_cluster(const DsaParams& p, const DirectSmem& s, int64_t row) {
+  using T = SplitTraits;
+  const int granules = p.heads * T::kGranules;
+  const int slice = (granules + p.splits - 1) / p.splits;
+  const int first = static_cast<int>(ptx::cluster_ctarank()) * slice;
+  const int end = min(first + slice, granules);
+  for (int x = first + static_cast<int>(threadIdx.x); x < end; x += T::kThreads) fold_granule(p, s, row, x);
+}
+
+}  // namespace sparse_decode::dsa

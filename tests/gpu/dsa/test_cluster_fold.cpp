@@ -1,0 +1,68 @@
+// kDirectCluster: the direct kernel with a row's splits run as one cluster
+// that folds their results through distributed shared memory. Over the FP8
+// cases of checks.h and every launched split count it serves (2..16): the
+// fp64 reference's bound, kDirect's bits (the same partials folded with the
+// combine kernel's arithmetic) with and without PDL and with clear_inactive
+// both ways; one split runs the direct kernel alone.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpu/dsa/checks.h"
+#include "support/test_support.h"
+
+namespace sparse_decode::gpu_test::dsa {
+namespace {
+
+std::vector<Case> fp8_cases() {
+  std::vector<Case> cases;
+  for (const Case& c : kCases) {
+    if (c.dtype == kFp8) cases.push_back(c);
+  }
+  return cases;
+}
+
+class DsaGpuClusterFold : public DsaGpu, public ::testing::WithParamInterface<Case> {};
+
+TEST_P(DsaGpuClusterFold, KeepsTheDirectKernelsBits) {
+  const Case& c = GetParam();
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE(test::seed_message(seed));
+  const DsaProblem p = testing::make_dsa_problem(config_of(c, seed));
+  const reference::DsaResult ref = reference::dsa_decode(p.host_args(nullptr));
+  DeviceProblem d(p, c.strided);
+  const int32_t rows = static_cast<int32_t>(p.rows());
+  int runs = 0;
+  for (int32_t splits : {1, 2, 3, 5, 8, 16, std::min(dsa_splits_for(rows), kDsaMaxClusterSplits)}) {
+    if (std::min(splits, d.args.num_regions) > kDsaMaxClusterSplits) continue;
+    for (bool clear : {d.args.clear_inactive, !d.args.clear_inactive}) {
+      DsaDecodeArgs direct = d.args;
+      direct.kernel = DsaKernel::kDirect;
+      direct.splits = splits;
+      direct.clear_inactive = clear;
+      const std::vector<uint16_t> want = run(d, direct);
+      for (bool pdl : {false, true}) {
+        DsaDecodeArgs cluster = direct;
+        cluster.kernel = DsaKernel::kDirectCluster;
+        cluster.enable_pdl = pdl;
+        const std::vector<uint16_t> got = run(d, cluster);
+        const std::string name = "cluster fold, clear_inactive " + std::to_string(clear) + ", " +
+                                 run_name(splits, pdl);
+        check_output(got, cluster, p, ref, name);
+        EXPECT_TRUE(got == want) << name << ": the bits differ from kDirect's";
+        ++runs;
+      }
+    }
+  }
+  EXPECT_GT(runs, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, DsaGpuClusterFold, ::testing::ValuesIn(fp8_cases()),
+                         [](const auto& info) { return "case" + std::to_string(info.index) + "_" + info.param.label; });
+
+}  // namespace
+}  // namespace sparse_decode::gpu_test::dsa
