@@ -46,10 +46,11 @@ enum class DsaGateDType : int32_t {
 // MMAs. kDirect (FP8 caches only) feeds FP16 MMAs from the FP8 tile, K and
 // V converted exactly in registers and q scaled by a power of two a head
 // into FP16: a result within the accuracy bound, not kStaged's bits.
-// kDirectCluster (FP8 caches, at most 16 launched splits) is kDirect whose
-// splits of a row run as one thread-block cluster and fold each other's
-// results through distributed shared memory instead of the workspace and
-// the combine kernel: kDirect's bits in one launch.
+// kDirectCluster (FP8 caches, min(splits, num_regions) <= 16) is kDirect
+// whose splits of a row run as one thread-block cluster and fold each
+// other's results through distributed shared memory instead of the
+// workspace and the combine kernel: kDirect's bits in one launch (one
+// split: the direct kernel alone).
 enum class DsaKernel : int32_t {
   kAuto = 0,
   kStaged = 1,

@@ -162,7 +162,8 @@ Status validate(const DsaDecodeArgs& a) {
   }
   if (a.kernel == DsaKernel::kDirectCluster && std::min(a.splits, a.num_regions) > kDsaMaxClusterSplits) {
     return invalid("splits: kDirectCluster runs at most ", kDsaMaxClusterSplits,
-                   " splits a row (one cluster; min(splits, num_regions) counts), got ", a.splits);
+                   " splits a row (one cluster), got min(splits, num_regions) = min(", a.splits, ", ",
+                   a.num_regions, ")");
   }
   if (a.num_rows == 0) return Status::Ok();  // nothing is read or written
 

@@ -100,7 +100,9 @@ __global__ void __launch_bounds__(SplitTraits::kThreads, DirectTraits::kMinBlock
     ptx::cluster_arrive_relaxed();
     ptx::cluster_wait();
     fold_cluster(p, s, row);
-    ptx::cluster_arrive_relaxed();  // the peers' reads of this CTA's result are done before it exits
+    // Release: this CTA's loads of its peers' results (some unused when a
+    // row has no key) are performed before any peer, past the wait, exits.
+    ptx::cluster_arrive_release();
     ptx::cluster_wait();
   } else {
     write_output(p, s, row, split, in.v_scale);

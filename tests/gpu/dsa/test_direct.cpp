@@ -137,13 +137,15 @@ TEST_F(DsaGpu, DirectScalesEachHeadByItsOwnPowerOfTwo) {
   }
 }
 
-// kAuto runs the direct kernel on an FP8 cache: its bits are kDirect's.
+// kAuto runs the direct kernel on an FP8 cache: its bits are kDirect's
+// (from 8 launched splits with the splits folded in a cluster).
 TEST_F(DsaGpu, AutoRunsTheDirectKernel) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE(test::seed_message(seed));
   const DsaProblem p = testing::make_dsa_problem(config_of(kCases[1], seed));
   DeviceProblem d(p, false);
-  for (int32_t splits : {1, 4}) {
+  ASSERT_GE(d.args.num_regions, 8) << "8 splits must launch 8 (a cluster fold)";
+  for (int32_t splits : {1, 4, 8}) {
     DsaDecodeArgs args = d.args;
     args.splits = splits;
     args.kernel = DsaKernel::kAuto;
