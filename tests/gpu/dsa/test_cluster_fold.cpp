@@ -3,7 +3,8 @@
 // cases of checks.h and every launched split count it serves (2..16): the
 // fp64 reference's bound, kDirect's bits (the same partials folded with the
 // combine kernel's arithmetic) with and without PDL and with clear_inactive
-// both ways; one split runs the direct kernel alone.
+// both ways, 12 launched splits past the portable cluster size; one split
+// runs the direct kernel alone.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -37,8 +38,8 @@ TEST_P(DsaGpuClusterFold, KeepsTheDirectKernelsBits) {
   DeviceProblem d(p, c.strided);
   const int32_t rows = static_cast<int32_t>(p.rows());
   int runs = 0;
-  for (int32_t splits : {1, 2, 3, 5, 8, 16, std::min(dsa_splits_for(rows), kDsaMaxClusterSplits)}) {
-    if (std::min(splits, d.args.num_regions) > kDsaMaxClusterSplits) continue;
+  // Launched: min(splits, R), at least 2 (R is 8, 16 or 33 in the cases).
+  for (int32_t splits : {1, 2, 3, 4, 5, 8, 12, 16, std::min(dsa_splits_for(rows), kDsaMaxClusterSplits)}) {
     for (bool clear : {d.args.clear_inactive, !d.args.clear_inactive}) {
       DsaDecodeArgs direct = d.args;
       direct.kernel = DsaKernel::kDirect;
