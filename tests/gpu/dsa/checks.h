@@ -312,4 +312,13 @@ inline const Case kCases[] = {
     {"large_fp8_h16_g4_b64_q2_R16_gate_bf16", kFp8, 16, 4, 64, 2, 16, 16, 64, Gate::kBf16, false, true},
 };
 
+// The FP8 cases: those the direct kernel serves.
+inline std::vector<Case> fp8_cases() {
+  std::vector<Case> cases;
+  for (const Case& c : kCases) {
+    if (c.dtype == kFp8) cases.push_back(c);
+  }
+  return cases;
+}
+
 }  // namespace sparse_decode::gpu_test::dsa

@@ -19,14 +19,6 @@
 namespace sparse_decode::gpu_test::dsa {
 namespace {
 
-std::vector<Case> fp8_cases() {
-  std::vector<Case> cases;
-  for (const Case& c : kCases) {
-    if (c.dtype == kFp8) cases.push_back(c);
-  }
-  return cases;
-}
-
 class DsaGpuClusterFold : public DsaGpu, public ::testing::WithParamInterface<Case> {};
 
 TEST_P(DsaGpuClusterFold, KeepsTheDirectKernelsBits) {

@@ -17,14 +17,6 @@
 namespace sparse_decode::gpu_test::dsa {
 namespace {
 
-std::vector<Case> fp8_cases() {
-  std::vector<Case> cases;
-  for (const Case& c : kCases) {
-    if (c.dtype == kFp8) cases.push_back(c);
-  }
-  return cases;
-}
-
 DsaDecodeArgs direct_args(const DeviceProblem& d, int32_t splits, bool pdl) {
   DsaDecodeArgs args = d.args;
   args.kernel = DsaKernel::kDirect;
