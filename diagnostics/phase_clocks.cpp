@@ -8,7 +8,7 @@
 // Then every CTA's span marks by %globaltimer (ns from the earliest entry):
 // the earliest, median and latest CTA at each mark (split, cluster and stream).
 //   phase-clocks [stream|split|cluster|packed-split|packed-stream|packed-h64|hca] [tokens] [width] [heads]
-// (heads: packed-h64 only, 64 or 128; its chunk marks are those above. hca:
+// (heads: packed-h64 only, 64 or 128; its chunk marks are its own, named in its header. hca:
 // dsv4_decode_hca's page walk, then dsv4_decode on the same rows, both by
 // the stream kernel kAuto runs; width = 128 + whole pages of 64 rows.)
 #include <cuda_runtime.h>
@@ -47,8 +47,10 @@ void print_span(const std::vector<unsigned long long>& marks) {
 // mark 1 at once). (The one-tile walk of the cluster
 // kernel: mark 1 follows the gather's issue and the wait, mark 2 the CTA
 // barrier.) Chunks CTA 0 did not walk are left out.
-void print_chunks(const std::vector<unsigned long long>& marks, int chunks) {
-  std::printf("wg chunk   start |  wait+bar  gather  scores  bar  softmax  bar  pv+fold | chunk\n");
+// `header`: the names of the kernel's chunk marks 1..7 (each column the cycles since the previous mark).
+void print_chunks(const std::vector<unsigned long long>& marks, int chunks,
+                  const char* header = "wait+bar  gather  scores  bar  softmax  bar  pv+fold") {
+  std::printf("wg chunk   start |  %s | chunk\n", header);
   const unsigned long long origin = marks[clocks::kSpanRow * clocks::kMarks];  // warpgroup 0's entry
   for (int wg = 0; wg < clocks::kWarpgroups; ++wg) {
     for (int c = 0; c < chunks && c < clocks::kChunks; ++c) {
@@ -142,7 +144,8 @@ int run_packed(const std::string& kernel, int64_t tokens, int32_t width, int hea
   cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0);
   std::printf("%s, T = %lld, W = %d, H = %d, SM clock %d MHz\n", kernel.c_str(), static_cast<long long>(tokens),
               width, config.heads, khz / 1000);
-  if (h64) print_chunks(marks, (width + 63) / 64);
+  // The 64-head form: rows landed, key tile ready, S, softmax, P handed over, P V issued, P V done.
+  if (h64) print_chunks(marks, (width + 63) / 64, "rows  dequant  scores  softmax  handover  weights+issue  pv-wait");
   std::printf("CTA 0 span, cycles from the previous mark (0 entry, 1 math warps' start, 2 q converted,\n"
               "3 first rows landed, 4 walk end, 5 results stored or written)\n");
   print_span(marks);

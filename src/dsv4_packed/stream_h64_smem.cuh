@@ -1,7 +1,7 @@
 // Shared-memory plan of one CTA of the packed stream kernel's 64-head form;
 // sizeof() is the dynamic shared memory of the launch. The producer step
 // (steps/stream/produce.cuh) fills kv, scale_bits, rows_landed and
-// column_mask as in the 16-head plan.
+// column_mask as in the 16-head plan; the math warps dequantize kv into keys.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -17,21 +17,22 @@ struct StreamH64Smem {
   alignas(16) uint8_t kv[T::kBuffers][T::kChunkColumns][T::kTileRowBytes];  // rows as copied (bulk: 16-aligned)
   alignas(16) uint32_t scale_bits[T::kBuffers][T::kScaleTiles][T::kChunkColumns];  // byte << 23; 0: masked
   uint64_t rows_landed[T::kBuffers];  // a KV tile's copies and scales (kRowsLandedArrivals)
-  alignas(16) uint8_t q[T::kHeads / 8][T::kQPieces][8][16];
-  alignas(16) float scores[T::kHeads][T::kScoreRowFloats];  // S (times 2^q_shift), each warpgroup its heads
-  alignas(16) float probs[T::kHeads][T::kProbRowFloats];       // exp2(score - running max), FP32
-  // The chunk's largest P V key (bits(P) + scale byte << 23) a (scale tile,
-  // head), found by the softmax threads: P V's scale exponent of the chunk.
-  uint32_t best_key[T::kScaleTiles][T::kHeads];
-  float query_amax[T::kWarps][T::kHeads];  // each warp's largest |q| a head (its dim blocks)
-  float score_factor[T::kHeads];           // softmax scale * log2(e) * 2^-q_shift
-  float running_max[T::kHeads];            // log2 domain
+  alignas(128) uint8_t q[T::kHeads / 8][T::kPieces][8][16];  // BF16, as given
+  // The chunk's rows, BF16 times 2^(127 - key byte) (steps/stream_h64/dequant.cuh): K of S and V of P V.
+  alignas(128) uint8_t keys[T::kChunkColumns / 8][T::kPieces][8][16];
+  float probs[T::kHeads][T::kProbRowFloats];  // exp2(score - running max), FP32: warpgroup 0 -> 1
+  uint32_t key_bits[T::kChunkColumns];  // a row's key byte << 23
+  uint64_t key_mask;                    // the chunk's active rows, bit r for row r
+  float rescale[T::kHeads];             // factor on O when the running max moves: warpgroup 0 -> 1
+  int exponent[T::kHeads];              // O's scale exponent a head after this chunk: warpgroup 0 -> 1
+  float running_max[T::kHeads];         // log2 domain, after the walk
   float running_sum[T::kHeads];
-  float rescale[T::kHeads];                // factor on O when the running max moves
   float sink_log2[T::kHeads];
   alignas(8) uint8_t column_mask[T::kBuffers][T::kChunkColumns / 8];
 };
 
 static_assert(sizeof(StreamH64Smem) + 1024 <= 228 * 1024, "one CTA an SM");
+static_assert(offsetof(StreamH64Smem, keys) + sizeof(StreamH64Smem::keys) <= 256 * 1024,
+              "wgmma descriptors address the Q and key tiles below 256 KiB");
 
 }  // namespace sparse_decode::dsv4_packed

@@ -53,6 +53,11 @@ __device__ __forceinline__ void mbarrier_wait_parity_cluster(uint32_t barrier, u
 __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+// The same, reached by its threads from different places in the program
+// (barrier.sync without .aligned): two warpgroups' own loops.
+__device__ __forceinline__ void named_barrier_sync_unaligned(uint32_t id, uint32_t threads) {
+  asm volatile("barrier.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 // Arrives on hardware barrier `id` (of `threads` threads) without waiting: the
 // signal of a producer/consumer handoff whose other side waits with named_barrier_sync.
 __device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threads) {

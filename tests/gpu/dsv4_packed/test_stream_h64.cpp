@@ -142,8 +142,9 @@ TEST_F(Dsv4PackedGpu, StreamH64Sinks) {
 }
 
 // Scale bytes over 100..150 with the extremes 0, 2, 15, 150, 160 in a fifth
-// of the tiles (values from 2^-136 to 2^42): the chunk's scale exponent of
-// each (head, scale tile) comes from the softmax's largest key.
+// of the tiles (values from 2^-136 to 2^42): each scale tile's values stay
+// exact in the key tile relative to their row's key byte, and a head's
+// scale exponent comes from its largest P 2^(key byte - 127).
 TEST_F(Dsv4PackedGpu, StreamH64ScaleBytesAcrossTheUe8m0Range) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE(test::seed_message(seed));

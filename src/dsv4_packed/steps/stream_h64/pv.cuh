@@ -1,127 +1,107 @@
-// O = P V of the packed stream kernel's 64-head form: the 16-head step
-// (steps/stream/pv.cuh) for a warpgroup's two head tiles, each V fragment
-// loaded and converted once for both; the chunk's scale exponent of each
-// (head, scale tile) from the softmax's largest key.
+// O = P V of the packed stream kernel's 64-head form: the weights (P times
+// each row's 2^(key byte - 127 - e)) as BF16 hi + lo from registers, V the
+// key tile read N-major, 256 dims a warpgroup: warpgroup 0 dims 0..255
+// from its own softmax registers, warpgroup 1 dims 256..511 from P in
+// shared memory.
 #pragma once
 
 #include <cstdint>
 
 #include "common/ptx/convert.cuh"
-#include "common/ptx/copy.cuh"
-#include "common/ptx/mma.cuh"
-#include "dsv4_packed/steps/stream/pv.cuh"
+#include "common/ptx/wgmma_wide.cuh"
 #include "dsv4_packed/steps/stream_h64/common.cuh"
+#include "dsv4_packed/steps/stream_h64/softmax.cuh"
 
 namespace sparse_decode::dsv4_packed::stream_h64 {
 
-// P V of scale tile `tile` (dims 64 tile .. 64 tile + 63) for the heads
-// from first_head (a warpgroup's 32), by the 16-head rule: a weight is
-// key - (E' + 127) << 23 as a float, E' the accumulator's new scale
-// exponent of the (head, scale tile).
-__device__ __forceinline__ void accumulate_scaled_tile(Smem& s, int buffer, int tile, int first_head,
-                                                       HeadTileFragments& acc, HeadTileExponents& exponent) {
-  const int lane = threadIdx.x % 32;
-  const int g = lane / 4, t = lane % 4;
-  uint32_t floor_bits[Traits::kWarpgroupHeadTiles][2];
-#pragma unroll
-  for (int ht = 0; ht < Traits::kWarpgroupHeadTiles; ++ht) {
-    float factor[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int head = first_head + 16 * ht + g + 8 * h;
-      const float rescale = s.rescale[head];
-      const int chunk_exponent = static_cast<int>(s.best_key[tile][head] >> 23) - 254;
-      const int rescale_log2 = static_cast<int>(__float_as_uint(rescale) >> 23) - 127;
-      // At least -127, so that a masked column's key 0 is below the floor.
-      const int new_exponent = max(max(exponent[ht][h] + rescale_log2, chunk_exponent), -127);
-      factor[h] = rescale * pow2(exponent[ht][h] - new_exponent);
-      floor_bits[ht][h] = static_cast<uint32_t>(new_exponent + 127) << 23;
-      exponent[ht][h] = new_exponent;
-    }
-    stream::rescale_fragment(acc[ht], factor[0], factor[1]);
+inline constexpr int kKSteps = Traits::kChunkColumns / 16;
+inline constexpr uint32_t kKStepBytes = 2 * Traits::kRowGroupBytes;  // 16 rows of the key tile
+
+// A warpgroup's O: its 256 dims of the thread's two heads (m64n256).
+using HalfDims = float[Traits::kHalfDims / 2];
+
+// A-operand fragments of the weights, BF16 hi and lo (hi + lo: 16 bits of each).
+struct Weights {
+  uint32_t hi[kKSteps][4];
+  uint32_t lo[kKSteps][4];
+  // Fragment register i (h + 2 part) of k-step `step`: the weights of columns c, c + 1.
+  __device__ __forceinline__ void set(int step, int i, float x, float y) {
+    hi[step][i] = ptx::bf16x2_bits(x, y);
+    lo[step][i] = ptx::bf16x2_bits(x - __uint_as_float(hi[step][i] << 16), y - __uint_as_float(hi[step][i] & 0xffff0000u));
   }
-  auto weight = [&](uint32_t key, uint32_t floor) { return __int_as_float(max(static_cast<int>(key - floor), 0)); };
-  const uint32_t v_base =
-      ptx::smem_address(&s.kv[buffer][((lane >> 3) & 1) * 8 + (lane & 7)][(tile * 4 + (lane >> 4)) * 16]);
+};
+
+// O times the rows' factors, then the chunk's wgmmas for dims first_dim ..
+// first_dim + 255 (lo first, the smaller terms); the caller waits.
+__device__ __forceinline__ void accumulate(const Smem& s, const Weights& w, const float (&factor)[2], int first_dim,
+                                          HalfDims& o) {
+  ptx::wgmma_fence_operand(o);
+  if (factor[0] != 1.0f || factor[1] != 1.0f) {  // most chunks after the first keep the max and the exponent
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-    const uint2 scale_lo = *reinterpret_cast<const uint2*>(&s.scale_bits[buffer][tile][16 * kk + 2 * t]);
-    const uint2 scale_hi = *reinterpret_cast<const uint2*>(&s.scale_bits[buffer][tile][16 * kk + 2 * t + 8]);
-    // A fragments: (top, 2t..), (bottom, 2t..), (top, 2t+8..), (bottom, 2t+8..) of each head tile.
-    uint32_t a[Traits::kWarpgroupHeadTiles][4];
-#pragma unroll
-    for (int ht = 0; ht < Traits::kWarpgroupHeadTiles; ++ht) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int head = first_head + 16 * ht + g + 8 * h;
-        const uint2 p_lo = *reinterpret_cast<const uint2*>(&s.probs[head][16 * kk + 2 * t]);
-        const uint2 p_hi = *reinterpret_cast<const uint2*>(&s.probs[head][16 * kk + 2 * t + 8]);
-        const uint32_t floor = floor_bits[ht][h];
-        a[ht][h] = ptx::half2_bits(weight(p_lo.x + scale_lo.x, floor), weight(p_lo.y + scale_lo.y, floor));
-        a[ht][2 + h] = ptx::half2_bits(weight(p_hi.x + scale_hi.x, floor), weight(p_hi.y + scale_hi.y, floor));
-      }
-    }
-#pragma unroll
-    for (int db = 0; db < 2; ++db) {
-      uint32_t r[4];
-      ptx::ldmatrix_x4_trans(r, v_base + kk * 16 * Traits::kTileRowBytes + db * 32);
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        uint32_t even[2], odd[2];
-        stream::v_half_to_f16(r, half, even, odd);
-#pragma unroll
-        for (int ht = 0; ht < Traits::kWarpgroupHeadTiles; ++ht) {
-          ptx::mma_f16_16x8x16(acc[ht][db][half][0], a[ht], even[0], even[1]);
-          ptx::mma_f16_16x8x16(acc[ht][db][half][1], a[ht], odd[0], odd[1]);
-        }
-      }
+    for (int i = 0; i < Traits::kHalfDims / 2; i += 4) {
+      o[i] *= factor[0], o[i + 1] *= factor[0], o[i + 2] *= factor[1], o[i + 3] *= factor[1];
     }
   }
+  ptx::wgmma_fence_operand(o);
+  ptx::wgmma_fence();
+  const uint64_t v = value_descriptor(s, first_dim);
+#pragma unroll
+  for (int step = 0; step < kKSteps; ++step) {
+    ptx::wgmma_bf16_64x256x16_rs_nmajor(o, w.lo[step], ptx::wgmma_descriptor_advance(v, step * kKStepBytes), true);
+  }
+#pragma unroll
+  for (int step = 0; step < kKSteps; ++step) {
+    ptx::wgmma_bf16_64x256x16_rs_nmajor(o, w.hi[step], ptx::wgmma_descriptor_advance(v, step * kKStepBytes), true);
+  }
+  ptx::wgmma_commit();
 }
 
-// P V of the BF16 dims (448..511) for the heads from first_head: P as BF16
-// hi + lo, each V fragment loaded once for the two head tiles.
-__device__ __forceinline__ void accumulate_tail(Smem& s, int buffer, int first_head, HeadTileFragments& acc) {
-  const int lane = threadIdx.x % 32;
-  const int g = lane / 4, t = lane % 4;
+// Warpgroup 0: the weights from its softmax registers.
+__device__ __forceinline__ void accumulate_low(const Smem& s, const ChunkScores& c, const RowStep (&steps)[2],
+                                               HalfDims& o) {
+  Weights w;
 #pragma unroll
-  for (int ht = 0; ht < Traits::kWarpgroupHeadTiles; ++ht) {
-    const int top = first_head + 16 * ht + g;
-    stream::rescale_fragment(acc[ht], s.rescale[top], s.rescale[top + 8]);
-  }
-  const uint32_t v_base = ptx::smem_address(
-      &s.kv[buffer][((lane >> 3) & 1) * 8 + (lane & 7)][Traits::kTailByte + (lane >> 4) * 16]);
-  auto split = [](float2 p, uint32_t& hi, uint32_t& lo) {
-    hi = ptx::bf16x2_bits(p.x, p.y);
-    const float hx = __uint_as_float(hi << 16), hy = __uint_as_float(hi & 0xffff0000u);
-    lo = ptx::bf16x2_bits(p.x - hx, p.y - hy);
-  };
+  for (int step = 0; step < kKSteps; ++step)
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-    uint32_t hi[Traits::kWarpgroupHeadTiles][4], lo[Traits::kWarpgroupHeadTiles][4];
+    for (int part = 0; part < 2; ++part) {
+      const int j = 2 * step + part;
 #pragma unroll
-    for (int ht = 0; ht < Traits::kWarpgroupHeadTiles; ++ht) {
-      const int top = first_head + 16 * ht + g, bottom = top + 8;
-      split(*reinterpret_cast<const float2*>(&s.probs[top][16 * kk + 2 * t]), hi[ht][0], lo[ht][0]);
-      split(*reinterpret_cast<const float2*>(&s.probs[bottom][16 * kk + 2 * t]), hi[ht][1], lo[ht][1]);
-      split(*reinterpret_cast<const float2*>(&s.probs[top][16 * kk + 2 * t + 8]), hi[ht][2], lo[ht][2]);
-      split(*reinterpret_cast<const float2*>(&s.probs[bottom][16 * kk + 2 * t + 8]), hi[ht][3], lo[ht][3]);
-    }
-#pragma unroll
-    for (int db = 0; db < 2; ++db)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        uint32_t r[4];
-        ptx::ldmatrix_x4_trans(r, v_base + kk * 16 * Traits::kTileRowBytes + (4 * db + 2 * half) * 16);
-#pragma unroll
-        for (int ht = 0; ht < Traits::kWarpgroupHeadTiles; ++ht) {
-          ptx::mma_bf16_16x8x16(acc[ht][db][half][0], lo[ht], r[0], r[1]);
-          ptx::mma_bf16_16x8x16(acc[ht][db][half][1], lo[ht], r[2], r[3]);
-          ptx::mma_bf16_16x8x16(acc[ht][db][half][0], hi[ht], r[0], r[1]);
-          ptx::mma_bf16_16x8x16(acc[ht][db][half][1], hi[ht], r[2], r[3]);
-        }
+      for (int h = 0; h < 2; ++h) {
+        w.set(step, h + 2 * part, weight(c.s[4 * j + 2 * h], c.key[j].x, steps[h].floor),
+              weight(c.s[4 * j + 2 * h + 1], c.key[j].y, steps[h].floor));
       }
+    }
+  const float factor[2] = {steps[0].o_factor, steps[1].o_factor};
+  accumulate(s, w, factor, 0, o);
+}
+
+// Warpgroup 1: the weights from P, the rescale factors and the exponents
+// warpgroup 0 left in shared memory; `exponent` its copy of the heads'.
+__device__ __forceinline__ void accumulate_high(const Smem& s, int (&exponent)[2], HalfDims& o) {
+  float factor[2];
+  uint32_t floor[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int head = fragment_row(h);
+    const int next = s.exponent[head];
+    factor[h] = s.rescale[head] * pow2(exponent[h] - next);
+    floor[h] = static_cast<uint32_t>(next + 127) << 23;
+    exponent[h] = next;
   }
+  Weights w;
+#pragma unroll
+  for (int step = 0; step < kKSteps; ++step)
+#pragma unroll
+    for (int part = 0; part < 2; ++part) {
+      const int column = 16 * step + 8 * part + 2 * (threadIdx.x % 4);
+      const uint2 key = *reinterpret_cast<const uint2*>(&s.key_bits[column]);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float2 prob = *reinterpret_cast<const float2*>(&s.probs[fragment_row(h)][column]);
+        w.set(step, h + 2 * part, weight(prob.x, key.x, floor[h]), weight(prob.y, key.y, floor[h]));
+      }
+    }
+  accumulate(s, w, factor, Traits::kHalfDims, o);
 }
 
 }  // namespace sparse_decode::dsv4_packed::stream_h64

@@ -1,6 +1,6 @@
-// q of the packed stream kernel's 64-head form: the 16-head kernel's
-// rewrite (steps/stream/query.cuh) for four groups of 16 heads: FP16 times
-// a power of two a head, in the k order of the E4M3 bytes, into the Q tile.
+// q of the packed stream kernel's 64-head form: the 16-head kernel's loads
+// (steps/stream/query.cuh) for four groups of 16 heads, stored as they are
+// (BF16, exact) into the Q tile in the key tile's dim order.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +10,6 @@
 #include "dsv4_packed/params.h"
 #include "dsv4_packed/steps/stream/query.cuh"
 #include "dsv4_packed/steps/stream_h64/common.cuh"
-#include "dsv4_packed/steps/token_address.cuh"
 
 namespace sparse_decode::dsv4_packed::stream_h64 {
 
@@ -32,38 +31,22 @@ __device__ __forceinline__ QueryGroups load_query(const Params& p, int64_t token
   return q;
 }
 
-// The Q tile: each head's shift from its largest |q| over all 512 dims
-// (the 16-head rule), its dims converted as the 16-head kernel converts them.
-__device__ __forceinline__ void convert_query(Smem& s, const QueryGroups& q, float scale_log2) {
+// The Q tile: q as loaded (BF16, the key tile's type), each lane's two
+// blocks of its four heads.
+__device__ __forceinline__ void store_query(Smem& s, const QueryGroups& q) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int first_block = 4 * warp + 2 * (lane / 16);
-  float amax[kQueryGroups];
-#pragma unroll
-  for (int r = 0; r < kQueryGroups; ++r) {
-    amax[r] = stream::query_amax(q.group[r]);
-    amax[r] = fmaxf(amax[r], __shfl_xor_sync(0xffffffffu, amax[r], 16));
-    if (lane < 16) s.query_amax[warp][16 * r + lane] = amax[r];
-  }
-  math_sync();
 #pragma unroll
   for (int r = 0; r < kQueryGroups; ++r) {
     const int head = 16 * r + lane % 16;
 #pragma unroll
-    for (int w = 0; w < Traits::kWarps; ++w) amax[r] = fmaxf(amax[r], s.query_amax[w][head]);
-    const int shift = stream::query_shift(amax[r]);
-#pragma unroll
-    for (int b = 0; b < 2; ++b) {
-      uint32_t words[2][4];
-      stream::query_block_words(q.group[r], b, first_block + b, pow2(shift), words);
+    for (int b = 0; b < 2; ++b)
 #pragma unroll
       for (int piece = 0; piece < 2; ++piece) {
-        *reinterpret_cast<uint4*>(&s.q[head / 8][2 * (first_block + b) + piece][head % 8][0]) =
-            make_uint4(words[piece][0], words[piece][1], words[piece][2], words[piece][3]);
+        *reinterpret_cast<uint4*>(&s.q[head / 8][2 * (first_block + b) + piece][head % 8][0]) = q.group[r].bits[b][piece];
       }
-    }
-    if (warp == 0 && lane < 16) s.score_factor[head] = scale_log2 * pow2(-shift);
   }
-  ptx::fence_proxy_async_shared();  // the rewritten q is read by wgmma (async proxy)
+  ptx::fence_proxy_async_shared();  // the Q tile is read by wgmma (async proxy)
   math_sync();
 }
 

@@ -1,5 +1,10 @@
-// The online softmax of the packed stream kernel's 64-head form, one chunk
-// at a time, and each (scale tile, head)'s largest P V key of the chunk.
+// The online softmax of the packed stream kernel's 64-head form, by
+// warpgroup 0 on its score registers (4 threads a head, 16 columns each),
+// and the scale exponent of each head's O for the chunk: P V multiplies
+// weights P 2^(key byte - 127 - e) (BF16 hi + lo) into O = acc 2^e, e chosen from the
+// head's largest P 2^(key byte - 127) so that the weights stay below 2 and
+// the largest keeps its bits (the 16-head rule, a head instead of a
+// (head, scale tile)).
 #pragma once
 
 #include <cmath>
@@ -8,88 +13,127 @@
 #include "common/math.cuh"
 #include "dsv4_packed/steps/stream/softmax.cuh"
 #include "dsv4_packed/steps/stream_h64/common.cuh"
+#include "dsv4_packed/steps/stream_h64/score.cuh"
 
 namespace sparse_decode::dsv4_packed::stream_h64 {
 
-// A warpgroup's 32 heads, 4 threads a head (lanes l, l + 8, l + 16, l + 24
-// of math warp w: head 8w + l % 8, columns 16 part .. 16 part + 15), P in
-// FP32 as at 16 heads (the same statistics and rescale factor). Then, for
-// each scale tile, the largest key bits(P) + scale byte << 23 of the head
-// over the chunk (0 without an active column), which P V turns into the
-// chunk's scale exponent: found here once a head instead of once a head in
-// every P V warp.
-__device__ __forceinline__ void softmax_chunk(Smem& s, int buffer, bool first) {
-  constexpr int kColumns = Traits::kSoftmaxColumns;
-  const int lane = threadIdx.x % 32;
-  const int head = 8 * (threadIdx.x / 32) + lane % 8, part = lane / 8;
-  const int first_column = part * kColumns;
-  const uint64_t mask = *reinterpret_cast<const uint64_t*>(s.column_mask[buffer]) >> first_column;
-  const float factor = s.score_factor[head];
-  float v[kColumns];
-#pragma unroll
-  for (int i = 0; i < kColumns / 4; ++i) {
-    const float4 score = *reinterpret_cast<const float4*>(&s.scores[head][first_column + 4 * i]);
-    v[4 * i + 0] = score.x * factor, v[4 * i + 1] = score.y * factor;
-    v[4 * i + 2] = score.z * factor, v[4 * i + 3] = score.w * factor;
-  }
-  float chunk_max = -INFINITY;
-#pragma unroll
-  for (int i = 0; i < kColumns; ++i) {
-    if (!((mask >> i) & 1u)) v[i] = -INFINITY;
-    chunk_max = fmaxf(chunk_max, v[i]);
-  }
-  chunk_max = fmaxf(chunk_max, __shfl_xor_sync(0xffffffffu, chunk_max, 8));
-  chunk_max = fmaxf(chunk_max, __shfl_xor_sync(0xffffffffu, chunk_max, 16));
-  const float old_max = first ? -INFINITY : s.running_max[head];
-  const float old_sum = first ? 0.0f : s.running_sum[head];
-  const float new_max = fmaxf(old_max, chunk_max);
-  const float base = new_max == -INFINITY ? 0.0f : new_max;  // no active column yet: all p = 0
-  float prob[kColumns];
-#pragma unroll
-  for (int i = 0; i < kColumns; ++i) {
-    prob[i] = (mask >> i) & 1u ? fmaxf(ptx::exp2_approx(v[i] - base), stream::kMinProbability) : 0.0f;
-  }
+// A head's running statistics and O's scale exponent, in the registers of
+// its 4 threads.
+struct RowState {
+  float max = -INFINITY;  // log2 domain
   float sum = 0.0f;
+  int exponent = kNoExponent;
+};
+
+// O's factor and the weights' floor (new exponent + 127) << 23 of a head for this chunk.
+struct RowStep {
+  float o_factor;  // exp2(old max - new max) * 2^(old exponent - new exponent)
+  uint32_t floor;
+};
+
+// The weight of P (FP32) of a row with key bits `key` under `floor`: P 2^(key byte - 127 - e).
+__device__ __forceinline__ float weight(float prob, uint32_t key, uint32_t floor) {
+  return __int_as_float(max(static_cast<int>(__float_as_uint(prob) + key - floor), 0));
+}
+
+// The new exponent of a head from its old one, the rescale factor and the
+// chunk's largest key bits(P) + key bits (0 without an active column).
+__device__ __forceinline__ RowStep step_exponent(RowState& row, float rescale, uint32_t best) {
+  const int chunk_exponent = static_cast<int>(best >> 23) - 254;
+  const int rescale_log2 = static_cast<int>(__float_as_uint(rescale) >> 23) - 127;
+  // At least -127, so that a masked column's key 0 is below the floor.
+  const int exponent = max(max(row.exponent + rescale_log2, chunk_exponent), -127);
+  RowStep step{rescale * pow2(row.exponent - exponent), static_cast<uint32_t>(exponent + 127) << 23};
+  row.exponent = exponent;
+  return step;
+}
+
+// The chunk's softmax on the scores (replaced by P, FP32; 0 for masked
+// columns); P, the rescale factor and the exponent of each head go to
+// shared memory for warpgroup 1.
+__device__ __forceinline__ void softmax_chunk(Smem& s, ChunkScores& c, float scale_log2, RowState (&rows)[2],
+                                              RowStep (&steps)[2]) {
+  // Both heads at once and every reduction as a tree: the chains are short
+  // and independent (one warp a scheduler runs this, nothing hides latency).
+  const uint64_t mask = s.key_mask;
+  bool active[8][2];
 #pragma unroll
-  for (int i = 0; i < kColumns / 4; ++i) {
-    *reinterpret_cast<float4*>(&s.probs[head][first_column + 4 * i]) =
-        make_float4(prob[4 * i], prob[4 * i + 1], prob[4 * i + 2], prob[4 * i + 3]);
-    sum += (prob[4 * i] + prob[4 * i + 1]) + (prob[4 * i + 2] + prob[4 * i + 3]);
-  }
-  sum += __shfl_xor_sync(0xffffffffu, sum, 8);
-  sum += __shfl_xor_sync(0xffffffffu, sum, 16);
-  // The keys: a masked column has P = 0 and scale bits 0, key 0. The 7
-  // tiles' maxima are independent chains, interleaved (one chain of 16
-  // dependent maxima and 2 shuffles a tile in turn would be latency-bound),
-  // and their shuffles go out together.
-  uint32_t best[Traits::kScaleTiles];
+  for (int j = 0; j < 8; ++j)
 #pragma unroll
-  for (int t = 0; t < Traits::kScaleTiles; ++t) {
-    best[t] = 0;
+    for (int n = 0; n < 2; ++n) active[j][n] = (mask >> (fragment_column(j) + n)) & 1u;
+  float part[2][8];
 #pragma unroll
-    for (int i = 0; i < kColumns / 4; ++i) {
-      const uint4 scale = *reinterpret_cast<const uint4*>(&s.scale_bits[buffer][t][first_column + 4 * i]);
-      best[t] = max(best[t], __float_as_uint(prob[4 * i + 0]) + scale.x);
-      best[t] = max(best[t], __float_as_uint(prob[4 * i + 1]) + scale.y);
-      best[t] = max(best[t], __float_as_uint(prob[4 * i + 2]) + scale.z);
-      best[t] = max(best[t], __float_as_uint(prob[4 * i + 3]) + scale.w);
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float& x = c.s[4 * j + 2 * h];
+      float& y = c.s[4 * j + 2 * h + 1];
+      x = active[j][0] ? x * scale_log2 : -INFINITY;
+      y = active[j][1] ? y * scale_log2 : -INFINITY;
+      part[h][j] = fmaxf(x, y);
     }
+  float base[2], new_max[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float m = fmaxf(fmaxf(fmaxf(part[h][0], part[h][1]), fmaxf(part[h][2], part[h][3])),
+                          fmaxf(fmaxf(part[h][4], part[h][5]), fmaxf(part[h][6], part[h][7])));
+    new_max[h] = m;
   }
 #pragma unroll
-  for (int offset = 8; offset <= 16; offset *= 2) {
+  for (int offset = 1; offset <= 2; offset *= 2)
 #pragma unroll
-    for (int t = 0; t < Traits::kScaleTiles; ++t) best[t] = max(best[t], __shfl_xor_sync(0xffffffffu, best[t], offset));
-  }
-  if (part == 0) {
+    for (int h = 0; h < 2; ++h) new_max[h] = fmaxf(new_max[h], __shfl_xor_sync(0xffffffffu, new_max[h], offset));
 #pragma unroll
-    for (int t = 0; t < Traits::kScaleTiles; ++t) s.best_key[t][head] = best[t];
+  for (int h = 0; h < 2; ++h) {
+    new_max[h] = fmaxf(rows[h].max, new_max[h]);
+    base[h] = new_max[h] == -INFINITY ? 0.0f : new_max[h];  // no active column yet: all p = 0
   }
-  __syncwarp();  // every lane has read the old statistics
-  if (part == 0) {
-    const float rescale = ptx::exp2_approx(old_max - base);  // 0 while old_max is -inf
-    s.rescale[head] = rescale;
-    s.running_sum[head] = __fmaf_rn(old_sum, rescale, sum);
-    s.running_max[head] = new_max;
+  float sum[2][8];
+  uint32_t best[2][8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float& x = c.s[4 * j + 2 * h];
+      float& y = c.s[4 * j + 2 * h + 1];
+      // An active column's P is at least 2^-126, so that its weight keeps P's
+      // scale (a P of 0 would be read as 2^(key byte - 254) by weight()).
+      x = active[j][0] ? fmaxf(ptx::exp2_approx(x - base[h]), stream::kMinProbability) : 0.0f;
+      y = active[j][1] ? fmaxf(ptx::exp2_approx(y - base[h]), stream::kMinProbability) : 0.0f;
+      sum[h][j] = x + y;
+      best[h][j] = max(__float_as_uint(x) + c.key[j].x, __float_as_uint(y) + c.key[j].y);
+    }
+  float total[2];
+  uint32_t top[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    total[h] = ((sum[h][0] + sum[h][1]) + (sum[h][2] + sum[h][3])) + ((sum[h][4] + sum[h][5]) + (sum[h][6] + sum[h][7]));
+    top[h] = max(max(max(best[h][0], best[h][1]), max(best[h][2], best[h][3])),
+                 max(max(best[h][4], best[h][5]), max(best[h][6], best[h][7])));
+  }
+#pragma unroll
+  for (int offset = 1; offset <= 2; offset *= 2)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      total[h] += __shfl_xor_sync(0xffffffffu, total[h], offset);
+      top[h] = max(top[h], __shfl_xor_sync(0xffffffffu, top[h], offset));
+    }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int head = fragment_row(h);
+    const float rescale = ptx::exp2_approx(rows[h].max - base[h]);  // 0 while the old max is -inf
+    rows[h].sum = __fmaf_rn(rows[h].sum, rescale, total[h]);
+    rows[h].max = new_max[h];
+    steps[h] = step_exponent(rows[h], rescale, top[h]);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      *reinterpret_cast<float2*>(&s.probs[head][fragment_column(j)]) =
+          make_float2(c.s[4 * j + 2 * h], c.s[4 * j + 2 * h + 1]);
+    }
+    if (threadIdx.x % 4 == 0) {
+      s.rescale[head] = rescale;
+      s.exponent[head] = rows[h].exponent;
+    }
   }
 }
 
