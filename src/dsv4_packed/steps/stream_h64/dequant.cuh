@@ -2,9 +2,9 @@
 // rows dequantized once, by both math warpgroups, into BF16 that serves as
 // K (S) and V (P V). A row's E4M3 dims of scale tile t become
 // e4m3 * 2^(byte_t - r) and its BF16 dims bf16 * 2^(127 - r), r the row's
-// key byte (its largest scale byte, at least kLeastKeyByte): both exact
-// while in BF16's range (an E4M3 value of a tile 2^124 below the row's
-// largest is rounded), so that the row is 2^(r - 127) times the tile:
+// key byte (its largest scale byte, at least kLeastKeyByte): exact unless
+// a tile lies some 2^117 below the row's largest (BF16's subnormals, then
+// zero, below 2^-126), so that the row is 2^(r - 127) times the tile:
 // that factor multiplies the row's score and, folded into P, its values.
 #pragma once
 
