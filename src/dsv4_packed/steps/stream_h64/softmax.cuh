@@ -36,6 +36,12 @@ __device__ __forceinline__ float weight(float prob, uint32_t key, uint32_t floor
   return __int_as_float(max(static_cast<int>(__float_as_uint(prob) + key - floor), 0));
 }
 
+// op over 8 values as a tree of depth 3 (a fixed order: the same bits every run).
+template <class T, class Op>
+__device__ __forceinline__ T tree8(const T (&v)[8], Op op) {
+  return op(op(op(v[0], v[1]), op(v[2], v[3])), op(op(v[4], v[5]), op(v[6], v[7])));
+}
+
 // The new exponent of a head from its old one, the rescale factor and the
 // chunk's largest key bits(P) + key bits (0 without an active column).
 __device__ __forceinline__ RowStep step_exponent(RowState& row, float rescale, uint32_t best) {
@@ -72,13 +78,12 @@ __device__ __forceinline__ void softmax_chunk(Smem& s, ChunkScores& c, float sca
       y = active[j][1] ? y * scale_log2 : -INFINITY;
       part[h][j] = fmaxf(x, y);
     }
+  const auto larger = [](float a, float b) { return fmaxf(a, b); };
+  const auto plus = [](float a, float b) { return a + b; };
+  const auto larger_bits = [](uint32_t a, uint32_t b) { return max(a, b); };
   float base[2], new_max[2];
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float m = fmaxf(fmaxf(fmaxf(part[h][0], part[h][1]), fmaxf(part[h][2], part[h][3])),
-                          fmaxf(fmaxf(part[h][4], part[h][5]), fmaxf(part[h][6], part[h][7])));
-    new_max[h] = m;
-  }
+  for (int h = 0; h < 2; ++h) new_max[h] = tree8(part[h], larger);
 #pragma unroll
   for (int offset = 1; offset <= 2; offset *= 2)
 #pragma unroll
@@ -106,11 +111,7 @@ __device__ __forceinline__ void softmax_chunk(Smem& s, ChunkScores& c, float sca
   float total[2];
   uint32_t top[2];
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    total[h] = ((sum[h][0] + sum[h][1]) + (sum[h][2] + sum[h][3])) + ((sum[h][4] + sum[h][5]) + (sum[h][6] + sum[h][7]));
-    top[h] = max(max(max(best[h][0], best[h][1]), max(best[h][2], best[h][3])),
-                 max(max(best[h][4], best[h][5]), max(best[h][6], best[h][7])));
-  }
+  for (int h = 0; h < 2; ++h) total[h] = tree8(sum[h], plus), top[h] = tree8(best[h], larger_bits);
 #pragma unroll
   for (int offset = 1; offset <= 2; offset *= 2)
 #pragma unroll
