@@ -24,7 +24,9 @@ using stream::pow2;
 // A wgmma accumulator (m64nN, FP32) of a warpgroup's thread: rows (heads)
 // 16 w + lane / 4 (values 4j, 4j + 1 of n-block j) and + 8 (4j + 2, 4j + 3),
 // columns 8j + 2 (lane % 4) and + 1.
-__device__ __forceinline__ int fragment_row(int half) { return 16 * ((threadIdx.x / 32) % 4) + (threadIdx.x % 32) / 4 + 8 * half; }
+__device__ __forceinline__ int fragment_row(int half) {
+  return 16 * ((threadIdx.x / 32) % 4) + (threadIdx.x % 32) / 4 + 8 * half;
+}
 __device__ __forceinline__ int fragment_column(int j) { return 8 * j + 2 * (threadIdx.x % 4); }
 
 // Both math warpgroups, at one place of the program (q's store).

@@ -55,7 +55,9 @@ __device__ __forceinline__ void dequantize_chunk(Smem& s, int buffer) {
   }
   uint4 tail[2];
 #pragma unroll
-  for (int i = 0; i < 2; ++i) tail[i] = *reinterpret_cast<const uint4*>(raw + Traits::kTailByte + 16 * (quarter + 4 * i));
+  for (int i = 0; i < 2; ++i) {
+    tail[i] = *reinterpret_cast<const uint4*>(raw + Traits::kTailByte + 16 * (quarter + 4 * i));
+  }
   uint8_t(&keys)[Traits::kPieces][8][16] = s.keys[row / 8];
 #pragma unroll
   for (int t = 0; t < Traits::kScaleTiles; ++t) {

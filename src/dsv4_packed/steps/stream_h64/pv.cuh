@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "common/ptx/convert.cuh"
-#include "common/ptx/wgmma_wide.cuh"
+#include "common/ptx/mma.cuh"
 #include "dsv4_packed/steps/stream_h64/common.cuh"
 #include "dsv4_packed/steps/stream_h64/softmax.cuh"
 
@@ -27,7 +27,8 @@ struct Weights {
   // Fragment register i (h + 2 part) of k-step `step`: the weights of columns c, c + 1.
   __device__ __forceinline__ void set(int step, int i, float x, float y) {
     hi[step][i] = ptx::bf16x2_bits(x, y);
-    lo[step][i] = ptx::bf16x2_bits(x - __uint_as_float(hi[step][i] << 16), y - __uint_as_float(hi[step][i] & 0xffff0000u));
+    const float x_hi = __uint_as_float(hi[step][i] << 16), y_hi = __uint_as_float(hi[step][i] & 0xffff0000u);
+    lo[step][i] = ptx::bf16x2_bits(x - x_hi, y - y_hi);
   }
 };
 

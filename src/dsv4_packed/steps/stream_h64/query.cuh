@@ -5,7 +5,6 @@
 
 #include <cstdint>
 
-#include "common/ptx/convert.cuh"
 #include "common/ptx/sync.cuh"
 #include "dsv4_packed/params.h"
 #include "dsv4_packed/steps/stream/query.cuh"
@@ -43,7 +42,8 @@ __device__ __forceinline__ void store_query(Smem& s, const QueryGroups& q) {
     for (int b = 0; b < 2; ++b)
 #pragma unroll
       for (int piece = 0; piece < 2; ++piece) {
-        *reinterpret_cast<uint4*>(&s.q[head / 8][2 * (first_block + b) + piece][head % 8][0]) = q.group[r].bits[b][piece];
+        uint8_t* dst = &s.q[head / 8][2 * (first_block + b) + piece][head % 8][0];
+        *reinterpret_cast<uint4*>(dst) = q.group[r].bits[b][piece];
       }
   }
   ptx::fence_proxy_async_shared();  // the Q tile is read by wgmma (async proxy)

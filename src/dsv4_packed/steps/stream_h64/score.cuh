@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "common/ptx/wgmma_wide.cuh"
+#include "common/ptx/mma.cuh"
 #include "dsv4_packed/steps/stream/score.cuh"
 #include "dsv4_packed/steps/stream_h64/common.cuh"
 
