@@ -171,7 +171,8 @@ for tool in ${tools[@]+"${tools[@]}"}; do
   [ "$tool" = synccheck ] && variants=("repro-cluster-receive st-async 10 48" "repro-cluster-receive st-async 10 12"
     "repro-cluster-receive st-async 8 64" "repro-cluster-receive release 10 48"
     "repro-cluster-receive remote-arrive 10 48" "repro-cluster-receive exit-sync 10 48"
-    "repro-cluster-receive tile-barrier 10 48")
+    "repro-cluster-receive tile-barrier 10 48" "repro-cluster-receive barrier-loop 16 12"
+    "repro-cluster-receive barrier-loop 8 96")
   for variant in ${variants[@]+"${variants[@]}"}; do
     log="$OUT/repro_${tool}_$(echo "$variant" | tr ' ' _).log"
     # shellcheck disable=SC2086

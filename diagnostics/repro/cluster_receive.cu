@@ -22,6 +22,11 @@
 //                 tile mbarrier, a CTA barrier, then 4 chunks in which each
 //                 warp's lane 0 arrives with the bytes its 8 lanes copy by
 //                 cp.async.bulk (512-byte rows) and every thread waits
+//   barrier-loop  no receive barrier: the dsa cluster fold's shape alone, a
+//                 loop of CTA barriers on a count read from shared memory
+//                 (the same for every thread), then a cluster barrier, a
+//                 peer's count read through the cluster window, and a
+//                 second cluster barrier before exit
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -35,7 +40,7 @@ namespace {
 constexpr int kThreads = 256, kHeads = 16, kMaxCtas = 16;
 constexpr int kPaddingBytes = 100 * 1024;
 
-enum Variant { kStAsync, kRelease, kRemoteArrive, kExitSync, kTileBarrier };
+enum Variant { kStAsync, kRelease, kRemoteArrive, kExitSync, kTileBarrier, kBarrierLoop };
 
 constexpr int kRowBytes = 512, kTileRows = kThreads / 32 * 8, kChunks = 4;
 
@@ -44,6 +49,7 @@ struct Smem {
   uint2 received[kMaxCtas][kHeads];
   uint64_t barrier;
   uint64_t tile_barrier;
+  int count;  // barrier-loop: the walk's length, written by thread 0
 };
 static_assert(kTileRows * kRowBytes <= kPaddingBytes, "the tile fits in the padding");
 
@@ -96,6 +102,30 @@ __device__ uint32_t walk_tile(Smem& s, const uint8_t* rows) {
   return sum;
 }
 
+// barrier-loop: every barrier here is reached by whole warps; a count of
+// errors (wrong sums, a wrong peer count) goes to `wrong`.
+__device__ void barrier_loop(Smem& s, uint32_t rank, uint32_t ctas, uint32_t cluster, int* wrong) {
+  if (threadIdx.x == 0) s.count = 4 + static_cast<int>(cluster % 3);
+  __syncthreads();
+  uint32_t sum = 0;
+  for (int i = 0; i < s.count; ++i) {
+    __syncthreads();  // the previous step's readers are done
+    if (threadIdx.x < kHeads) s.received[0][threadIdx.x].x = static_cast<uint32_t>(i) + rank;
+    __syncthreads();
+    sum += s.received[0][threadIdx.x % kHeads].x;
+  }
+  const int n = 4 + static_cast<int>(cluster % 3);
+  if (sum != static_cast<uint32_t>(n * (n - 1) / 2) + n * rank) atomicAdd(wrong, 1);
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+  int peer_count = 0;
+  const uint32_t peer = peer_address(smem(&s.count), (rank + 1) % ctas);
+  asm volatile("ld.shared::cluster.u32 %0, [%1];\n" : "=r"(peer_count) : "r"(peer) : "memory");
+  if (peer_count != n) atomicAdd(wrong, 1);
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");  // no CTA leaves while a peer reads it
+  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+}
+
 __global__ void __launch_bounds__(kThreads, 2) receive(int variant, const uint8_t* rows, int* wrong) {
   extern __shared__ __align__(16) uint8_t smem_bytes[];
   Smem& s = *reinterpret_cast<Smem*>(smem_bytes);
@@ -103,6 +133,10 @@ __global__ void __launch_bounds__(kThreads, 2) receive(int variant, const uint8_
   asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
   asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(ctas));
   const uint32_t cluster = blockIdx.x / ctas;
+  if (variant == kBarrierLoop) {
+    barrier_loop(s, rank, ctas, cluster, wrong);
+    return;
+  }
   const uint32_t barrier = smem(&s.barrier);
   if (threadIdx.x == 0) {
     if (variant == kRemoteArrive) {
@@ -172,9 +206,9 @@ int check(cudaError_t e, const char* what) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const char* names[] = {"st-async", "release", "remote-arrive", "exit-sync", "tile-barrier"};
+  const char* names[] = {"st-async", "release", "remote-arrive", "exit-sync", "tile-barrier", "barrier-loop"};
   int variant = -1;
-  for (int v = 0; v < 5 && argc > 1; ++v) {
+  for (int v = 0; v < 6 && argc > 1; ++v) {
     if (std::strcmp(argv[1], names[v]) == 0) variant = v;
   }
   const int ctas = argc > 2 ? std::atoi(argv[2]) : 10;
@@ -182,7 +216,8 @@ int main(int argc, char** argv) {
   const int launches = argc > 4 ? std::atoi(argv[4]) : 1;
   if (variant < 0 || ctas < 2 || ctas > kMaxCtas || clusters < 1 || launches < 1) {
     std::fprintf(stderr,
-                 "usage: repro-cluster-receive st-async|release|remote-arrive|exit-sync|tile-barrier [ctas 2-16]"
+                 "usage: repro-cluster-receive st-async|release|remote-arrive|exit-sync|tile-barrier|barrier-loop"
+                 " [ctas 2-16]"
                  " [clusters] [launches]\n");
     return 2;
   }
