@@ -63,8 +63,48 @@ void print_chunks(const std::vector<unsigned long long>& marks, int chunks,
   }
 }
 
+// 10th, 50th and 90th percentile of `v` (sorted here).
+void print_percentiles(const char* what, std::vector<long long> v) {
+  if (v.empty()) return;
+  std::sort(v.begin(), v.end());
+  std::printf("  %-22s %7lld %7lld %7lld\n", what, v[v.size() / 10], v[v.size() / 2], v[v.size() * 9 / 10]);
+}
+
+// Over every CTA, ns from each span mark to the next, and from a CTA's
+// mark `last_mark` to the entry of the next CTA on its SM: where a CTA's
+// time goes when there are several waves.
+void print_steps_and_gaps(const std::vector<unsigned long long>& stamps, int ctas, int last_mark) {
+  const auto at = [&](int c, int k) { return static_cast<long long>(stamps[c * clocks::kMarks + k]); };
+  std::printf("ns a CTA, 10th / 50th / 90th percentile over the CTAs:\n");
+  for (int k = 1; k <= last_mark; ++k) {
+    std::vector<long long> step;
+    for (int c = 0; c < ctas; ++c) {
+      if (at(c, k) != 0 && at(c, k - 1) != 0) step.push_back(at(c, k) - at(c, k - 1));
+    }
+    const std::string what = "mark " + std::to_string(k - 1) + " -> " + std::to_string(k);
+    print_percentiles(what.c_str(), step);
+  }
+  std::vector<int> order(ctas);
+  for (int c = 0; c < ctas; ++c) order[c] = c;
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    const long long sa = at(a, clocks::kSmSlot), sb = at(b, clocks::kSmSlot);
+    return sa != sb ? sa < sb : at(a, 0) < at(b, 0);
+  });
+  std::vector<long long> gap, whole;
+  for (int i = 0; i + 1 < ctas; ++i) {
+    const int c = order[i], next = order[i + 1];
+    if (at(c, clocks::kSmSlot) != at(next, clocks::kSmSlot) || at(c, last_mark) == 0) continue;
+    gap.push_back(at(next, 0) - at(c, last_mark));
+    whole.push_back(at(next, 0) - at(c, 0));
+  }
+  const std::string what = "mark " + std::to_string(last_mark) + " -> next entry";
+  print_percentiles(what.c_str(), gap);
+  print_percentiles("entry -> next entry", whole);
+}
+
 // Every CTA's span marks by %globaltimer, relative to the earliest entry:
-// the earliest, median and latest CTA at each mark, then the CTAs that ended last.
+// the earliest, median and latest CTA at each mark, the steps and the gaps
+// between CTAs of an SM, then the CTAs that ended last.
 void print_stamps(const std::vector<unsigned long long>& stamps) {
   // Every CTA's span marks by %globaltimer, relative to the earliest entry.
   unsigned long long first_entry = ~0ull;
@@ -95,6 +135,7 @@ void print_stamps(const std::vector<unsigned long long>& stamps) {
   std::sort(order.begin(), order.end(), [&](int a, int b) {
     return stamps[a * clocks::kMarks + last_mark] > stamps[b * clocks::kMarks + last_mark];
   });
+  print_steps_and_gaps(stamps, ctas, last_mark);
   std::printf("the last CTAs to reach mark %d: cta sm | marks 0..%d\n", last_mark, last_mark);
   for (int i = 0; i < std::min(ctas, 12); ++i) {
     const unsigned long long* m = &stamps[order[i] * clocks::kMarks];
