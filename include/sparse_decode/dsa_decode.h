@@ -50,7 +50,9 @@ enum class DsaGateDType : int32_t {
 // whose splits of a row run as one thread-block cluster and fold each
 // other's results through distributed shared memory instead of the
 // workspace and the combine kernel: kDirect's bits in one launch (one
-// split: the direct kernel alone).
+// split: the direct kernel alone). On a device that cannot schedule such a
+// cluster (a MIG or MPS partition), kAuto keeps kDirect's combine kernel
+// and kDirectCluster is refused (kNotSupported, naming `kernel`).
 enum class DsaKernel : int32_t {
   kAuto = 0,
   kStaged = 1,

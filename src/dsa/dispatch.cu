@@ -23,7 +23,7 @@ bool uses_cluster_fold(const DsaDecodeArgs& a) {
   const int32_t splits = launched_splits(a);
   if (a.kernel == DsaKernel::kDirectCluster) return splits > 1;
   return a.kernel == DsaKernel::kAuto && a.cache_dtype == DType::kFloat8E4M3 && splits >= kClusterFoldMinSplits &&
-         splits <= kDsaMaxClusterSplits;
+         splits <= kDsaMaxClusterSplits && splits <= largest_cluster_fold();
 }
 
 DsaParams make_params(const DsaDecodeArgs& a, void* workspace) {
@@ -78,6 +78,14 @@ Status kernels_support(const DsaDecodeArgs& args) {
     return Status::NotSupported("dsa_decode: num_rows must be at most (2^31 - 1) / " +
                                 std::to_string(CombineTraits::kSlices) + " with splits > 1 (combine CTAs), got " +
                                 std::to_string(args.num_rows));
+  }
+  const int32_t splits = launched_splits(args);
+  if (args.kernel == DsaKernel::kDirectCluster && splits > 1) {
+    if (const int32_t largest = largest_cluster_fold(); splits > largest) {
+      return Status::NotSupported("kernel: kDirectCluster runs a row's " + std::to_string(splits) +
+                                  " splits as one cluster; this device schedules clusters of at most " +
+                                  std::to_string(largest) + " of its CTAs (kDirect and kAuto run everywhere)");
+    }
   }
   return Status::Ok();
 }

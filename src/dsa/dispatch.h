@@ -35,8 +35,16 @@ bool uses_direct_kernel(const DsaDecodeArgs& args);
 // the combine kernel's three CTAs a row win). Measured with a relaxed exit
 // arrive; with the release arrive (one GPU-scope fence a CTA) 16 splits
 // T = 1 / 6 / 12 take 9.22 / 9.95 / 12.15.
+// kAuto folds in a cluster only where the device schedules a cluster of
+// the launched splits (largest_cluster_fold()); kDirectCluster elsewhere is
+// refused by kernels_support().
 inline constexpr int32_t kClusterFoldMinSplits = 8;
 bool uses_cluster_fold(const DsaDecodeArgs& args);
+
+// The largest cluster of the direct kernel that the current device can
+// schedule, from kDsaMaxClusterSplits down (0: none, or no device): a MIG
+// or MPS partition may hold fewer SMs a GPC than a 16-CTA cluster needs.
+int32_t largest_cluster_fold();
 
 // The kernels' parameters for a validated call, with `workspace` split into
 // the partial outputs and the log-sum-exps of launched_splits(args) splits.

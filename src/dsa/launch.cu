@@ -40,6 +40,31 @@ Status configure_kernels() {
 
 }  // namespace
 
+int32_t largest_cluster_fold() {
+  // Cached per device (the occupancy queries are not free), stored + 1 so
+  // that a device where no cluster fits is not asked again (0: not known).
+  static PerDeviceCache<int32_t> cache;
+  const int device = current_device();
+  if (device < 0 || !configure_kernels().ok()) {
+    cudaGetLastError();
+    return 0;
+  }
+  const int32_t stored = cache.get(device, 0, []() -> int32_t {
+    for (int32_t ctas = kDsaMaxClusterSplits; ctas >= kMinCombinedSplits; --ctas) {
+      const LaunchConfig launch(static_cast<unsigned>(ctas), SplitTraits::kThreads, sizeof(DirectSmem), false, nullptr,
+                                static_cast<unsigned>(ctas));
+      int clusters = 0;
+      if (cudaOccupancyMaxActiveClusters(&clusters, direct_cluster_kernel_fp8(), &launch.config) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+      }
+      if (clusters > 0) return ctas + 1;
+    }
+    return 1;
+  });
+  return stored > 0 ? stored - 1 : 0;
+}
+
 Status launch(const DsaDecodeArgs& args, void* workspace, CUstream_st* stream) {
   if (Status status = configure_kernels(); !status.ok()) return status;
   DsaParams p = make_params(args, workspace);
