@@ -125,17 +125,17 @@ void print_stamps(const std::vector<unsigned long long>& stamps) {
     std::sort(at.begin(), at.end());
     std::printf("mark %d: %6lld %6lld %6lld\n", k, at.front(), at[at.size() / 2], at.back());
   }
-  // The CTAs that ended last: their SM, entry and each later mark (ns from the earliest entry).
   int last_mark = 0;
   for (int k = 1; k < clocks::kSmSlot; ++k) {
     if (stamps[k] != 0) last_mark = k;
   }
+  print_steps_and_gaps(stamps, ctas, last_mark);
+  // The CTAs that ended last: their SM, entry and each later mark (ns from the earliest entry).
   std::vector<int> order(ctas);
   for (int c = 0; c < ctas; ++c) order[c] = c;
   std::sort(order.begin(), order.end(), [&](int a, int b) {
     return stamps[a * clocks::kMarks + last_mark] > stamps[b * clocks::kMarks + last_mark];
   });
-  print_steps_and_gaps(stamps, ctas, last_mark);
   std::printf("the last CTAs to reach mark %d: cta sm | marks 0..%d\n", last_mark, last_mark);
   for (int i = 0; i < std::min(ctas, 12); ++i) {
     const unsigned long long* m = &stamps[order[i] * clocks::kMarks];

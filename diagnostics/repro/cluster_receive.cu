@@ -33,6 +33,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <vector>
 
 namespace {
@@ -105,7 +106,8 @@ __device__ uint32_t walk_tile(Smem& s, const uint8_t* rows) {
 // barrier-loop: every barrier here is reached by whole warps; a count of
 // errors (wrong sums, a wrong peer count) goes to `wrong`.
 __device__ void barrier_loop(Smem& s, uint32_t rank, uint32_t ctas, uint32_t cluster, int* wrong) {
-  if (threadIdx.x == 0) s.count = 4 + static_cast<int>(cluster % 3);
+  const int n = 4 + static_cast<int>(cluster % 3);  // the walk's length, a cluster's own
+  if (threadIdx.x == 0) s.count = n;
   __syncthreads();
   uint32_t sum = 0;
   for (int i = 0; i < s.count; ++i) {
@@ -114,7 +116,6 @@ __device__ void barrier_loop(Smem& s, uint32_t rank, uint32_t ctas, uint32_t clu
     __syncthreads();
     sum += s.received[0][threadIdx.x % kHeads].x;
   }
-  const int n = 4 + static_cast<int>(cluster % 3);
   if (sum != static_cast<uint32_t>(n * (n - 1) / 2) + n * rank) atomicAdd(wrong, 1);
   asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
   asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
@@ -208,7 +209,7 @@ int check(cudaError_t e, const char* what) {
 int main(int argc, char** argv) {
   const char* names[] = {"st-async", "release", "remote-arrive", "exit-sync", "tile-barrier", "barrier-loop"};
   int variant = -1;
-  for (int v = 0; v < 6 && argc > 1; ++v) {
+  for (int v = 0; v < static_cast<int>(std::size(names)) && argc > 1; ++v) {
     if (std::strcmp(argv[1], names[v]) == 0) variant = v;
   }
   const int ctas = argc > 2 ? std::atoi(argv[2]) : 10;
