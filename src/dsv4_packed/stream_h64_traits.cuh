@@ -39,10 +39,12 @@ struct StreamH64Traits {
   static constexpr int kProbRowFloats = kChunkColumns + 8;  // float2 rows of a half warp on distinct banks
   // Hardware barriers: 0 (__syncthreads), the math warps' 1, the raw KV
   // tiles' 2 and 3 (every math thread and the producers, as at 16 heads),
-  // then warpgroup 0's P handoff to warpgroup 1.
+  // then warpgroup 0's P handoff to warpgroup 1, then each warpgroup's
+  // staged output (5 + g).
   static constexpr int kMathBarrier = Base::kMathBarrier;
   static constexpr int kTileFreeBarrier = Base::kTileFreeBarrier;
   static constexpr int kProbsReadyBarrier = kTileFreeBarrier + kBuffers;
+  static constexpr int kOutputBarrier = kProbsReadyBarrier + 1;
   // Registers: all at launch, then the producers give theirs to the math warps.
   static constexpr int kLaunchRegisters = (65536 / kCtasPerSm / kLaunchThreads) / 8 * 8;
   static constexpr int kProducerRegisters = 24;  // the producer step needs 23
@@ -53,6 +55,7 @@ struct StreamH64Traits {
   static_assert(kThreads == 2 * kWarpgroupThreads, "two math warpgroups");
   static_assert(kFp8Pieces == 56 && kTailPieces == 8 && kPieces == 64, "448 E4M3 dims, then 64 BF16 dims");
   static_assert(kHalfDims == 256, "P V: one wgmma N of 256 dims a warpgroup");
+  static_assert(kOutputBarrier + 1 < 16, "16 hardware barriers a CTA");
   static_assert(kMathRegisters == 240 && kLaunchRegisters == 168, "setmaxnreg: 168 at launch, 240 for the math");
   static_assert(kProducerRegisters * 32 * kProducerWarps + kMathRegisters * kThreads <=
                     kLaunchRegisters * kLaunchThreads,
