@@ -100,6 +100,10 @@ tool_options() { if [ "$1" = synccheck ]; then echo "--num-cuda-barriers 16384";
 # SYNCCHECK_CLUSTER_TESTS, one process a test.
 SYNCCHECK_EXCLUDE=${SYNCCHECK_EXCLUDE-cluster_kernel}
 SYNCCHECK_CLUSTER_TESTS=${SYNCCHECK_CLUSTER_TESTS-"Dsv4Gpu.WidthsAndTokenCounts Dsv4Gpu.HolesAndShortLens Dsv4Gpu.HeadCounts Dsv4PackedGpu.SinkTermEveryKernel"}
+# Tests whose every kernel synccheck checks, each in its own process, out of
+# the shards: the DSA cluster fold's 16-CTA clusters past the first wave get
+# the tool's cluster-divergent report, which stops the kernel (a gtest filter).
+SYNCCHECK_ALONE_FILTER=${SYNCCHECK_ALONE_FILTER-"Shapes/DsaGpuClusterFold.*"}
 # Every tool at once, SANITIZER_SHARDS processes each (gtest sharding); each
 # must finish. racecheck runs the tests 100x slower or more: a small set that
 # launches every kernel (RACECHECK_FILTER), the other tools the whole filter.
@@ -109,6 +113,13 @@ for tool in ${tools[@]+"${tools[@]}"}; do
   [ "$tool" = racecheck ] && filter=$RACECHECK_FILTER
   exclude=()
   [ "$tool" = synccheck ] && [ -n "$SYNCCHECK_EXCLUDE" ] && exclude=(--kernel-name-exclude "kns=$SYNCCHECK_EXCLUDE")
+  alone=()
+  if [ "$tool" = synccheck ] && [ -n "$SYNCCHECK_ALONE_FILTER" ]; then
+    # shellcheck disable=SC2207
+    alone=($("$tests" --gtest_filter="$SYNCCHECK_ALONE_FILTER" --gtest_list_tests |
+      awk '/^[^ ]/ { suite = $1 } /^  / { print suite $1 }'))
+    case $filter in *-*) filter+=":$SYNCCHECK_ALONE_FILTER" ;; *) filter+="-$SYNCCHECK_ALONE_FILTER" ;; esac
+  fi
   tool_jobs[$tool]=""
   # No more processes than tests: a process with no test makes no CUDA call,
   # which the tools report as an error.
@@ -130,6 +141,12 @@ for tool in ${tools[@]+"${tools[@]}"}; do
       tool_jobs[$tool]+=" $!"
     done
   fi
+  for test in ${alone[@]+"${alone[@]}"}; do
+    # shellcheck disable=SC2046
+    timeout "${SANITIZER_TIMEOUT:-0}" compute-sanitizer --tool "$tool" $(tool_options "$tool") --error-exitcode 9 \
+      "$tests" --gtest_filter="$test" > "$OUT/sanitizer_${tool}_${test//\//_}.log" 2>&1 &
+    tool_jobs[$tool]+=" $!"
+  done
 done
 for tool in ${tools[@]+"${tools[@]}"}; do
   # shellcheck disable=SC2207
