@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "reference/formats.h"
+#include "reference/parallel.h"
 
 namespace sparse_decode::reference {
 namespace {
@@ -111,19 +112,23 @@ DsaResult run_rows(const DsaDecodeArgs& a, RowFn row_fn) {
   result.out.assign(static_cast<size_t>(rows) * heads * kDsaHeadDim, 0.0);
   result.active.assign(rows, 0);
   result.keys.assign(rows, 0);
-  for (int64_t r = 0; r < rows; ++r) {
-    if (!row_active(a, r)) continue;  // nothing of the row is read
-    result.active[r] = 1;
-    const std::vector<DsaKey> keys = dsa_visible_keys(a, r);
-    result.keys[r] = static_cast<int64_t>(keys.size());
-    if (keys.empty()) continue;  // zeros, whatever the gate
-    double* out = &result.out[static_cast<size_t>(r) * heads * kDsaHeadDim];
-    row_fn(r, keys, decode_keys(a, r, keys), out);
-    for (int h = 0; h < heads; ++h) {
-      const double gate = dsa_gate(a, r, h);
-      for (int d = 0; d < kDsaHeadDim; ++d) out[h * kDsaHeadDim + d] *= gate;
+  // Rows on the machine's threads (each row alone: the same bits).
+  const double work = 2.0 * rows * heads * a.num_regions * a.block_size * 2 * kDsaHeadDim;
+  for_blocks(rows, work, [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      if (!row_active(a, r)) continue;  // nothing of the row is read
+      result.active[r] = 1;
+      const std::vector<DsaKey> keys = dsa_visible_keys(a, r);
+      result.keys[r] = static_cast<int64_t>(keys.size());
+      if (keys.empty()) continue;  // zeros, whatever the gate
+      double* out = &result.out[static_cast<size_t>(r) * heads * kDsaHeadDim];
+      row_fn(r, keys, decode_keys(a, r, keys), out);
+      for (int h = 0; h < heads; ++h) {
+        const double gate = dsa_gate(a, r, h);
+        for (int d = 0; d < kDsaHeadDim; ++d) out[h * kDsaHeadDim + d] *= gate;
+      }
     }
-  }
+  });
   return result;
 }
 

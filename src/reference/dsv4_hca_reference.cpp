@@ -84,8 +84,9 @@ Dsv4Result dsv4_decode_hca(const Dsv4HcaDecodeArgs& args) {
                            h * args.q_head_stride;
     for (int d = 0; d < kHeadDim; ++d) q[d] = decode_e4m3(q_row[d]);
   };
-  return attend_tokens(args.num_tokens, args.num_heads, args.bmm1_scale, args.bmm2_scale, args.sinks, args.sink_term,
-                       gather, load_q);
+  const int64_t width = kSwaColumns + int64_t{args.max_pages} * args.compressed_kv.page_size;
+  return attend_tokens(args.num_tokens, args.num_heads, width, args.bmm1_scale, args.bmm2_scale, args.sinks,
+                       args.sink_term, gather, load_q);
 }
 
 void dsv4_decode_hca_host(const Dsv4HcaDecodeArgs& args) {

@@ -95,8 +95,9 @@ Dsv4Result dsv4_decode_packed(const Dsv4PackedDecodeArgs& args) {
     for (int d = 0; d < kHeadDim; ++d) q[d] = decode_bf16(q_row[d]);
   };
   // Section 2 is section 1 with bmm1 = softmax_scale and bmm2 = 1.
-  return attend_tokens(args.num_tokens, args.num_heads, args.softmax_scale, 1.0, args.sinks, args.sink_term, gather,
-                       load_q);
+  const int64_t width = int64_t{args.swa.width} + (segment_of(args, PackedSegmentId::kExtra) ? args.extra.width : 0);
+  return attend_tokens(args.num_tokens, args.num_heads, width, args.softmax_scale, 1.0, args.sinks, args.sink_term,
+                       gather, load_q);
 }
 
 void dsv4_decode_packed_host(const Dsv4PackedDecodeArgs& args) {

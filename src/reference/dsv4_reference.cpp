@@ -1,11 +1,13 @@
 #include "reference/dsv4_reference.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "reference/formats.h"
+#include "reference/parallel.h"
 #include "reference/requests.h"
 
 namespace sparse_decode::reference {
@@ -70,8 +72,8 @@ Dsv4Result dsv4_decode(const Dsv4DecodeArgs& args) {
         token_offset(t, args.q_token_stride, args.q_request_stride, args.q_len) + h * args.q_head_stride;
     for (int d = 0; d < kHeadDim; ++d) q[d] = element(args.q, args.dtype, q_offset + d);
   };
-  return attend_tokens(args.num_tokens, args.num_heads, scalar(args.bmm1_scale), scalar(args.bmm2_scale), args.sinks,
-                       args.sink_term, gather, load_q);
+  return attend_tokens(args.num_tokens, args.num_heads, args.width, scalar(args.bmm1_scale), scalar(args.bmm2_scale),
+                       args.sinks, args.sink_term, gather, load_q);
 }
 
 double lse_with_sink(double lse, double sink) {
@@ -81,35 +83,41 @@ double lse_with_sink(double lse, double sink) {
   return m + std::log(std::exp(lse - m) + std::exp(sink - m));
 }
 
-Dsv4Result attend_tokens(int64_t tokens, int heads, double bmm1, double bmm2, const float* sinks, SinkTerm sink_term,
-                         const std::function<int64_t(int64_t token, std::vector<double>& kv)>& gather,
+Dsv4Result attend_tokens(int64_t tokens, int heads, int64_t width, double bmm1, double bmm2, const float* sinks,
+                         SinkTerm sink_term, const std::function<int64_t(int64_t token, std::vector<double>& kv)>& gather,
                          const std::function<void(int64_t token, int head, double* q)>& load_q) {
   const double inf = std::numeric_limits<double>::infinity();
   if (sink_term == SinkTerm::kNone) sinks = nullptr;
   Dsv4Result result;
   result.out.assign(static_cast<size_t>(tokens) * heads * kHeadDim, 0.0);
   result.lse.assign(static_cast<size_t>(tokens) * heads, -inf);
-
-  std::vector<double> q(kHeadDim), kv;
-  for (int64_t t = 0; t < tokens; ++t) {
-    // Decode the token's active rows once; every head reads them.
-    kv.clear();
-    result.out_of_range += gather(t, kv);
-    const size_t active = kv.size() / kHeadDim;
-    for (int h = 0; h < heads && active > 0; ++h) {
-      load_q(t, h, q.data());
-      const double sink = sinks ? sinks[h] : -inf;
-      const size_t row = static_cast<size_t>(t) * heads + h;
-      result.lse[row] = attend(q.data(), kv.data(), active, bmm1, bmm2, sink, &result.out[row * kHeadDim]);
+  std::atomic<int64_t> out_of_range{0};
+  const double work = 2.0 * tokens * heads * width * kHeadDim;
+  for_blocks(tokens, work, [&](int64_t first, int64_t last) {
+    std::vector<double> q(kHeadDim), kv;
+    int64_t block_out_of_range = 0;
+    for (int64_t t = first; t < last; ++t) {
+      // Decode the token's active rows once; every head reads them.
+      kv.clear();
+      block_out_of_range += gather(t, kv);
+      const size_t active = kv.size() / kHeadDim;
+      for (int h = 0; h < heads && active > 0; ++h) {
+        load_q(t, h, q.data());
+        const double sink = sinks ? sinks[h] : -inf;
+        const size_t row = static_cast<size_t>(t) * heads + h;
+        result.lse[row] = attend(q.data(), kv.data(), active, bmm1, bmm2, sink, &result.out[row * kHeadDim]);
+      }
+      // A token without rows keeps zeros and lse = -inf, with or without a sink,
+      // but for the rank of a merge that adds the sink: lse = sink.
+      if (sink_term != SinkTerm::kInOutputAndLse || sinks == nullptr) continue;
+      for (int h = 0; h < heads; ++h) {
+        double& lse = result.lse[static_cast<size_t>(t) * heads + h];
+        lse = lse_with_sink(lse, sinks[h]);
+      }
     }
-    // A token without rows keeps zeros and lse = -inf, with or without a sink,
-    // but for the rank of a merge that adds the sink: lse = sink.
-    if (sink_term != SinkTerm::kInOutputAndLse || sinks == nullptr) continue;
-    for (int h = 0; h < heads; ++h) {
-      double& lse = result.lse[static_cast<size_t>(t) * heads + h];
-      lse = lse_with_sink(lse, sinks[h]);
-    }
-  }
+    out_of_range += block_out_of_range;
+  });
+  result.out_of_range = out_of_range.load();
   return result;
 }
 

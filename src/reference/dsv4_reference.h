@@ -55,9 +55,11 @@ double lse_with_sink(double lse, double sink);
 // of each head and attend() gives its output and lse (sink: sinks[h], or none
 // without sinks or with SinkTerm::kNone). A token without rows keeps zeros
 // and lse = -inf; with SinkTerm::kInOutputAndLse every lse counts the sink
-// (lse_with_sink).
-Dsv4Result attend_tokens(int64_t tokens, int heads, double bmm1, double bmm2, const float* sinks, SinkTerm sink_term,
-                         const std::function<int64_t(int64_t token, std::vector<double>& kv)>& gather,
+// (lse_with_sink). Tokens run on the machine's threads where `width` (the
+// most rows a token can have) makes the call long enough; gather and load_q
+// are called from several threads at once, and the bits do not change.
+Dsv4Result attend_tokens(int64_t tokens, int heads, int64_t width, double bmm1, double bmm2, const float* sinks,
+                         SinkTerm sink_term, const std::function<int64_t(int64_t token, std::vector<double>& kv)>& gather,
                          const std::function<void(int64_t token, int head, double* q)>& load_q);
 
 // Where a call's outputs go: out [T, H, 512] BF16 and lse [T, H] (may be
