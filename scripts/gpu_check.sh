@@ -14,7 +14,8 @@
 # processes at once, default 8), SANITIZERS (default
 # "memcheck racecheck synccheck"), SANITIZER_TIMEOUT (seconds a process, 0: none),
 # SANITIZER_SHARDS (processes a tool, the tools at once, default 4), RACECHECK_FILTER (racecheck's
-# tests), FUZZ_CASES (cases an operation, default 100000), FUZZ_JOBS (fuzzer
+# tests), SYNCCHECK_EXCLUDE, SYNCCHECK_CLUSTER_TESTS and SYNCCHECK_ALONE_FILTER
+# (what synccheck runs apart, below), FUZZ_CASES (cases an operation, default 100000), FUZZ_JOBS (fuzzer
 # processes, default 16), FUZZ_SEED (replay a run), SKIP_FUZZ=1.
 set -uo pipefail
 cd "$(dirname "$0")/.."
