@@ -43,13 +43,18 @@ Status configure_kernels() {
 int32_t largest_cluster_fold() {
   // Cached per device (the occupancy queries are not free), stored + 1 so
   // that a device where no cluster fits is not asked again (0: not known).
+  // A device whose kernels cannot be configured stays unknown (asked again).
   static PerDeviceCache<int32_t> cache;
   const int device = current_device();
-  if (device < 0 || !configure_kernels().ok()) {
+  if (device < 0) {
     cudaGetLastError();
     return 0;
   }
   const int32_t stored = cache.get(device, 0, []() -> int32_t {
+    if (!configure_kernels().ok()) {
+      cudaGetLastError();
+      return 0;
+    }
     for (int32_t ctas = kDsaMaxClusterSplits; ctas >= kMinCombinedSplits; --ctas) {
       const LaunchConfig launch(static_cast<unsigned>(ctas), SplitTraits::kThreads, sizeof(DirectSmem), false, nullptr,
                                 static_cast<unsigned>(ctas));
