@@ -103,8 +103,9 @@ SYNCCHECK_EXCLUDE=${SYNCCHECK_EXCLUDE-cluster_kernel}
 SYNCCHECK_CLUSTER_TESTS=${SYNCCHECK_CLUSTER_TESTS-"Dsv4Gpu.WidthsAndTokenCounts Dsv4Gpu.HolesAndShortLens Dsv4Gpu.HeadCounts Dsv4PackedGpu.SinkTermEveryKernel"}
 # Tests whose every kernel synccheck checks, each in its own process, out of
 # the shards: the DSA cluster fold's 16-CTA clusters past the first wave get
-# the tool's cluster-divergent report, which stops the kernel (a gtest filter).
-SYNCCHECK_ALONE_FILTER=${SYNCCHECK_ALONE_FILTER-"Shapes/DsaGpuClusterFold.*"}
+# the tool's cluster-divergent report, which stops the kernel (a gtest
+# filter: the fold's own tests and the large case that kAuto folds).
+SYNCCHECK_ALONE_FILTER=${SYNCCHECK_ALONE_FILTER-"Shapes/DsaGpuClusterFold.*:Shapes/DsaGpuCases.*large*"}
 # Every tool at once, SANITIZER_SHARDS processes each (gtest sharding); each
 # must finish. racecheck runs the tests 100x slower or more: a small set that
 # launches every kernel (RACECHECK_FILTER), the other tools the whole filter.
