@@ -28,8 +28,8 @@ constexpr int32_t kMaxWidth = kSwaColumns + 16384;  // the widest call of dsv4_d
 
 std::string check_dsv4_options(const BenchOptions& o) {
   if (o.kernels.empty()) return "--kernel needs a value";
-  if (o.kernels.size() == 1 && o.kernels[0] == kPackedStreamH64) {
-    return "--kernel: stream_h64 runs with --layout packed only";
+  if (o.kernels.size() == 1 && (o.kernels[0] == kPackedStreamH64 || o.kernels[0] == kPackedSplitH64)) {
+    return std::string("--kernel: ") + kernel_name(o.kernels[0]) + " runs with --layout packed only";
   }
   for (int32_t w : o.widths) {
     if (w < kSwaColumns || w % 4 != 0 || w > kMaxWidth) {
@@ -162,6 +162,7 @@ ShapeOutcome run_shape(BenchContext& ctx, const BenchShape& shape, std::vector<B
 
 const char* kernel_name(Dsv4Kernel kernel) {
   if (kernel == kPackedStreamH64) return "stream_h64";  // not a Dsv4Kernel value
+  if (kernel == kPackedSplitH64) return "split_h64";
   switch (kernel) {
     case Dsv4Kernel::kCluster: return "cluster";
     case Dsv4Kernel::kStream: return "stream";

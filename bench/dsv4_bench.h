@@ -72,10 +72,12 @@ struct BenchRow {
   double gather_fraction() const { return decode_us > 0 ? gather_us / decode_us : 0.0; }
 };
 
-// --kernel stream_h64 (packed rows only): Dsv4PackedKernel::kStreamH64,
-// carried in the options' Dsv4Kernel list by value (packed_layers.h casts
-// the kernels; auto, cluster, stream and split share their values).
+// --kernel stream_h64 and split_h64 (packed rows only):
+// Dsv4PackedKernel::kStreamH64 and kSplitH64, carried in the options'
+// Dsv4Kernel list by value (packed_layers.h casts the kernels; auto,
+// cluster, stream and split share their values).
 inline constexpr Dsv4Kernel kPackedStreamH64 = static_cast<Dsv4Kernel>(4);
+inline constexpr Dsv4Kernel kPackedSplitH64 = static_cast<Dsv4Kernel>(5);
 
 const char* kernel_name(Dsv4Kernel kernel);
 

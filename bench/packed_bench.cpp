@@ -20,8 +20,9 @@ std::string check_packed_options(const BenchOptions& o) {
     return "--dtype: expected fp8 with --layout packed (packed rows are FP8 + BF16), got bf16";
   }
   static_assert(static_cast<int>(kPackedStreamH64) == static_cast<int>(Dsv4PackedKernel::kStreamH64));
+  static_assert(static_cast<int>(kPackedSplitH64) == static_cast<int>(Dsv4PackedKernel::kSplitH64));
   if (o.kernels.size() != 1) {
-    return "--kernel: expected auto, cluster, stream, split or stream_h64 with --layout packed, got all";
+    return "--kernel: expected auto, cluster, stream, split, stream_h64 or split_h64 with --layout packed, got all";
   }
   for (int32_t w : o.widths) {
     if (w < kSwaColumns || w % 4 != 0 || w > kSwaColumns + kPackedMaxWidth) {

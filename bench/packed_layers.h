@@ -63,7 +63,8 @@ class PackedBenchLayers {
 
   int count() const { return static_cast<int>(layers_.size()); }
   const PackedBenchLayer& layer(int i) const { return layers_[i]; }
-  void set_kernel(Dsv4Kernel kernel) {  // --kernel auto, cluster, stream, split or stream_h64: the same values
+  // --kernel auto, cluster, stream, split, stream_h64 or split_h64: the same values.
+  void set_kernel(Dsv4Kernel kernel) {
     for (PackedBenchLayer& l : layers_) l.args.kernel = static_cast<Dsv4PackedKernel>(kernel);
   }
   void set_batch_invariant(bool on) {  // --batch-invariant

@@ -65,7 +65,8 @@ constexpr const char* kBenchHelp = R"(  bench   per-layer time of dsv4_decode in
                                   are BF16)
             --kernel K            auto (default), cluster, stream, split, or all (each of them
                                   a shape); packed: not all, and also stream_h64 (the
-                                  64-head form; 64 and 128 heads); hca and dsa: auto only
+                                  64-head form; 64 and 128 heads) and split_h64 (its
+                                  split path); hca and dsa: auto only
             --gather-rows N       rows each warp of the reference gather keeps in flight:
                                   1, 2, 4 or 8; 0 (default) times all four and keeps
                                   the fastest for each shape (not with dsa)
@@ -154,8 +155,10 @@ std::vector<bench::BenchMode> parse_modes(ArgReader& args, const std::string& op
 }
 
 std::vector<Dsv4Kernel> parse_kernels(ArgReader& args, const std::string& option) {
-  const std::string kernel = args.choice(option, {"auto", "cluster", "stream", "split", "stream_h64", "all"});
+  const std::string kernel =
+      args.choice(option, {"auto", "cluster", "stream", "split", "stream_h64", "split_h64", "all"});
   if (kernel == "stream_h64") return {bench::kPackedStreamH64};
+  if (kernel == "split_h64") return {bench::kPackedSplitH64};
   if (kernel == "cluster") return {Dsv4Kernel::kCluster};
   if (kernel == "stream") return {Dsv4Kernel::kStream};
   if (kernel == "split") return {Dsv4Kernel::kSplit};

@@ -47,6 +47,7 @@ enum class Dsv4PackedKernel : int32_t {
   kStream = 2,   // one or two CTAs a (token, 16-head group) walking its rows: large batches
   kSplit = 3,    // a CTA a run of chunks, shares combined through the workspace: small and middle batches
   kStreamH64 = 4,  // one CTA a (token, 64-head group) on one gathered tile: 64 and 128 heads, large batches
+  kSplitH64 = 5,   // kStreamH64's CTAs on runs of chunks, shares combined through the workspace: 64 and 128 heads
 };
 
 // A pool of packed rows. Row r is page r / page_size, slot r % page_size.
@@ -143,7 +144,9 @@ struct Dsv4PackedDecodeArgs {
   // up to 66 units. kCluster, kStream and kSplit force one
   // (docs/kernels/packed.md; a forced kSplit needs the workspace).
   // kStreamH64 (num_heads 64 or 128) reads each row once a 64-head group
-  // instead of once a 16-head group. The kernels
+  // instead of once a 16-head group; kSplitH64 spreads a 64-head unit's
+  // chunks over up to 16 such CTAs (a forced kSplitH64 needs the
+  // workspace). The kernels
   // give results within the accuracy bound but not the same bits.
   Dsv4PackedKernel kernel = Dsv4PackedKernel::kAuto;
 
@@ -151,8 +154,8 @@ struct Dsv4PackedDecodeArgs {
   // tokens, their number or the head count's grouping into kernels. kAuto
   // then runs the stream kernel with one CTA a (token, 16-head group) at
   // every batch, and a forced kStream does too (kStreamH64, one CTA a
-  // (token, 64-head group), is invariant as it is); kCluster and kSplit are
-  // refused. Off by default: small batches lose the split path, the cluster
+  // (token, 64-head group), is invariant as it is); kCluster, kSplit and
+  // kSplitH64 are refused. Off by default: small batches lose the split path, the cluster
   // kernel and the pair (W = 128, T = 1: 9.0 µs against 7.4), 64 and 128
   // heads the 64-head form (docs/kernels/packed.md, "Bits").
   bool batch_invariant = false;
@@ -168,8 +171,9 @@ Status validate(const Dsv4PackedDecodeArgs& args);
 Status supports(const Dsv4PackedDecodeArgs& args);
 
 // Bytes of scratch memory that dsv4_decode_packed needs for these arguments:
-// the split path's (small batches on the GPU, or a forced kSplit), else 0.
-// Without it kAuto runs another kernel; a forced kSplit is refused.
+// the split paths' (small batches on the GPU, or a forced kSplit or
+// kSplitH64), else 0. Without it kAuto runs another kernel; a forced kSplit
+// or kSplitH64 is refused.
 size_t workspace_size(const Dsv4PackedDecodeArgs& args);
 
 // Runs the decode on `stream` (ignored for host memory, which runs

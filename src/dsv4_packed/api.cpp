@@ -17,17 +17,18 @@ Status supports(const Dsv4PackedDecodeArgs& args) {
   return dsv4_packed::kernels_support(args);
 }
 
-// The split path's shares (kAuto's small batches, or a forced kSplit); the
-// other kernels combine in distributed shared memory and need none.
+// The split paths' shares (kAuto's small batches, or a forced kSplit or
+// kSplitH64); the other kernels combine in distributed shared memory and
+// need none.
 size_t workspace_size(const Dsv4PackedDecodeArgs& args) {
   if (!validate(args).ok() || args.memory == MemorySpace::kHost) return 0;
-  return dsv4_packed::choose_kernel(args) == Dsv4PackedKernel::kSplit ? dsv4_packed::split_workspace_bytes(args) : 0;
+  return dsv4_packed::is_split(dsv4_packed::choose_kernel(args)) ? dsv4_packed::split_workspace_bytes(args) : 0;
 }
 
 Status dsv4_decode_packed(const Dsv4PackedDecodeArgs& args, void* workspace, size_t workspace_bytes,
                           CUstream_st* stream) {
   if (Status status = supports(args); !status.ok()) return status;
-  if (args.memory == MemorySpace::kDevice && args.kernel == Dsv4PackedKernel::kSplit && args.num_tokens > 0 &&
+  if (args.memory == MemorySpace::kDevice && dsv4_packed::is_split(args.kernel) && args.num_tokens > 0 &&
       !dsv4_packed::split_workspace_fits(args, workspace, workspace_bytes)) {
     return validation::workspace_too_small("the split path", dsv4_packed::split_workspace_bytes(args), workspace,
                                            workspace_bytes);

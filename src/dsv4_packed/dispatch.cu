@@ -9,6 +9,7 @@
 #include "common/validation.h"
 #include "dsv4_packed/cluster_traits.cuh"
 #include "dsv4_packed/dispatch_rules.h"
+#include "dsv4_packed/split_h64_workspace.cuh"
 #include "dsv4_packed/split_workspace.cuh"
 #include "dsv4_packed/stream_h64_traits.cuh"
 #include "dsv4_packed/stream_traits.cuh"
@@ -37,6 +38,14 @@ int64_t units_of(const Dsv4PackedDecodeArgs& args) {
   return validation::saturating_mul(args.num_tokens, head_groups_of(args.num_heads));
 }
 
+int64_t h64_units_of(const Dsv4PackedDecodeArgs& args) {
+  return validation::saturating_mul(args.num_tokens, std::max(args.num_heads / StreamH64Traits::kHeads, 1));
+}
+
+bool is_split(Dsv4PackedKernel kernel) {
+  return kernel == Dsv4PackedKernel::kSplit || kernel == Dsv4PackedKernel::kSplitH64;
+}
+
 int32_t chunks_of(int32_t width) {
   return (width + ClusterTraits::kChunkColumns - 1) / ClusterTraits::kChunkColumns;
 }
@@ -58,16 +67,21 @@ ClusterPlan cluster_plan(int32_t swa_width, int32_t extra_width, int64_t units) 
   return plan;
 }
 
-SplitPlan split_plan(int32_t chunks, int64_t units) {
+SplitPlan split_plan(int32_t chunks, int64_t units, int64_t wave_ctas) {
+  static_assert(SplitWorkspace::kMaxShares == SplitH64Workspace::kMaxShares, "one bound on the shares of both paths");
   const int64_t most = std::min<int64_t>(chunks, SplitWorkspace::kMaxShares);
-  const int64_t fit = std::clamp<int64_t>(kOneWaveCtas / std::max<int64_t>(units, 1), 1, std::max<int64_t>(most, 1));
+  const int64_t fit = std::clamp<int64_t>(wave_ctas / std::max<int64_t>(units, 1), 1, std::max<int64_t>(most, 1));
   SplitPlan plan;
   plan.chunks_per_cta = static_cast<int32_t>((chunks + fit - 1) / fit);
   plan.ctas = plan.chunks_per_cta > 0 ? (chunks + plan.chunks_per_cta - 1) / plan.chunks_per_cta : 1;
   return plan;
 }
 
-SplitPlan split_plan_of(const Dsv4PackedDecodeArgs& args) { return split_plan(token_chunks(args), units_of(args)); }
+SplitPlan split_plan_of(const Dsv4PackedDecodeArgs& args) {
+  return choose_kernel(args) == Dsv4PackedKernel::kSplitH64
+             ? split_plan(token_chunks(args), h64_units_of(args), kOneWaveH64Ctas)
+             : split_plan(token_chunks(args), units_of(args), kOneWaveCtas);
+}
 
 // kAuto's rule, also when kStream is forced; one CTA a unit for batch invariance.
 int stream_unit_ctas(const Dsv4PackedDecodeArgs& args) {
@@ -93,12 +107,16 @@ Dsv4PackedKernel choose_kernel(const Dsv4PackedDecodeArgs& args, bool split_work
 
 size_t split_workspace_bytes(const Dsv4PackedDecodeArgs& args) {
   if (args.num_tokens <= 0) return 0;
+  const bool h64 = choose_kernel(args) == Dsv4PackedKernel::kSplitH64;
   // Saturates: a T beyond any buffer asks for more bytes than exist instead of wrapping.
-  const int64_t shares = validation::saturating_mul(units_of(args), split_plan_of(args).ctas);
-  return static_cast<size_t>(validation::saturating_mul(shares, static_cast<int64_t>(SplitWorkspace::kShareBytes)));
+  const int64_t units = h64 ? h64_units_of(args) : units_of(args);
+  const int64_t shares = validation::saturating_mul(units, split_plan_of(args).ctas);
+  const size_t share_bytes = h64 ? SplitH64Workspace::kShareBytes : SplitWorkspace::kShareBytes;
+  return static_cast<size_t>(validation::saturating_mul(shares, static_cast<int64_t>(share_bytes)));
 }
 
 bool split_workspace_fits(const Dsv4PackedDecodeArgs& args, const void* workspace, size_t workspace_bytes) {
+  static_assert(SplitWorkspace::kAlignment == SplitH64Workspace::kAlignment, "one alignment for both paths");
   return workspace && workspace_bytes >= split_workspace_bytes(args) &&
          reinterpret_cast<uintptr_t>(workspace) % SplitWorkspace::kAlignment == 0;
 }
@@ -115,14 +133,23 @@ Status kernels_support(const Dsv4PackedDecodeArgs& args) {
     }
     return hopper_device_status("dsv4_decode_packed: ");
   }
-  if (choice == Dsv4PackedKernel::kStreamH64) {
+  if (choice == Dsv4PackedKernel::kStreamH64 || choice == Dsv4PackedKernel::kSplitH64) {
+    const char* name = choice == Dsv4PackedKernel::kStreamH64 ? "kStreamH64" : "kSplitH64";
     if (args.num_heads % StreamH64Traits::kHeads != 0) {
-      return Status::NotSupported("dsv4_decode_packed: num_heads: kernel kStreamH64 serves 64 or 128 heads, got " +
-                                  std::to_string(args.num_heads));
+      return Status::NotSupported(std::string("dsv4_decode_packed: num_heads: kernel ") + name +
+                                  " serves 64 or 128 heads, got " + std::to_string(args.num_heads));
     }
-    if (args.num_tokens > int64_t{0x7fffffff} / (args.num_heads / StreamH64Traits::kHeads)) {
+    if (choice == Dsv4PackedKernel::kStreamH64 &&
+        args.num_tokens > int64_t{0x7fffffff} / (args.num_heads / StreamH64Traits::kHeads)) {
       return Status::NotSupported(
           "dsv4_decode_packed: num_tokens: at most 2^31 - 1 (token, 64-head group) units a call with kStreamH64");
+    }
+    // The split kernel's grid (ctas a unit) and the combine kernel's (a CTA a unit's head pair).
+    const int64_t ctas = std::max<int64_t>(split_plan_of(args).ctas, SplitH64Workspace::kCombineCtas);
+    if (choice == Dsv4PackedKernel::kSplitH64 && h64_units_of(args) > int64_t{0x7fffffff} / ctas) {
+      return Status::NotSupported("dsv4_decode_packed: num_tokens: at most " +
+                                  std::to_string(int64_t{0x7fffffff} / ctas) +
+                                  " (token, 64-head group) units a call with kSplitH64 (grid size)");
     }
     return hopper_device_status("dsv4_decode_packed: ");
   }

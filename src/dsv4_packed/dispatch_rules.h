@@ -15,6 +15,8 @@ namespace sparse_decode::dsv4_packed {
 // constant, not the device's count, so that a plan (and with it the
 // output's bits) is the same on every Hopper part.
 inline constexpr int64_t kOneWaveCtas = 264;
+// The same for the 64-head form: one CTA an SM.
+inline constexpr int64_t kOneWaveH64Ctas = 132;
 
 // Past this many units one wave holds a single CTA a unit: nothing to split.
 inline constexpr int64_t kSplitMaxUnits = kOneWaveCtas / 2;

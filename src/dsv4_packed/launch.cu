@@ -16,6 +16,7 @@
 #include "dsv4_packed/dispatch.h"
 #include "dsv4_packed/instantiations/kernels.h"
 #include "dsv4_packed/params.h"
+#include "dsv4_packed/split_h64_workspace.cuh"
 #include "dsv4_packed/split_workspace.cuh"
 #include "dsv4_packed/stream_h64_smem.cuh"
 #include "dsv4_packed/stream_smem.cuh"
@@ -215,6 +216,27 @@ Status launch_stream_h64(const Dsv4PackedDecodeArgs& args, const TokenLayout& la
                        &p, "launching the packed-row 64-head stream kernel");
 }
 
+// The 64-head split path: the 64-head form's CTAs write their shares, then
+// its combine kernel folds them (a CTA a unit's head pair), overlapping the
+// split kernel's tail (PDL) as on the 16-head split path.
+Status launch_split_h64(const Dsv4PackedDecodeArgs& args, const TokenLayout& layout, void* workspace,
+                        CUstream_st* stream) {
+  const SplitPlan plan = split_plan_of(args);
+  Params p = params_of(args, layout, plan.chunks_per_cta, workspace, plan.ctas);
+  const int64_t units = h64_units_of(args);
+  if (Status status = launch_kernel(stream_h64_kernel_pointer(layout.general),
+                                    LaunchConfig(units * plan.ctas, StreamH64Traits::kLaunchThreads,
+                                                 sizeof(StreamH64Smem), args.enable_pdl, stream, 1u),
+                                    &p, "launching the packed-row 64-head stream kernel");
+      !status.ok()) {
+    return status;
+  }
+  return launch_kernel(combine_h64_kernel_pointer(plan.ctas, layout.general),
+                       LaunchConfig(units * SplitH64Workspace::kCombineCtas, SplitH64Workspace::kCombineThreads, 0,
+                                    true, stream, 1u),
+                       &p, "launching the packed-row 64-head combine kernel");
+}
+
 // The split path: the stream kernel's CTAs write their shares, then the
 // combine kernel folds them. The combine kernel always overlaps the split
 // kernel's tail (PDL): it waits for the shares before it reads them.
@@ -240,17 +262,18 @@ Status launch_split(const Dsv4PackedDecodeArgs& args, const TokenLayout& layout,
 
 Status launch(const Dsv4PackedDecodeArgs& args, void* workspace, size_t workspace_bytes, CUstream_st* stream) {
   Dsv4PackedKernel kernel = choose_kernel(args);
-  if (kernel == Dsv4PackedKernel::kSplit && !split_workspace_fits(args, workspace, workspace_bytes)) {
-    kernel = choose_kernel(args, false);  // only kAuto gets here: a forced kSplit is refused before
+  if (is_split(kernel) && !split_workspace_fits(args, workspace, workspace_bytes)) {
+    kernel = choose_kernel(args, false);  // only kAuto gets here: a forced kSplit or kSplitH64 is refused before
   }
   const TokenLayout layout = token_layout(args);
   if (kernel == Dsv4PackedKernel::kCluster) {
     if (Status status = configure_cluster_kernel(); !status.ok()) return status;
     return launch_cluster(args, layout, stream);
   }
-  if (kernel == Dsv4PackedKernel::kStreamH64) {
+  if (kernel == Dsv4PackedKernel::kStreamH64 || kernel == Dsv4PackedKernel::kSplitH64) {
     if (Status status = configure_stream_h64_kernel(); !status.ok()) return status;
-    return launch_stream_h64(args, layout, stream);
+    return kernel == Dsv4PackedKernel::kSplitH64 ? launch_split_h64(args, layout, workspace, stream)
+                                                 : launch_stream_h64(args, layout, stream);
   }
   if (Status status = configure_stream_kernel(); !status.ok()) return status;
   return kernel == Dsv4PackedKernel::kSplit ? launch_split(args, layout, workspace, stream)

@@ -97,15 +97,18 @@ Status validate(const Dsv4PackedDecodeArgs& args) {
   }
   if (args.num_tokens < 0) return invalid("num_tokens: expected >= 0, got ", args.num_tokens);
   if (args.kernel != Dsv4PackedKernel::kAuto && args.kernel != Dsv4PackedKernel::kCluster && args.kernel != Dsv4PackedKernel::kStream &&
-      args.kernel != Dsv4PackedKernel::kSplit && args.kernel != Dsv4PackedKernel::kStreamH64) {
-    return invalid("kernel: expected kAuto, kCluster, kStream, kSplit or kStreamH64, got ",
+      args.kernel != Dsv4PackedKernel::kSplit && args.kernel != Dsv4PackedKernel::kStreamH64 &&
+      args.kernel != Dsv4PackedKernel::kSplitH64) {
+    return invalid("kernel: expected kAuto, kCluster, kStream, kSplit, kStreamH64 or kSplitH64, got ",
                    static_cast<int>(args.kernel));
   }
-  if (args.batch_invariant &&
-      (args.kernel == Dsv4PackedKernel::kCluster || args.kernel == Dsv4PackedKernel::kSplit)) {
+  if (args.batch_invariant && (args.kernel == Dsv4PackedKernel::kCluster || args.kernel == Dsv4PackedKernel::kSplit ||
+                               args.kernel == Dsv4PackedKernel::kSplitH64)) {
     return invalid("batch_invariant: expected kernel kAuto, kStream or kStreamH64 with it (their bits do not depend "
                    "on the batch), got ",
-                   args.kernel == Dsv4PackedKernel::kCluster ? "kCluster" : "kSplit");
+                   args.kernel == Dsv4PackedKernel::kCluster ? "kCluster"
+                   : args.kernel == Dsv4PackedKernel::kSplit ? "kSplit"
+                                                             : "kSplitH64");
   }
   if (Status s = validation::check_sink_term(args.sink_term); !s.ok()) return s;
   const int32_t H = args.num_heads;

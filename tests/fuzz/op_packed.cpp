@@ -162,11 +162,15 @@ Outcome run_packed_case(uint64_t seed, Device& device, std::string* description)
   std::vector<Dsv4PackedKernel> kernels = {Dsv4PackedKernel::kAuto, Dsv4PackedKernel::kAuto,
                                            Dsv4PackedKernel::kCluster, Dsv4PackedKernel::kStream,
                                            Dsv4PackedKernel::kSplit};
-  if (l.heads % 64 == 0) kernels.push_back(Dsv4PackedKernel::kStreamH64);
+  if (l.heads % 64 == 0) {
+    kernels.push_back(Dsv4PackedKernel::kStreamH64);
+    kernels.push_back(Dsv4PackedKernel::kSplitH64);
+  }
   l.kernel = rng.pick(kernels);
   // One kernel at every batch; a forced kernel whose bits depend on the plan is refused with it.
   l.batch_invariant = rng.chance(0.15);
-  if (l.batch_invariant && (l.kernel == Dsv4PackedKernel::kCluster || l.kernel == Dsv4PackedKernel::kSplit)) {
+  if (l.batch_invariant && (l.kernel == Dsv4PackedKernel::kCluster || l.kernel == Dsv4PackedKernel::kSplit ||
+                             l.kernel == Dsv4PackedKernel::kSplitH64)) {
     expect.invalid = "batch_invariant";
   }
   l.pdl = rng.chance(0.3);

@@ -1,5 +1,6 @@
 // Explicit instantiation of the packed stream kernel's 64-head form in its
-// plain and general forms (one CTA a (token, 64-head group) unit).
+// plain and general forms (one CTA a (token, 64-head group) unit, or a run
+// of its chunks on the split path).
 #include "dsv4_packed/instantiations/kernels.h"
 #include "dsv4_packed/kernels/stream_h64_kernel.cuh"
 

@@ -6,8 +6,10 @@
 // tile (BF16); warpgroup 0 computes S = Q K^T from shared memory and the
 // softmax in its registers, hands P to warpgroup 1 through shared memory,
 // and both multiply P by the key tile read as V, 256 dims each, warpgroup
-// 0 with P from registers. docs/kernels/packed.md
-// explains it.
+// 0 with P from registers. On the split path (kSplitH64, p.split_ctas > 0)
+// a unit's chunks run in runs of p.chunks_per_cta over p.split_ctas CTAs,
+// each writing its share to the workspace (steps/stream_h64/shares.cuh)
+// for the combine kernel. docs/kernels/packed.md explains it.
 #pragma once
 
 #include <cmath>
@@ -36,12 +38,18 @@ __global__ void __launch_bounds__(StreamH64Traits::kLaunchThreads, StreamH64Trai
   extern __shared__ __align__(128) uint8_t smem_bytes[];
   StreamH64Smem& s = *reinterpret_cast<StreamH64Smem*>(smem_bytes);
   const int head_groups = (p.num_heads + Traits::kHeads - 1) / Traits::kHeads;
-  const int64_t unit_index = blockIdx.x;
+  const bool split = p.split_ctas > 0;
+  const int unit_ctas = split ? p.split_ctas : 1;
+  const int64_t unit_index = blockIdx.x / unit_ctas;
+  const int rank = static_cast<int>(blockIdx.x % unit_ctas);
   const int64_t token = unit_index / head_groups;
   const int first_head = static_cast<int>(unit_index % head_groups) * Traits::kHeads;
   const int count = min(Traits::kHeads, p.num_heads - first_head);
   const int tid = threadIdx.x, warp = tid / 32;
-  const int chunks = p.swa.chunks + p.extra.chunks;
+  // This CTA's chunks (SWA, then extra): all of the token's, or its run on the split path.
+  const int first_chunk = split ? rank * p.chunks_per_cta : 0;
+  const int token_chunks = p.swa.chunks + p.extra.chunks;
+  const int chunks = split ? min(p.chunks_per_cta, token_chunks - first_chunk) : token_chunks;
 
   // Span marks (diagnostics builds only): 0 entry, 1 math warps' start, 2 q
   // converted, 3 first rows landed, 4 walk end, 5 results stored; chunk
@@ -60,7 +68,8 @@ __global__ void __launch_bounds__(StreamH64Traits::kLaunchThreads, StreamH64Trai
   ptx::grid_dependency_wait();
   if (warp >= Traits::kWarps) {
     ptx::setmaxnreg_dec<Traits::kProducerRegisters>();
-    stream::produce_chunks<false, kGeneral>(s, p, token, 0, chunks, p.out_of_range_count && first_head == 0);
+    const bool count_out_of_range = p.out_of_range_count && first_head == 0;
+    stream::produce_chunks<false, kGeneral>(s, p, token, first_chunk, chunks, count_out_of_range);
     return;
   }
   ptx::setmaxnreg_inc<Traits::kMathRegisters>();

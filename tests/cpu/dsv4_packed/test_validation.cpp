@@ -59,6 +59,9 @@ std::vector<Refusal> refusals() {
        "batch_invariant: expected kernel kAuto, kStream or kStreamH64 with it"},
       {"batch_invariant_split", [](A& a) { a.batch_invariant = true, a.kernel = Dsv4PackedKernel::kSplit; },
        "batch_invariant: "},
+      {"batch_invariant_split_h64", [](A& a) { a.batch_invariant = true, a.kernel = Dsv4PackedKernel::kSplitH64; },
+       "batch_invariant: expected kernel kAuto, kStream or kStreamH64 with it (their bits do not depend on the "
+       "batch), got kSplitH64"},
       {"num_heads_12", [](A& a) { a.num_heads = 12; }, "num_heads: "},
       {"num_heads_0", [](A& a) { a.num_heads = 0; }, "num_heads: "},
       {"num_heads_256", [](A& a) { a.num_heads = 256; }, "num_heads: "},
@@ -280,6 +283,48 @@ TEST(Dsv4PackedValidation, StreamH64HeadCounts) {
   a.lse_token_stride = 64;
   EXPECT_EQ(workspace_size(a), 0u);
   EXPECT_EQ(validate(a).code(), StatusCode::kOk) << validate(a).message();
+}
+
+// The 64-head split path, forced: 64 and 128 heads; other head counts are
+// refused naming num_heads. Its workspace holds a share of 131,840 bytes (a
+// 64-head group's FP32 O, exponents and statistics) for each CTA of each
+// (token, 64-head group) unit: as many CTAs a unit as one wave of 132 holds,
+// at most one a chunk and 16.
+TEST(Dsv4PackedValidation, SplitH64HeadCountsAndWorkspace) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE(test::seed_message(seed));
+  ValidPackedCall call(seed);
+  Dsv4PackedDecodeArgs a = call.args;
+  a.memory = MemorySpace::kDevice;
+  a.kernel = Dsv4PackedKernel::kSplitH64;
+  const auto set_heads = [&a](int32_t heads) {
+    a.num_heads = heads;
+    a.out_token_stride = a.q_token_stride = int64_t{heads} * kHeadDim;
+    a.lse_token_stride = heads;
+  };
+  for (int32_t heads : {8, 16, 32}) {
+    set_heads(heads);
+    ASSERT_TRUE(validate(a).ok()) << validate(a).message();
+    const Status status = supports(a);
+    EXPECT_EQ(status.code(), StatusCode::kNotSupported) << heads << " heads";
+    EXPECT_NE(status.message().find("num_heads: kernel kSplitH64 serves 64 or 128 heads"), std::string::npos)
+        << status.message();
+  }
+  constexpr size_t kShare = 131072 + 256 + 512;
+  const int32_t chunks = (a.swa.width + 63) / 64 + (a.extra.given() ? (a.extra.width + 63) / 64 : 0);
+  ASSERT_GE(chunks, 2) << "the valid call walks several chunks";
+  for (int32_t heads : {64, 128})
+    for (int64_t tokens : {1, 7, 66, 300}) {
+      set_heads(heads);
+      a.num_tokens = tokens;
+      const int64_t units = tokens * (heads / 64);
+      const int64_t fit = std::clamp<int64_t>(132 / units, 1, std::min<int64_t>(chunks, 16));
+      const int64_t per_cta = (chunks + fit - 1) / fit, ctas = (chunks + per_cta - 1) / per_cta;
+      EXPECT_EQ(workspace_size(a), static_cast<size_t>(units * ctas) * kShare)
+          << heads << " heads, " << tokens << " tokens";
+    }
+  a.memory = MemorySpace::kHost;
+  EXPECT_EQ(workspace_size(a), 0u) << "the CPU backend needs no workspace";
 }
 
 TEST(Dsv4PackedValidation, ValidEdgeArguments) {

@@ -2,7 +2,8 @@
 // math warpgroup (each holds only its own accumulators): the shared
 // start of a chunk (the rows' wait, the dequantization, the key tile's
 // barrier), warpgroup 0's scores, softmax and P V of dims 0..255,
-// warpgroup 1's P V of the rest, and each one's output.
+// warpgroup 1's P V of the rest, and each one's output, or on the split
+// path (kSplitH64) each one's part of the CTA's share in the workspace.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include "dsv4_packed/steps/stream_h64/output.cuh"
 #include "dsv4_packed/steps/stream_h64/pv.cuh"
 #include "dsv4_packed/steps/stream_h64/score.cuh"
+#include "dsv4_packed/steps/stream_h64/shares.cuh"
 #include "dsv4_packed/steps/stream_h64/softmax.cuh"
 
 namespace sparse_decode::dsv4_packed::stream_h64 {
@@ -76,6 +78,13 @@ __device__ __forceinline__ void walk_scorer(Smem& s, const Params& p, int64_t to
   }
   walk_sync();
   const int exponent[2] = {rows[0].exponent, rows[1].exponent};
+  if (p.split_ctas > 0) {  // the CTA's share: share index blockIdx.x (read here, not held through the walk)
+    const int64_t share = blockIdx.x;
+    write_share_dims(p, share, o, 0);
+    const float max[2] = {rows[0].max, rows[1].max}, sum[2] = {rows[0].sum, rows[1].sum};
+    write_share_stats(p, share, exponent, max, sum);
+    return;
+  }
   store_dims<kGeneral>(s, p, token, first_head, count, o, 0, exponent, true);
 }
 
@@ -95,6 +104,10 @@ __device__ __forceinline__ void walk_high(Smem& s, const Params& p, int64_t toke
   }
   ptx::wgmma_fence_operand(o);
   walk_sync();  // warpgroup 0's statistics
+  if (p.split_ctas > 0) {
+    write_share_dims(p, blockIdx.x, o, Traits::kHalfDims);
+    return;
+  }
   store_dims<kGeneral>(s, p, token, first_head, count, o, Traits::kHalfDims, exponent, false);
 }
 
