@@ -108,6 +108,7 @@ Dsv4PackedKernel choose_kernel(const Dsv4PackedDecodeArgs& args, bool split_work
 size_t split_workspace_bytes(const Dsv4PackedDecodeArgs& args) {
   if (args.num_tokens <= 0) return 0;
   const bool h64 = choose_kernel(args) == Dsv4PackedKernel::kSplitH64;
+  if (h64 && args.num_heads % StreamH64Traits::kHeads != 0) return 0;  // refused by kernels_support
   // Saturates: a T beyond any buffer asks for more bytes than exist instead of wrapping.
   const int64_t units = h64 ? h64_units_of(args) : units_of(args);
   const int64_t shares = validation::saturating_mul(units, split_plan_of(args).ctas);
@@ -144,12 +145,14 @@ Status kernels_support(const Dsv4PackedDecodeArgs& args) {
       return Status::NotSupported(
           "dsv4_decode_packed: num_tokens: at most 2^31 - 1 (token, 64-head group) units a call with kStreamH64");
     }
-    // The split kernel's grid (ctas a unit) and the combine kernel's (a CTA a unit's head pair).
-    const int64_t ctas = std::max<int64_t>(split_plan_of(args).ctas, SplitH64Workspace::kCombineCtas);
-    if (choice == Dsv4PackedKernel::kSplitH64 && h64_units_of(args) > int64_t{0x7fffffff} / ctas) {
-      return Status::NotSupported("dsv4_decode_packed: num_tokens: at most " +
-                                  std::to_string(int64_t{0x7fffffff} / ctas) +
-                                  " (token, 64-head group) units a call with kSplitH64 (grid size)");
+    if (choice == Dsv4PackedKernel::kSplitH64) {
+      // The split kernel's grid (ctas a unit) and the combine kernel's (a CTA a unit's head pair).
+      const int64_t ctas = std::max<int64_t>(split_plan_of(args).ctas, SplitH64Workspace::kCombineCtas);
+      if (h64_units_of(args) > int64_t{0x7fffffff} / ctas) {
+        return Status::NotSupported("dsv4_decode_packed: num_tokens: at most " +
+                                    std::to_string(int64_t{0x7fffffff} / ctas) +
+                                    " (token, 64-head group) units a call with kSplitH64 (grid size)");
+      }
     }
     return hopper_device_status("dsv4_decode_packed: ");
   }

@@ -212,7 +212,8 @@ Outcome run_packed_case(uint64_t seed, Device& device, std::string* description)
   fill_packed_pool(arena, l.swa.pool, rng, swa_live);
   if (l.has_extra) fill_packed_pool(arena, l.extra.pool, rng, extra_live);
   if (description) {
-    const char* kernel_names[] = {"auto", "cluster", "stream", "split", "stream_h64"};
+    const char* kernel_names[] = {"auto", "cluster", "stream", "split", "stream_h64", "split_h64"};
+    static_assert(static_cast<int>(Dsv4PackedKernel::kSplitH64) == 5, "a name for every kernel");
     auto seg = [](const SegmentLayout& s) {
       return "W=" + std::to_string(s.width) + " stride=" + std::to_string(s.stride) + " pool " +
              std::to_string(s.pool.pages) + "x" + std::to_string(s.pool.page_size) + " page_stride " +

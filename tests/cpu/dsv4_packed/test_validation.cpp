@@ -309,6 +309,7 @@ TEST(Dsv4PackedValidation, SplitH64HeadCountsAndWorkspace) {
     EXPECT_EQ(status.code(), StatusCode::kNotSupported) << heads << " heads";
     EXPECT_NE(status.message().find("num_heads: kernel kSplitH64 serves 64 or 128 heads"), std::string::npos)
         << status.message();
+    EXPECT_EQ(workspace_size(a), 0u) << "a refused head count asks for no workspace";
   }
   constexpr size_t kShare = 131072 + 256 + 512;
   const int32_t chunks = (a.swa.width + 63) / 64 + (a.extra.given() ? (a.extra.width + 63) / 64 : 0);
@@ -323,6 +324,13 @@ TEST(Dsv4PackedValidation, SplitH64HeadCountsAndWorkspace) {
       EXPECT_EQ(workspace_size(a), static_cast<size_t>(units * ctas) * kShare)
           << heads << " heads, " << tokens << " tokens";
     }
+  // The combine kernel's grid (32 CTAs a unit) bounds the units: 2^26 at 128 heads is one too many.
+  set_heads(128);
+  a.num_tokens = int64_t{1} << 25;
+  const Status grid = supports(a);
+  EXPECT_EQ(grid.code(), StatusCode::kNotSupported);
+  EXPECT_NE(grid.message().find("num_tokens: at most 67108863 (token, 64-head group) units"), std::string::npos)
+      << grid.message();
   a.memory = MemorySpace::kHost;
   EXPECT_EQ(workspace_size(a), 0u) << "the CPU backend needs no workspace";
 }
