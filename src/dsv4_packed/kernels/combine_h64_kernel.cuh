@@ -12,6 +12,7 @@
 #include "dsv4_packed/params.h"
 #include "dsv4_packed/split_h64_workspace.cuh"
 #include "dsv4_packed/steps/stream/common.cuh"
+#include "dsv4_packed/steps/stream/fold.cuh"
 #include "dsv4_packed/steps/stream/output.cuh"
 #include "dsv4_packed/steps/token_address.cuh"
 
@@ -19,9 +20,8 @@ namespace sparse_decode::dsv4_packed {
 
 // One (token, 64-head group) unit's head pair `blockIdx.x % 32` a CTA:
 // thread t folds dims 4 (t % 128) .. + 3 of head 2 (pair) + t / 128 over
-// the unit's shares in rank order (as the 16-head combine does: weights
-// against the joint max, a common scale exponent from the larger weighted
-// share), then stores them as BF16 (8 bytes a thread, a head's row by 128
+// the unit's shares in rank order (steps/stream/fold.cuh, as the 16-head
+// combine does), then stores them as BF16 (8 bytes a thread, a head's row by 128
 // threads). kMax >= p.split_ctas bounds the shares loaded at once, all
 // before the fold (volatile: ptxas would sink plain loads into the fold's
 // per-share branches). kGeneral: the general form (request views of out and
@@ -54,32 +54,20 @@ __global__ void __launch_bounds__(SplitH64Workspace::kCombineThreads)
     stats[r] = ptx::load_l2(
         reinterpret_cast<const float2*>(record + Workspace::kValueBytes + Workspace::kExponentBytes) + head);
   }
-  float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  int exponent = stream::kNoExponent;
-  stream::HeadStats total{-INFINITY, 0.0f};
+  stream::ShareFold folded;  // every dim carries its head's scale exponent
 #pragma unroll
   for (int r = 0; r < kMax; ++r) {
     if (r >= shares) break;
-    const float joint_max = fmaxf(total.max, stats[r].x);
-    const float own_weight = total.max == -INFINITY ? 0.0f : ptx::exp2_approx(total.max - joint_max);
-    const float share_weight = stats[r].x == -INFINITY ? 0.0f : ptx::exp2_approx(stats[r].x - joint_max);
-    total = stream::HeadStats{joint_max, total.sum * own_weight + stats[r].y * share_weight};
-    const int common = max(
-        max(stream::weighted_exponent(exponent, own_weight), stream::weighted_exponent(exponents[r], share_weight)),
-        -127);
-    const float own_factor = own_weight > 0.0f ? own_weight * stream::pow2(exponent - common) : 0.0f;
-    const float share_factor = share_weight > 0.0f ? share_weight * stream::pow2(exponents[r] - common) : 0.0f;
-    exponent = common;
-    o.x = o.x * own_factor + values[r].x * share_factor, o.y = o.y * own_factor + values[r].y * share_factor;
-    o.z = o.z * own_factor + values[r].z * share_factor, o.w = o.w * own_factor + values[r].w * share_factor;
+    folded.add(values[r], exponents[r], stats[r], true);
   }
+  const float4 o = folded.o;
   float* lse = p.lse && dim == 0
                    ? p.lse + token_offset<kGeneral>(p, token, p.lse_token_stride, p.lse_request_stride) + first_head +
                          head
                    : nullptr;
   const float* lse_sink = p.lse_with_sink && p.sinks ? p.sinks + first_head + head : nullptr;
-  const float scale = stream::head_output_scale<kGeneral>(total, sink_log2, lse, lse_sink);
-  const int e = stream::output_exponent(exponent);
+  const float scale = stream::head_output_scale<kGeneral>(folded.total, sink_log2, lse, lse_sink);
+  const int e = stream::output_exponent(folded.exponent);
   const float scale_a = stream::pow2(e / 2), scale_b = stream::pow2(e - e / 2);
   const auto value = [&](float x) { return x * scale * scale_a * scale_b; };
   uint16_t* out = p.out + token_offset<kGeneral>(p, token, p.out_token_stride, p.out_request_stride) +

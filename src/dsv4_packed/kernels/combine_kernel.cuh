@@ -12,6 +12,7 @@
 #include "dsv4_packed/params.h"
 #include "dsv4_packed/split_workspace.cuh"
 #include "dsv4_packed/steps/stream/common.cuh"
+#include "dsv4_packed/steps/stream/fold.cuh"
 #include "dsv4_packed/steps/stream/output.cuh"
 #include "dsv4_packed/steps/stream/shares.cuh"
 #include "dsv4_packed/steps/token_address.cuh"
@@ -22,7 +23,8 @@ namespace sparse_decode::dsv4_packed {
 // slice, lane) folds head lane / 4 + 8h of walker thread (warp, lane)'s
 // slice over the unit's shares in rank order (as the pair folds its two
 // halves: weights against the joint max, a common scale exponent from the
-// larger weighted share), then stores it as the stream kernel does.
+// larger weighted share: steps/stream/fold.cuh), then stores it as the
+// stream kernel does.
 // kMax >= p.split_ctas bounds the shares loaded at once (its registers: a
 // combine CTA that holds fewer leaves room for split CTAs on its SM while it
 // waits for them under PDL). kGeneral: the general form (request views of
@@ -72,37 +74,22 @@ __global__ void __launch_bounds__(SplitWorkspace::kCombineThreads) combine_kerne
       stats[r] = kExact ? *stat : ptx::load_l2(stat);
     }
     const bool scaled = warp < Traits::kScaleTiles;  // the BF16 dims (warp 7) carry no scale exponent
-    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    int exponent = stream::kNoExponent;
-    stream::HeadStats total{-INFINITY, 0.0f};
+    stream::ShareFold folded;
 #pragma unroll
     for (int r = 0; r < kMax; ++r) {
       if (r >= share_count) break;
-      const float joint_max = fmaxf(total.max, stats[r].x);
-      const float own_weight = total.max == -INFINITY ? 0.0f : ptx::exp2_approx(total.max - joint_max);
-      const float share_weight = stats[r].x == -INFINITY ? 0.0f : ptx::exp2_approx(stats[r].x - joint_max);
-      total = stream::HeadStats{joint_max, total.sum * own_weight + stats[r].y * share_weight};
-      float own_factor = own_weight, share_factor = share_weight;
-      if (scaled) {
-        const int common = max(
-            max(stream::weighted_exponent(exponent, own_weight), stream::weighted_exponent(exponents[r], share_weight)),
-            -127);
-        own_factor = own_weight > 0.0f ? own_weight * stream::pow2(exponent - common) : 0.0f;
-        share_factor = share_weight > 0.0f ? share_weight * stream::pow2(exponents[r] - common) : 0.0f;
-        exponent = common;
-      }
-      o.x = o.x * own_factor + values[r].x * share_factor, o.y = o.y * own_factor + values[r].y * share_factor;
-      o.z = o.z * own_factor + values[r].z * share_factor, o.w = o.w * own_factor + values[r].w * share_factor;
+      folded.add(values[r], exponents[r], stats[r], scaled);
     }
     float* lse = p.lse && warp == 0 && slice == 0 && lane % 4 == 0
                      ? p.lse + token_offset<kGeneral>(p, token, p.lse_token_stride, p.lse_request_stride) +
                            first_head + head
                      : nullptr;
     const float* lse_sink = p.lse_with_sink && p.sinks ? p.sinks + first_head + head : nullptr;
-    const float scale = stream::head_output_scale<kGeneral>(total, sink_log2, lse, lse_sink);
+    const float scale = stream::head_output_scale<kGeneral>(folded.total, sink_log2, lse, lse_sink);
     uint16_t* out = p.out + token_offset<kGeneral>(p, token, p.out_token_stride, p.out_request_stride) +
                     (first_head + head) * p.out_head_stride;
-    stream::store_head_slice(out, warp, lane % 4, slice / 2, slice % 2, o, scale, stream::output_exponent(exponent));
+    stream::store_head_slice(out, warp, lane % 4, slice / 2, slice % 2, folded.o, scale,
+                             stream::output_exponent(folded.exponent));
   };
   if (shares == kMax) {
     fold(std::true_type{});

@@ -9,46 +9,23 @@
 // run; the seed is printed on failure.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <functional>
 #include <string>
-#include <vector>
 
 #include "gpu/dsv4_packed/checks.h"
+#include "gpu/dsv4_packed/h64_checks.h"
 #include "support/test_support.h"
 
 namespace sparse_decode::gpu_test::dsv4_packed {
 namespace {
 
-// The problem on the split path alone, with a workspace of its own size
-// (poisoned: a share read before it is written shows as NaN).
+// The problem on the split path alone (h64_checks.h).
 DeviceResult check_split_h64(const Dsv4PackedProblemConfig& config,
                              const std::function<void(Dsv4PackedProblem&)>& edit = {},
                              GroupCheck groups = GroupCheck::kEachRow,
                              const std::function<void(Dsv4PackedDecodeArgs&)>& call = {}) {
-  SCOPED_TRACE("case seed " + std::to_string(config.seed) + ", T " + std::to_string(config.tokens) + ", H " +
-               std::to_string(config.heads) + ", widths " + std::to_string(config.swa_width) + "+" +
-               std::to_string(config.extra_width) + ", page size " + std::to_string(config.page_size));
-  Dsv4PackedProblem problem = testing::make_dsv4_packed_problem(config);
-  if (edit) edit(problem);
-  PackedDeviceProblem device(problem);
-  device.args.kernel = Dsv4PackedKernel::kSplitH64;
-  if (call) call(device.args);
-  const size_t bytes = workspace_size(device.args);
-  EXPECT_GT(bytes, 0u) << "the split path needs its shares' workspace";
-  device.workspace = testing::DeviceBuffer(std::max<size_t>(bytes, 16));
-  device.workspace.fill_bytes(kPoisonByte);
-  return check_against_reference(problem, device, groups);
-}
-
-Dsv4PackedProblemConfig split_config(uint64_t seed, int heads, int64_t tokens, int32_t extra_width = 512,
-                                     int64_t page_size = 64) {
-  Dsv4PackedProblemConfig c = config_for(seed, tokens, extra_width, page_size);
-  c.heads = heads;
-  return c;
+  return check_h64_form(Dsv4PackedKernel::kSplitH64, config, edit, groups, call);
 }
 
 // W = 640 (10 chunks): T = 1 (10 shares of a chunk), 6 and 13 (at 64
@@ -58,7 +35,7 @@ TEST_F(Dsv4PackedGpu, SplitH64TokenCounts) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE(test::seed_message(seed));
   for (int heads : {64, 128})
-    for (int64_t tokens : {1, 6, 13, 48, 70}) check_split_h64(split_config(seed + tokens + heads, heads, tokens));
+    for (int64_t tokens : {1, 6, 13, 48, 70}) check_split_h64(h64_config(seed + tokens + heads, heads, tokens));
 }
 
 // SWA only (2 chunks), one chunk (one share), widths that end inside a
@@ -66,17 +43,8 @@ TEST_F(Dsv4PackedGpu, SplitH64TokenCounts) {
 // chunks: 10, 16 and 14 shares, runs of 2, 2 and 5 chunks), at page sizes
 // 1, 61 and 256.
 TEST_F(Dsv4PackedGpu, SplitH64WidthsAndPageSizes) {
-  const uint64_t seed = test::fresh_seed();
-  SCOPED_TRACE(test::seed_message(seed));
-  const int32_t widths[][2] = {{128, 0}, {64, 0}, {1, 1}, {77, 0}, {128, 128}, {130, 1024}, {128, 1920}, {256, 4096}};
-  for (int heads : {64, 128})
-    for (const auto& w : widths)
-      for (int64_t page_size : {1, 61, 256}) {
-        Dsv4PackedProblemConfig c = split_config(seed + w[0] + w[1] + page_size, heads, 3, w[1], page_size);
-        c.swa_width = w[0];
-        c.extra_rows = std::max<int64_t>(8192, 2 * w[1]);
-        check_split_h64(c);
-      }
+  check_widths_and_page_sizes(Dsv4PackedKernel::kSplitH64, 3,
+                              {{128, 0}, {64, 0}, {1, 1}, {77, 0}, {128, 128}, {130, 1024}, {128, 1920}, {256, 4096}});
 }
 
 // Holes (-1) in a third of the extra columns, short lens (shares whose
@@ -87,23 +55,16 @@ TEST_F(Dsv4PackedGpu, SplitH64HolesLensAndEmptyTokens) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE(test::seed_message(seed));
   for (int heads : {64, 128}) {
-    Dsv4PackedProblemConfig holes = split_config(seed + heads, heads, 12);
+    Dsv4PackedProblemConfig holes = h64_config(seed + heads, heads, 12);
     holes.hole_fraction = 0.3;
     holes.short_fraction = 0.5;
     check_split_h64(holes);
-    check_split_h64(split_config(seed + heads + 2, heads, 9), [](Dsv4PackedProblem& p) {
-      for (int64_t t = 0; t < p.config.tokens; t += 3) {  // every third token: nothing active
-        if (!p.swa_lens.empty()) p.swa_lens[t] = 0;
-        for (int64_t c = 0; c < p.swa_stride(); ++c) p.swa_indices[t * p.swa_stride() + c] = -1;
-        p.extra_lens[t] = 0;
-      }
-      const int64_t rows = p.extra_pages * p.extra_page_size();
-      for (int64_t t = 1; t < p.config.tokens; t += 3) {  // an index past the extra pool
-        p.extra_indices[t * p.extra_stride()] = static_cast<int32_t>(rows + t);
-      }
+    check_split_h64(h64_config(seed + heads + 2, heads, 9), [](Dsv4PackedProblem& p) {
+      clear_every_third_token(p, 0);
+      index_past_the_extra_pool(p, 1);
     });
     // No SWA column: the first run (rank 0) has nothing active, the later ones do.
-    check_split_h64(split_config(seed + heads + 3, heads, 4), [](Dsv4PackedProblem& p) {
+    check_split_h64(h64_config(seed + heads + 3, heads, 4), [](Dsv4PackedProblem& p) {
       for (int64_t t = 0; t < p.config.tokens; ++t) {
         if (!p.swa_lens.empty()) p.swa_lens[t] = 0;
         for (int64_t c = 0; c < p.swa_stride(); ++c) p.swa_indices[t * p.swa_stride() + c] = -1;
@@ -119,31 +80,10 @@ TEST_F(Dsv4PackedGpu, SplitH64Sinks) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE(test::seed_message(seed));
   for (int heads : {64, 128}) {
-    Dsv4PackedProblemConfig none = split_config(seed + heads, heads, 6);
+    Dsv4PackedProblemConfig none = h64_config(seed + heads, heads, 6);
     none.sinks = false;
     check_split_h64(none);
-    // Sinks near the heads' lse (~7), ±inf; tokens 1 and 4 without rows (lse: the sink as given).
-    const auto extremes = [](Dsv4PackedProblem& p) {
-      for (size_t h = 0; h < p.sinks.size(); ++h) {
-        p.sinks[h] = h % 8 == 0 ? INFINITY : h % 8 == 1 ? -INFINITY : 6.0f + static_cast<float>(h % 8);
-      }
-      for (int64_t t = 1; t < p.config.tokens; t += 3) {
-        if (!p.swa_lens.empty()) p.swa_lens[t] = 0;
-        for (int64_t c = 0; c < p.swa_stride(); ++c) p.swa_indices[t * p.swa_stride() + c] = -1;
-        p.extra_lens[t] = 0;
-      }
-    };
-    const Dsv4PackedProblemConfig c = split_config(seed + heads + 2, heads, 6);
-    const DeviceResult with_sink = check_split_h64(
-        c, extremes, GroupCheck::kEachRow, [](Dsv4PackedDecodeArgs& a) { a.sink_term = SinkTerm::kInOutputAndLse; });
-    const DeviceResult without = check_split_h64(c, extremes);
-    EXPECT_EQ(with_sink.out, without.out) << "kInOutputAndLse changed out";
-    for (int64_t t = 0; t < c.tokens; t += 3)  // tokens with rows: a sink of 8..13 moves lse by > 0.1
-      for (int h = 0; h < heads; ++h) {
-        if (h % 8 < 2) continue;
-        const size_t i = static_cast<size_t>(t * heads + h);
-        EXPECT_GT(with_sink.lse[i] - without.lse[i], 0.05f) << "token " << t << " head " << h;
-      }
+    check_sinks_in_lse(Dsv4PackedKernel::kSplitH64, seed + heads + 2, heads);
   }
 }
 
@@ -152,51 +92,12 @@ TEST_F(Dsv4PackedGpu, SplitH64Sinks) {
 // nothing outside the rows; without lse, out keeps its bits.
 TEST_F(Dsv4PackedGpu, SplitH64StridedPdlAndNoLse) {
   for (int heads : {64, 128}) {
-    Dsv4PackedProblemConfig c = split_config(test::fresh_seed(), heads, 5);
-    SCOPED_TRACE(test::seed_message(c.seed) + ", H " + std::to_string(heads));
-    Dsv4PackedProblem problem = testing::make_dsv4_packed_problem(c);
-    const int H = c.heads;
-    const int64_t q_head = 1024, q_token = H * q_head + 40, out_head = 640, out_token = H * out_head + 64;
-    const int64_t lse_token = H + 24;
-    std::vector<uint16_t> q(static_cast<size_t>(c.tokens) * q_token, 0x7FC0);
-    for (int64_t t = 0; t < c.tokens; ++t)
-      for (int h = 0; h < H; ++h)
-        std::memcpy(&q[t * q_token + h * q_head], &problem.q[(t * H + h) * kHeadDim], kHeadDim * 2);
-    const DeviceResult contiguous = check_split_h64(c);
-    PackedDeviceProblem device(problem);
-    device.args.kernel = Dsv4PackedKernel::kSplitH64;
-    device.workspace = testing::DeviceBuffer(workspace_size(device.args));
-    device.workspace.fill_bytes(kPoisonByte);
-    testing::DeviceBuffer q_device(q), out(static_cast<size_t>(c.tokens) * out_token * 2),
-        lse(c.tokens * lse_token * 4);
-    Dsv4PackedDecodeArgs args = device.args;
-    args.q = q_device.get(), args.q_token_stride = q_token, args.q_head_stride = q_head;
-    args.out = out.get(), args.out_token_stride = out_token, args.out_head_stride = out_head;
-    args.lse = lse.as<float>(), args.lse_token_stride = lse_token;
-    args.enable_pdl = true;
-    out.fill_bytes(kPoisonByte), lse.fill_bytes(kPoisonByte);
-    ASSERT_TRUE(device.decode(args).ok());
-    const std::vector<uint16_t> got = out.download<uint16_t>();
-    const std::vector<float> got_lse = lse.download<float>();
-    for (int64_t t = 0; t < c.tokens; ++t) {
-      for (int h = 0; h < H; ++h) {
-        ASSERT_EQ(
-            std::memcmp(&got[t * out_token + h * out_head], &contiguous.out[(t * H + h) * kHeadDim], kHeadDim * 2), 0)
-            << "token " << t << " head " << h;
-        for (int64_t d = kHeadDim; d < out_head; ++d) ASSERT_EQ(got[t * out_token + h * out_head + d], 0xFFFF);
-        EXPECT_EQ(std::memcmp(&got_lse[t * lse_token + h], &contiguous.lse[t * H + h], 4), 0);
-      }
-      for (int64_t e = int64_t{H} * out_head; e < out_token; ++e) ASSERT_EQ(got[t * out_token + e], 0xFFFF);
-      for (int64_t h = H; h < lse_token; ++h) {
-        uint32_t bits;
-        std::memcpy(&bits, &got_lse[t * lse_token + h], 4);
-        ASSERT_EQ(bits, 0xFFFFFFFFu) << "lse padding written";
-      }
-    }
-    args.lse = nullptr;
-    out.fill_bytes(kPoisonByte);
-    ASSERT_TRUE(device.decode(args).ok());
-    EXPECT_EQ(out.download<uint16_t>(), got) << "out without lse";
+    check_padded_strides(Dsv4PackedKernel::kSplitH64, heads, [](Dsv4PackedDecodeArgs& a) { a.enable_pdl = true; });
+    // Without lse: out still the contiguous call's bits (with lse), lse's buffer untouched.
+    check_padded_strides(Dsv4PackedKernel::kSplitH64, heads, [](Dsv4PackedDecodeArgs& a) {
+      a.enable_pdl = true;
+      a.lse = nullptr;
+    });
   }
 }
 
@@ -206,7 +107,7 @@ TEST_F(Dsv4PackedGpu, SplitH64Deterministic) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE(test::seed_message(seed));
   for (int heads : {64, 128}) {
-    const Dsv4PackedProblemConfig c = split_config(seed + heads, heads, 5);
+    const Dsv4PackedProblemConfig c = h64_config(seed + heads, heads, 5);
     const DeviceResult first = check_split_h64(c);
     const DeviceResult second = check_split_h64(c);
     EXPECT_EQ(first.out, second.out);
@@ -219,7 +120,7 @@ TEST_F(Dsv4PackedGpu, SplitH64Deterministic) {
 TEST_F(Dsv4PackedGpu, SplitH64RefusesASmallWorkspace) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE(test::seed_message(seed));
-  const Dsv4PackedProblemConfig c = split_config(seed, 64, 4);
+  const Dsv4PackedProblemConfig c = h64_config(seed, 64, 4);
   Dsv4PackedProblem problem = testing::make_dsv4_packed_problem(c);
   PackedDeviceProblem device(problem);
   device.args.kernel = Dsv4PackedKernel::kSplitH64;
