@@ -69,7 +69,12 @@ __global__ void __launch_bounds__(StreamH64Traits::kLaunchThreads, StreamH64Trai
   if (warp >= Traits::kWarps) {
     ptx::setmaxnreg_dec<Traits::kProducerRegisters>();
     const bool count_out_of_range = p.out_of_range_count && first_head == 0;
-    stream::produce_chunks<false, kGeneral>(s, p, token, first_chunk, chunks, count_out_of_range);
+    // A split CTA walks a few chunks: its first chunk's indices load beside the lens (as the 16-head split path's).
+    if (split) {
+      stream::produce_chunks<true, kGeneral>(s, p, token, first_chunk, chunks, count_out_of_range);
+    } else {
+      stream::produce_chunks<false, kGeneral>(s, p, token, first_chunk, chunks, count_out_of_range);
+    }
     return;
   }
   ptx::setmaxnreg_inc<Traits::kMathRegisters>();
