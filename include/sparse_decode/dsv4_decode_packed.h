@@ -47,7 +47,7 @@ enum class Dsv4PackedKernel : int32_t {
   kStream = 2,   // one or two CTAs a (token, 16-head group) walking its rows: large batches
   kSplit = 3,    // a CTA a run of chunks, shares combined through the workspace: small and middle batches
   kStreamH64 = 4,  // one CTA a (token, 64-head group) on one gathered tile: 64 and 128 heads, large batches
-  kSplitH64 = 5,   // kStreamH64's CTAs on runs of chunks, shares combined through the workspace: 64 and 128 heads
+  kSplitH64 = 5,   // kStreamH64's CTAs on runs of chunks, shares combined through the workspace: 64 and 128 heads, middle batches
 };
 
 // A pool of packed rows. Row r is page r / page_size, slot r % page_size.
@@ -135,8 +135,9 @@ struct Dsv4PackedDecodeArgs {
 
   // Device memory only: which kernel runs. kAuto picks by the batch (units:
   // (token, 16-head group) pairs; chunks: 64 columns of a token). At 64 and
-  // 128 heads and W <= 640, kStreamH64 from 128 (token, 64-head group)
-  // units (T = 128 at 64 heads, 64 at 128), before the rest. With the
+  // 128 heads and W <= 640, before the rest: kStreamH64 from 67 (token,
+  // 64-head group) units (T = 67 at 64 heads, 34 at 128); with the
+  // workspace, kSplitH64 from 34 units at W > 384. With the
   // workspace of workspace_size(), the split path where it measured fastest:
   // at W = 128 up to 64 units, W = 256 to 640 up to 32, W = 1152 up to 48
   // and 67-132, wider tokens up to 132. Otherwise the cluster kernel

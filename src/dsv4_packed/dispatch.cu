@@ -94,10 +94,13 @@ int stream_unit_ctas(const Dsv4PackedDecodeArgs& args) {
 Dsv4PackedKernel choose_kernel(const Dsv4PackedDecodeArgs& args, bool split_workspace) {
   if (args.kernel != Dsv4PackedKernel::kAuto) return args.kernel;
   if (args.batch_invariant) return Dsv4PackedKernel::kStream;
-  if (args.num_heads % StreamH64Traits::kHeads == 0 && token_chunks(args) <= kDispatchRules.h64_max_chunks &&
-      validation::saturating_mul(args.num_tokens, args.num_heads / StreamH64Traits::kHeads) >=
-          kDispatchRules.h64_min_units) {
-    return Dsv4PackedKernel::kStreamH64;
+  if (args.num_heads % StreamH64Traits::kHeads == 0 && token_chunks(args) <= kDispatchRules.h64_max_chunks) {
+    const int64_t h64_units = h64_units_of(args);
+    if (h64_units >= kDispatchRules.h64_min_units) return Dsv4PackedKernel::kStreamH64;
+    if (split_workspace && h64_units >= kDispatchRules.h64_split_min_units &&
+        token_chunks(args) >= kDispatchRules.h64_split_min_chunks) {
+      return Dsv4PackedKernel::kSplitH64;
+    }
   }
   const int64_t units = units_of(args);
   if (split_workspace && split_serves(token_chunks(args), units)) return Dsv4PackedKernel::kSplit;

@@ -44,11 +44,15 @@ struct DispatchRules {
   int64_t cluster_max_units;
   int64_t pair_max_units;
   SplitBound split[kSplitRows];  // by width: the first row whose max_chunks holds the token's chunks
-  // At 64 and 128 heads, the 64-head form (one CTA a (token, 64-head group))
-  // from h64_min_units such units on, for tokens of at most h64_max_chunks
-  // chunks, before every other line.
+  // At 64 and 128 heads, for tokens of at most h64_max_chunks chunks and
+  // before every other line: the 64-head form (one CTA a (token, 64-head
+  // group) unit) from h64_min_units such units on; with the workspace, its
+  // split path from h64_split_min_units units on for tokens of at least
+  // h64_split_min_chunks chunks.
   int64_t h64_min_units;
   int32_t h64_max_chunks;
+  int64_t h64_split_min_units;
+  int32_t h64_split_min_chunks;
 };
 
 // Measured at 16 heads, µs a layer (H200).
@@ -62,8 +66,13 @@ inline constexpr DispatchRules kDispatchRules = {
         {18, 48, true},   // W <= 1152: the pair wins at 49 to 66 units; then split (T = 96: 39.1 against 41.9)
         {kAnyChunks, kSplitMaxUnits, false},  // wider: faster up to one wave (W = 2176, T = 1: 14.9 against 19.5)
     },
-    128,  // 64 heads, T = 128, W = 640: 57.6 against 75.7 (128 heads: 113.0 against 143.7)
-    10,   // W <= 640; T = 2048 at W = 128, 64 heads: 308.7 against 325.8
+    // 64-head units, distinct rows, H200:
+    67,  // past one wave of the 16-head kernels (66 units): 64 heads T = 80 49.4 against 59.1 (W = 128: 17.6 against
+         // 20.6); at 64 units it loses (W = 128: 17.3 against 14.9)
+    10,  // W <= 640; T = 2048 at W = 128, 64 heads: 308.7 against 325.8
+    34,  // past 132 16-head units (their split path's bound): W = 640, 64 heads T = 40 31.2 against 39.6, T = 64 37.1
+         // against 40.6; at 32 units it loses (27.2 against 26.2)
+    7,   // W = 640 (10 chunks); at W = 384 (6 chunks) it ties at 48 units (27.0 against 26.8) and loses at 64
 };
 
 // The split rows cover every width, in increasing order.
@@ -75,6 +84,9 @@ constexpr bool split_rows_ordered() {
   return kDispatchRules.split[kLast].max_chunks == kAnyChunks;
 }
 static_assert(split_rows_ordered(), "split rows by increasing width, the last one for every wider token");
+static_assert(kDispatchRules.h64_split_min_units < kDispatchRules.h64_min_units &&
+                  kDispatchRules.h64_split_min_chunks <= kDispatchRules.h64_max_chunks,
+              "the 64-head split path below the 64-head form's units, within its widths");
 static_assert(kDispatchRules.cluster_max_units <= kDispatchRules.pair_max_units,
               "the cluster kernel first, then the pair");
 

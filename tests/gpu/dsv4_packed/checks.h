@@ -38,9 +38,10 @@ class Dsv4PackedGpuKernels : public Dsv4PackedGpu, public ::testing::WithParamIn
 // workspace large enough for the split path at its T.
 struct PackedDeviceProblem : testing::Dsv4PackedDeviceProblem {
   explicit PackedDeviceProblem(const Dsv4PackedProblem& p) : testing::Dsv4PackedDeviceProblem(p) {
+    // Room for the 16-head split path forced and for kAuto's choice (the 64-head split path at 64 and 128 heads).
     Dsv4PackedDecodeArgs split = args;
     split.kernel = Dsv4PackedKernel::kSplit;
-    workspace = DeviceBuffer(std::max<size_t>(workspace_size(split), 16));
+    workspace = DeviceBuffer(std::max<size_t>({workspace_size(split), workspace_size(args), 16}));
     workspace.fill_bytes(kPoisonByte);  // shares are written before they are read: NaN otherwise
   }
   // The call with this problem's workspace.

@@ -1,6 +1,6 @@
 // The choice of dsv4_decode_packed on the GPU: a forced kSplit without its
 // workspace is refused and writes nothing, kAuto without one runs another
-// kernel; kAuto runs the 64-head form from 128 (token, 64-head group) units;
+// kernel; kAuto runs the 64-head forms by (token, 64-head group) units;
 // zero tokens launch nothing.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -45,11 +45,11 @@ TEST_F(Dsv4PackedGpu, SplitPathWithoutItsWorkspace) {
                           "kAuto without the workspace vs with it");
 }
 
-// kAuto at 64 and 128 heads and W = 640: at 128 (token, 64-head group)
-// units the bits of a forced kStreamH64, at the token count below (127 or
-// 126 units) those of kStream (one CTA a 16-head unit); both against the
-// reference.
-TEST_F(Dsv4PackedGpu, AutoRunsTheH64FormFrom128Units) {
+// kAuto at 64 and 128 heads and W = 640, by (token, 64-head group) units:
+// from 67 the bits of a forced kStreamH64; from 34 with the workspace those
+// of a forced kSplitH64, without it those of kStream; below 34 those of
+// kStream (one CTA a 16-head unit); each against the reference.
+TEST_F(Dsv4PackedGpu, AutoRunsTheH64FormsByUnits) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE(test::seed_message(seed));
   struct Case {
@@ -57,21 +57,31 @@ TEST_F(Dsv4PackedGpu, AutoRunsTheH64FormFrom128Units) {
     int64_t tokens;
     Dsv4PackedKernel runs;
   };
-  const Case cases[] = {{64, 128, Dsv4PackedKernel::kStreamH64},
-                        {128, 64, Dsv4PackedKernel::kStreamH64},
-                        {64, 127, Dsv4PackedKernel::kStream},
-                        {128, 63, Dsv4PackedKernel::kStream}};
+  const Case cases[] = {{64, 67, Dsv4PackedKernel::kStreamH64}, {128, 34, Dsv4PackedKernel::kStreamH64},
+                        {64, 66, Dsv4PackedKernel::kSplitH64},  {128, 17, Dsv4PackedKernel::kSplitH64},
+                        {64, 34, Dsv4PackedKernel::kSplitH64},  {64, 33, Dsv4PackedKernel::kStream},
+                        {128, 16, Dsv4PackedKernel::kStream}};
   for (const Case& k : cases) {
     SCOPED_TRACE("H " + std::to_string(k.heads) + ", T " + std::to_string(k.tokens));
     Dsv4PackedProblemConfig c = config_for(seed + static_cast<uint64_t>(k.tokens * k.heads), k.tokens);
     c.heads = k.heads;
     Dsv4PackedProblem problem = testing::make_dsv4_packed_problem(c);
     PackedDeviceProblem device(problem);
+    EXPECT_EQ(workspace_size(device.args) > 0, k.runs == Dsv4PackedKernel::kSplitH64)
+        << "kAuto asks for a workspace where it runs a split path";
     const DeviceResult automatic = check_against_reference(problem, device);
     device.args.kernel = k.runs;
     const DeviceResult forced = run_device(device);
     EXPECT_TRUE(automatic.out == forced.out) << "kAuto's bits are not the forced kernel's";
     EXPECT_TRUE(automatic.lse == forced.lse) << "kAuto's lse is not the forced kernel's";
+    if (k.runs != Dsv4PackedKernel::kSplitH64) continue;
+    device.args.kernel = Dsv4PackedKernel::kAuto;  // without the workspace: the 16-head stream kernel
+    gpu_test::poison_outputs(device.out, device.lse, device.out_of_range_count);
+    ASSERT_TRUE(dsv4_decode_packed(device.args, nullptr, 0, nullptr).ok());
+    const DeviceResult without = gpu_test::download_outputs(device.out, device.lse, device.out_of_range_count);
+    device.args.kernel = Dsv4PackedKernel::kStream;
+    const DeviceResult stream = run_device(device);
+    EXPECT_TRUE(without.out == stream.out) << "kAuto without the workspace is not kStream's bits";
   }
 }
 
