@@ -30,6 +30,14 @@ bool split_serves(int32_t chunks, int64_t units) {
   return false;  // the last row holds every width
 }
 
+// A grid of `ctas` CTAs for each of `units` units (of `unit` heads, run by
+// `kernel`) stays within 2^31 - 1 CTAs; else the refusal naming num_tokens.
+Status grid_fits(int64_t units, int64_t ctas, const char* unit, const char* kernel) {
+  if (units <= int64_t{0x7fffffff} / ctas) return Status::Ok();
+  return Status::NotSupported("dsv4_decode_packed: num_tokens: at most " + std::to_string(int64_t{0x7fffffff} / ctas) +
+                              " (token, " + unit + " group) units a call with " + kernel + " (grid size)");
+}
+
 }  // namespace
 
 int head_groups_of(int32_t heads) { return (heads + ClusterTraits::kHeads - 1) / ClusterTraits::kHeads; }
@@ -127,44 +135,37 @@ bool split_workspace_fits(const Dsv4PackedDecodeArgs& args, const void* workspac
 
 Status kernels_support(const Dsv4PackedDecodeArgs& args) {
   const Dsv4PackedKernel choice = choose_kernel(args);
-  if (choice == Dsv4PackedKernel::kSplit) {
-    // The split kernel's grid (ctas a unit) and the combine kernel's (a CTA a unit's warp).
-    const int64_t ctas = std::max<int64_t>(split_plan_of(args).ctas, StreamTraits::kWarps);
-    if (units_of(args) > int64_t{0x7fffffff} / ctas) {
-      return Status::NotSupported("dsv4_decode_packed: num_tokens: at most " +
-                                  std::to_string(int64_t{0x7fffffff} / ctas) +
-                                  " (token, 16-head group) units a call on the split path (grid size)");
-    }
-    return hopper_device_status("dsv4_decode_packed: ");
-  }
   if (choice == Dsv4PackedKernel::kStreamH64 || choice == Dsv4PackedKernel::kSplitH64) {
     const char* name = choice == Dsv4PackedKernel::kStreamH64 ? "kStreamH64" : "kSplitH64";
     if (args.num_heads % StreamH64Traits::kHeads != 0) {
       return Status::NotSupported(std::string("dsv4_decode_packed: num_heads: kernel ") + name +
                                   " serves 64 or 128 heads, got " + std::to_string(args.num_heads));
     }
-    if (choice == Dsv4PackedKernel::kStreamH64 &&
-        args.num_tokens > int64_t{0x7fffffff} / (args.num_heads / StreamH64Traits::kHeads)) {
-      return Status::NotSupported(
-          "dsv4_decode_packed: num_tokens: at most 2^31 - 1 (token, 64-head group) units a call with kStreamH64");
-    }
-    if (choice == Dsv4PackedKernel::kSplitH64) {
-      // The split kernel's grid (ctas a unit) and the combine kernel's (a CTA a unit's head pair).
-      const int64_t ctas = std::max<int64_t>(split_plan_of(args).ctas, SplitH64Workspace::kCombineCtas);
-      if (h64_units_of(args) > int64_t{0x7fffffff} / ctas) {
-        return Status::NotSupported("dsv4_decode_packed: num_tokens: at most " +
-                                    std::to_string(int64_t{0x7fffffff} / ctas) +
-                                    " (token, 64-head group) units a call with kSplitH64 (grid size)");
-      }
-    }
-    return hopper_device_status("dsv4_decode_packed: ");
   }
-  if (choice == Dsv4PackedKernel::kStream) {
-    if (units_of(args) > int64_t{0x7fffffff}) {
-      return Status::NotSupported("dsv4_decode_packed: num_tokens: at most 2^31 - 1 (token, 16-head group) units a call");
-    }
-    return hopper_device_status("dsv4_decode_packed: ");
+  // The kernels' grids: kSplit's CTAs a unit and its combine kernel's (a CTA a
+  // unit's warp), kSplitH64's and its combine kernel's (a CTA a unit's head pair).
+  Status grid = Status::Ok();
+  switch (choice) {
+    case Dsv4PackedKernel::kSplit:
+      grid = grid_fits(units_of(args), std::max<int64_t>(split_plan_of(args).ctas, StreamTraits::kWarps), "16-head",
+                       "kSplit");
+      break;
+    case Dsv4PackedKernel::kSplitH64:
+      grid = grid_fits(h64_units_of(args),
+                       std::max<int64_t>(split_plan_of(args).ctas, SplitH64Workspace::kCombineCtas), "64-head",
+                       "kSplitH64");
+      break;
+    case Dsv4PackedKernel::kStreamH64:
+      grid = grid_fits(h64_units_of(args), 1, "64-head", "kStreamH64");
+      break;
+    case Dsv4PackedKernel::kStream:
+      grid = grid_fits(units_of(args), 1, "16-head", "kStream");
+      break;
+    default:
+      break;
   }
+  if (!grid.ok()) return grid;
+  if (choice != Dsv4PackedKernel::kCluster) return hopper_device_status("dsv4_decode_packed: ");
   const ClusterPlan plan = cluster_plan(args.swa.width, args.extra.given() ? args.extra.width : 0, units_of(args));
   if (args.num_tokens > int64_t{0x7fffffff} / plan.cluster_ctas) {
     return Status::NotSupported("dsv4_decode_packed: num_tokens: at most " +
