@@ -67,9 +67,7 @@ __global__ void __launch_bounds__(SplitH64Workspace::kCombineThreads)
                    : nullptr;
   const float* lse_sink = p.lse_with_sink && p.sinks ? p.sinks + first_head + head : nullptr;
   const float scale = stream::head_output_scale<kGeneral>(folded.total, sink_log2, lse, lse_sink);
-  const int e = stream::output_exponent(folded.exponent);
-  const float scale_a = stream::pow2(e / 2), scale_b = stream::pow2(e - e / 2);
-  const auto value = [&](float x) { return x * scale * scale_a * scale_b; };
+  const stream::OutputScale value(scale, stream::output_exponent(folded.exponent));
   uint16_t* out = p.out + token_offset<kGeneral>(p, token, p.out_token_stride, p.out_request_stride) +
                   (first_head + head) * p.out_head_stride + dim;
   *reinterpret_cast<uint2*>(out) =

@@ -13,6 +13,15 @@
 
 namespace sparse_decode::dsv4_packed::stream {
 
+// x times `scale` and 2^e, e in two factors so that the product reaches
+// below 2^-126, multiplied in this order (the 64-head form's store_dims
+// multiplies its own factors in the same order).
+struct OutputScale {
+  float scale, a, b;
+  __device__ __forceinline__ OutputScale(float s, int e) : scale(s), a(pow2(e / 2)), b(pow2(e - e / 2)) {}
+  __device__ __forceinline__ float operator()(float x) const { return x * scale * a * b; }
+};
+
 // One head's values of one 16-dim half of one dim block of warp `warp`'s
 // dims: v = (n-tile 0's two values of the head, n-tile 1's two), times
 // `scale` and 2^e (scale tiles: e in two factors, so that it reaches below
@@ -20,8 +29,7 @@ namespace sparse_decode::dsv4_packed::stream {
 __device__ __forceinline__ void store_head_slice(uint16_t* out, int warp, int t, int db, int half, float4 v,
                                                  float scale, int e) {
   if (warp < Traits::kScaleTiles) {
-    const float scale_a = pow2(e / 2), scale_b = pow2(e - e / 2);
-    auto value = [&](float x) { return x * scale * scale_a * scale_b; };
+    const OutputScale value(scale, e);
     // n-tile (half, n) column j is dim 16 half + 2j + n: this thread has dims 4t .. 4t + 3.
     *reinterpret_cast<uint2*>(out + warp * kPackedTileDims + 32 * db + 16 * half + 4 * t) =
         make_uint2(ptx::bf16x2_bits(value(v.x), value(v.z)), ptx::bf16x2_bits(value(v.y), value(v.w)));
