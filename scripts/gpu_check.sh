@@ -186,7 +186,7 @@ for tool in ${tools[@]+"${tools[@]}"}; do
   variants=()
   [ "$tool" = racecheck ] && variants=("repro-tile-handoff named" "repro-tile-handoff named-fenced"
     "repro-tile-handoff mbarrier" "repro-tile-handoff syncthreads" "repro-tile-handoff generic"
-    "repro-tile-handoff plain" "repro-tile-handoff plain-mbarrier" "repro-tile-handoff named-generic")
+    "repro-tile-handoff plain" "repro-tile-handoff plain-mbarrier" "repro-tile-handoff named-generic 96")
   [ "$tool" = synccheck ] && variants=("repro-cluster-receive st-async 10 48" "repro-cluster-receive st-async 10 12"
     "repro-cluster-receive st-async 8 64" "repro-cluster-receive release 10 48"
     "repro-cluster-receive remote-arrive 10 48" "repro-cluster-receive exit-sync 10 48"
