@@ -133,6 +133,38 @@ bool split_workspace_fits(const Dsv4PackedDecodeArgs& args, const void* workspac
          reinterpret_cast<uintptr_t>(workspace) % SplitWorkspace::kAlignment == 0;
 }
 
+namespace {
+
+// The grid of `choice` within 2^31 - 1 CTAs: kSplit's CTAs a unit and its
+// combine kernel's (a CTA a unit's warp), kSplitH64's and its combine
+// kernel's (a CTA a unit's head pair), the cluster kernel's clusters a token.
+Status grid_status(const Dsv4PackedDecodeArgs& args, Dsv4PackedKernel choice) {
+  switch (choice) {
+    case Dsv4PackedKernel::kSplit:
+      return grid_fits(units_of(args), std::max<int64_t>(split_plan_of(args).ctas, StreamTraits::kWarps), "16-head",
+                       "kSplit");
+    case Dsv4PackedKernel::kSplitH64:
+      return grid_fits(h64_units_of(args),
+                       std::max<int64_t>(split_plan_of(args).ctas, SplitH64Workspace::kCombineCtas), "64-head",
+                       "kSplitH64");
+    case Dsv4PackedKernel::kStreamH64:
+      return grid_fits(h64_units_of(args), 1, "64-head", "kStreamH64");
+    case Dsv4PackedKernel::kStream:
+      return grid_fits(units_of(args), 1, "16-head", "kStream");
+    default: {  // kCluster (choose_kernel resolves kAuto)
+      const ClusterPlan plan =
+          cluster_plan(args.swa.width, args.extra.given() ? args.extra.width : 0, units_of(args));
+      if (args.num_tokens <= int64_t{0x7fffffff} / plan.cluster_ctas) return Status::Ok();
+      return Status::NotSupported("dsv4_decode_packed: num_tokens: at most " +
+                                  std::to_string(int64_t{0x7fffffff} / plan.cluster_ctas) +
+                                  " tokens a call at these widths (grid size), got " +
+                                  std::to_string(args.num_tokens));
+    }
+  }
+}
+
+}  // namespace
+
 Status kernels_support(const Dsv4PackedDecodeArgs& args) {
   const Dsv4PackedKernel choice = choose_kernel(args);
   if (choice == Dsv4PackedKernel::kStreamH64 || choice == Dsv4PackedKernel::kSplitH64) {
@@ -142,37 +174,8 @@ Status kernels_support(const Dsv4PackedDecodeArgs& args) {
                                   " serves 64 or 128 heads, got " + std::to_string(args.num_heads));
     }
   }
-  // The kernels' grids: kSplit's CTAs a unit and its combine kernel's (a CTA a
-  // unit's warp), kSplitH64's and its combine kernel's (a CTA a unit's head pair).
-  Status grid = Status::Ok();
-  switch (choice) {
-    case Dsv4PackedKernel::kSplit:
-      grid = grid_fits(units_of(args), std::max<int64_t>(split_plan_of(args).ctas, StreamTraits::kWarps), "16-head",
-                       "kSplit");
-      break;
-    case Dsv4PackedKernel::kSplitH64:
-      grid = grid_fits(h64_units_of(args),
-                       std::max<int64_t>(split_plan_of(args).ctas, SplitH64Workspace::kCombineCtas), "64-head",
-                       "kSplitH64");
-      break;
-    case Dsv4PackedKernel::kStreamH64:
-      grid = grid_fits(h64_units_of(args), 1, "64-head", "kStreamH64");
-      break;
-    case Dsv4PackedKernel::kStream:
-      grid = grid_fits(units_of(args), 1, "16-head", "kStream");
-      break;
-    default:
-      break;
-  }
-  if (!grid.ok()) return grid;
-  if (choice != Dsv4PackedKernel::kCluster) return hopper_device_status("dsv4_decode_packed: ");
-  const ClusterPlan plan = cluster_plan(args.swa.width, args.extra.given() ? args.extra.width : 0, units_of(args));
-  if (args.num_tokens > int64_t{0x7fffffff} / plan.cluster_ctas) {
-    return Status::NotSupported("dsv4_decode_packed: num_tokens: at most " +
-                                std::to_string(int64_t{0x7fffffff} / plan.cluster_ctas) +
-                                " tokens a call at these widths (grid size), got " + std::to_string(args.num_tokens));
-  }
-  return hopper_device_status("dsv4_decode_packed: ");
+  const Status grid = grid_status(args, choice);
+  return grid.ok() ? hopper_device_status("dsv4_decode_packed: ") : grid;
 }
 
 }  // namespace sparse_decode::dsv4_packed
