@@ -9,7 +9,7 @@
 # the bench's --mode. The logs and CSVs end up in two files (ab.log,
 # ab_csv.tar): a device call returns only a few files.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/bench-out}
 mkdir -p "$OUT"
 run() {  # build set args...

@@ -7,7 +7,7 @@
 # e.g. diagnostics/scripts/ncu_profile.sh stream64_t512 stream_kernel --heads 64 --tokens 512 --widths 640 --kernel stream
 # Environment: BUILD_DIR (default build), OUT (default ./ncu-out), SKIP (launches to skip, default 8).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 name=$1 regex=$2; shift 2
 BUILD_DIR=${BUILD_DIR:-build}
 OUT=${OUT:-$PWD/ncu-out}
@@ -23,5 +23,5 @@ echo "ncu $name: rc=$?"
 ncu --import "$OUT/$name.ncu-rep" --print-details all > "$OUT/$name.details.txt" 2>&1
 ncu --import "$OUT/$name.ncu-rep" --page source --print-source sass --csv > "$OUT/$name.sass.csv" 2>&1
 grep -E 'sm__inst_executed_pipe_(alu|fma|fmaheavy|lsu|tensor|uniform|xu)\.' "$OUT/$name.details.txt"
-python3 "$(dirname "$0")/ncu_top_stalls.py" "$OUT/$name.sass.csv" 20
+python3 diagnostics/scripts/ncu_top_stalls.py "$OUT/$name.sass.csv" 20
 grep -E 'Duration|Warp Cycles Per Issued|Issued Warp Per Scheduler|No Eligible|Registers Per|Stall' "$OUT/$name.details.txt" | head -20

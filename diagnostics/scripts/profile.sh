@@ -4,7 +4,7 @@
 # KERNEL_REGEX picks the kernel (default: any dsv4 kernel).
 #   BUILD_DIR=build diagnostics/scripts/profile.sh 1,6      (token counts at width 640)
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/profile-out}
 BUILD_DIR=${BUILD_DIR:-build}
 mkdir -p "$OUT"
