@@ -30,6 +30,8 @@ struct SplitSmem {
   float warp_max[T::kWarps][T::kHeads];
   float warp_sum[T::kWarps][T::kHeads];
   float head_max[T::kHeads];  // the final maximum of each head (log2 domain)
+  float head_factor[T::kHeads];  // v_scale / sum of each head (0 without a visible key)
+  float head_gate[T::kHeads];    // the gate's factor of each head (one split)
 };
 
 // The direct kernel (FP8 caches): two tiles of raw slots that the MMAs read
@@ -50,6 +52,8 @@ struct DirectSmem {
   float warp_sum[T::kWarps][T::kHeads];
   float head_max[T::kHeads];
   float head_scale[T::kHeads];  // 2^-shift of each head's q, folded into its scores
+  float head_factor[T::kHeads];  // v_scale / sum of each head (0 without a visible key)
+  float head_gate[T::kHeads];    // the gate's factor of each head (one split)
   float split_lse[T::kHeads];   // kDirectCluster: this split's lse of each head, read by the peers
   static_assert((kSlotBytes / 16) % 2 == 1, "an odd number of 16-byte units a slot: conflict-free ldmatrix");
 };

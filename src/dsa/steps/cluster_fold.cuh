@@ -22,12 +22,16 @@ namespace sparse_decode::dsa {
 // there) and each head's lse, for the peers to read after a cluster barrier.
 __device__ __forceinline__ void keep_split_result(const DsaParams& p, DirectSmem& s, float v_scale) {
   using T = SplitTraits;
+  if (threadIdx.x < p.heads) {
+    const int head = threadIdx.x;
+    const float sum = split_sum(s, head);
+    s.head_factor[head] = mean_factor(sum, v_scale);
+    s.split_lse[head] = split_lse(s, head, sum);
+  }
+  __syncthreads();
   for (int x = threadIdx.x; x < p.heads * T::kGranules; x += T::kThreads) {
     const int head = x / T::kGranules, dim = (x % T::kGranules) * 4;
-    float sum;
-    const float4 mean = split_mean(s, head, dim, v_scale, sum);
-    *reinterpret_cast<float4*>(&s.tiles.reduce[0][head][dim]) = mean;
-    if (dim == 0) s.split_lse[head] = split_lse(s, head, sum);
+    *reinterpret_cast<float4*>(&s.tiles.reduce[0][head][dim]) = split_mean(s, head, dim, s.head_factor[head]);
   }
 }
 

@@ -72,18 +72,12 @@ __device__ __forceinline__ void convert_q(DirectSmem& s) {
 }
 
 // Issues the copies of slots [0, n) at `slots` into tile `buffer` as they
-// are (K then V, 384 bytes a key); keys n..63 are zero-filled, so the NaN
-// the caller may keep in unread slots never reaches an MMA.
+// are (K then V, 384 bytes a key; keys n..63 zero-filled).
 __device__ __forceinline__ void issue_slots(DirectSmem& s, const uint8_t* slots, int64_t slot_stride, int n,
                                             int buffer) {
-  using T = SplitTraits;
-  constexpr int kSlotPieces = kDsaSlotDim / 16;  // 24
-  for (int x = threadIdx.x; x < T::kKeys * kSlotPieces; x += T::kThreads) {
-    const int key = x / kSlotPieces, piece = x % kSlotPieces;
-    const uint8_t* src = key < n ? slots + key * slot_stride + piece * 16 : slots;
-    ptx::cp_async_16(ptx::smem_address(&s.tiles.slots[buffer][key][piece * 16]), src, key < n ? 16u : 0u);
-  }
-  ptx::cp_async_commit();
+  issue_slot_copies<kDsaSlotDim / 16>(slots, slot_stride, n, [&](int key, int piece) {
+    return ptx::smem_address(&s.tiles.slots[buffer][key][piece * 16]);
+  });
 }
 
 // Issues the copies of the KV tile at `at` (up to 64 slots of its column)

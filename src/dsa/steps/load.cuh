@@ -97,28 +97,53 @@ __device__ __forceinline__ void resolve_columns(Smem& s, const DsaParams& p, con
   }
 }
 
+// Issues the copies of a tile's slots [0, n) at `slots` (kPieces 16-byte
+// pieces a slot) as one commit group; `destination(key, piece)` is the
+// piece's shared-memory address. Keys n..63 are zero-filled, so the NaN the
+// caller may keep in unread slots never reaches an MMA. Thread x copies
+// pieces x % 8 + 8m of keys x / 8 + 16j: a warp's copy covers four whole
+// 128-byte lines, and every address is the thread's first one plus a
+// constant, so that a copy costs its instruction and an add or two.
+template <int kPieces, class Destination>
+__device__ __forceinline__ void issue_slot_copies(const uint8_t* slots, int64_t slot_stride, int n,
+                                                  Destination destination) {
+  using T = SplitTraits;
+  constexpr int kLinePieces = 8;                          // 128 bytes of a slot
+  constexpr int kKeyStep = T::kThreads / kLinePieces;     // 16 keys a pass of the CTA
+  static_assert(kPieces % kLinePieces == 0, "a slot is whole 128-byte lines");
+  static_assert(T::kKeys % kKeyStep == 0, "the CTA's passes cover the tile's keys");
+  const int key0 = threadIdx.x / kLinePieces, piece0 = threadIdx.x % kLinePieces;
+  const int64_t key_step_bytes = kKeyStep * slot_stride;
+  const uint8_t* first = slots + key0 * slot_stride + piece0 * 16;
+#pragma unroll
+  for (int j = 0; j < T::kKeys / kKeyStep; ++j) {
+    const int key = key0 + kKeyStep * j;
+    const bool present = key < n;
+    // A zero fill reads nothing; its address stays inside slot 0 (n >= 1).
+    const uint8_t* src = present ? first + j * key_step_bytes : slots + piece0 * 16;
+#pragma unroll
+    for (int m = 0; m < kPieces / kLinePieces; ++m) {
+      ptx::cp_async_16(destination(key, piece0 + kLinePieces * m), src + 128 * m, present ? 16u : 0u);
+    }
+  }
+  ptx::cp_async_commit();
+}
+
 // Issues the copies of slots [0, n) at `slots` into tile buffer `buffer`
-// (FP8: the staging buffer); keys n..63 are zero-filled, so the NaN the
-// caller may keep in unread slots never reaches an MMA.
+// (FP8: the staging buffer; BF16: K into the K tile, V into the V tile).
 template <bool kFp8>
 __device__ __forceinline__ void issue_tile(SplitSmem<kFp8>& s, const uint8_t* slots, int64_t slot_stride, int n,
                                            int buffer) {
-  using T = SplitTraits;
   constexpr int kSlotPieces = kDsaSlotDim * (kFp8 ? 1 : 2) / 16;  // 16-byte pieces of a slot: 24 FP8, 48 BF16
   constexpr int kHalfPieces = kSlotPieces / 2;                    // K, then V
-  for (int x = threadIdx.x; x < T::kKeys * kSlotPieces; x += T::kThreads) {
-    const int key = x / kSlotPieces, piece = x % kSlotPieces;
-    const uint8_t* src = key < n ? slots + key * slot_stride + piece * 16 : slots;
-    uint32_t dst;
+  issue_slot_copies<kSlotPieces>(slots, slot_stride, n, [&](int key, int piece) {
     if constexpr (kFp8) {
-      dst = ptx::smem_address(&s.staging[buffer][key][piece * 16]);
+      return ptx::smem_address(&s.staging[buffer][key][piece * 16]);
     } else {
-      dst = piece < kHalfPieces ? ptx::smem_address(&s.tiles.kv[buffer].k[key][piece * 8])
-                                : ptx::smem_address(&s.tiles.kv[buffer].v[key][(piece - kHalfPieces) * 8]);
+      return piece < kHalfPieces ? ptx::smem_address(&s.tiles.kv[buffer].k[key][piece * 8])
+                                 : ptx::smem_address(&s.tiles.kv[buffer].v[key][(piece - kHalfPieces) * 8]);
     }
-    ptx::cp_async_16(dst, src, key < n ? 16u : 0u);
-  }
-  ptx::cp_async_commit();
+  });
 }
 
 // A position in the split's walk: region column `column` of the batch, its

@@ -53,22 +53,30 @@ __device__ __forceinline__ void reduce_warps(SplitSmem<kFp8>& s, HeadPair& state
   __syncthreads();
 }
 
-// A split's normalized output of 4 dims of `head` (zeros without a visible
-// key) and its sum of exp: the warps' sums and P V added in warp order.
+// A head's sum of exp over the split: the warps' sums in warp order.
 template <class Smem>
-__device__ __forceinline__ float4 split_mean(const Smem& s, int head, int dim, float v_scale, float& sum) {
-  using T = SplitTraits;
-  sum = s.warp_sum[0][head];
+__device__ __forceinline__ float split_sum(const Smem& s, int head) {
+  float sum = s.warp_sum[0][head];
+#pragma unroll
+  for (int w = 1; w < SplitTraits::kWarps; ++w) sum += s.warp_sum[w][head];
+  return sum;
+}
+
+// A split's normalized output of 4 dims of `head`: the warps' P V added in
+// warp order, times the head's factor (v_scale / sum, 0 without a visible
+// key).
+template <class Smem>
+__device__ __forceinline__ float4 split_mean(const Smem& s, int head, int dim, float factor) {
   float4 acc = *reinterpret_cast<const float4*>(&s.tiles.reduce[0][head][dim]);
 #pragma unroll
-  for (int w = 1; w < T::kWarps; ++w) {
-    sum += s.warp_sum[w][head];
+  for (int w = 1; w < SplitTraits::kWarps; ++w) {
     const float4 part = *reinterpret_cast<const float4*>(&s.tiles.reduce[w][head][dim]);
     acc.x += part.x, acc.y += part.y, acc.z += part.z, acc.w += part.w;
   }
-  const float factor = sum > 0.0f ? v_scale / sum : 0.0f;
   return make_float4(acc.x * factor, acc.y * factor, acc.z * factor, acc.w * factor);
 }
+
+__device__ __forceinline__ float mean_factor(float sum, float v_scale) { return sum > 0.0f ? v_scale / sum : 0.0f; }
 
 // A split's natural-log sum of exp of `head` (-inf: no visible key).
 template <class Smem>
@@ -76,26 +84,35 @@ __device__ __forceinline__ float split_lse(const Smem& s, int head, float sum) {
   return sum > 0.0f ? (s.head_max[head] + log2f(sum)) * kLn2 : -INFINITY;
 }
 
-// One granule a thread: the warps' sums and P V added in warp order, then
-// with one split the gated BF16 output, with more the normalized output in
-// `partial` and the natural-log sum of exp in `lse` (-inf: no visible key).
+// The end of a split: thread h < heads computes head h's factor, and with
+// one split its gate (one L2 load a head, all at once), with more its lse;
+// then one granule a thread: with one split the gated BF16 output, with
+// more the normalized output in `partial`.
 template <class Smem>
-__device__ __forceinline__ void write_output(const DsaParams& p, const Smem& s, int64_t row, int split,
-                                             float v_scale) {
+__device__ __forceinline__ void write_output(const DsaParams& p, Smem& s, int64_t row, int split, float v_scale) {
   using T = SplitTraits;
-  for (int x = threadIdx.x; x < p.heads * T::kGranules; x += T::kThreads) {
-    const int head = x / T::kGranules, dim = (x % T::kGranules) * 4;
-    float sum;
-    const float4 mean = split_mean(s, head, dim, v_scale, sum);
+  if (threadIdx.x < p.heads) {
+    const int head = threadIdx.x;
+    const float sum = split_sum(s, head);
+    s.head_factor[head] = mean_factor(sum, v_scale);
     if (p.splits == 1) {
       // A row without a key stays exactly zero whatever its gate (NaN included), as the combine does.
-      const float gate = sum > 0.0f ? gate_factor(p, row, head) : 1.0f;
+      s.head_gate[head] = sum > 0.0f ? gate_factor(p, row, head) : 1.0f;
+    } else {
+      p.lse[(row * p.splits + split) * p.heads + head] = split_lse(s, head, sum);
+    }
+  }
+  __syncthreads();
+  for (int x = threadIdx.x; x < p.heads * T::kGranules; x += T::kThreads) {
+    const int head = x / T::kGranules, dim = (x % T::kGranules) * 4;
+    const float4 mean = split_mean(s, head, dim, s.head_factor[head]);
+    if (p.splits == 1) {
+      const float gate = s.head_gate[head];
       store_out4(p.out + row * p.out_row_stride + head * p.out_head_stride + dim,
                  make_float4(mean.x * gate, mean.y * gate, mean.z * gate, mean.w * gate));
     } else {
       const int64_t entry = (row * p.splits + split) * p.heads + head;
       *reinterpret_cast<float4*>(p.partial + entry * T::kDims + dim) = mean;
-      if (dim == 0) p.lse[entry] = split_lse(s, head, sum);
     }
   }
 }
