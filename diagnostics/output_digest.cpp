@@ -161,8 +161,8 @@ Status dsa_decode(const DsaDecodeArgs& a, void* workspace, size_t bytes, CUstrea
   static Fn fn = real<Fn>("_ZN13sparse_decode10dsa_decodeERKNS_13DsaDecodeArgsEPvmP11CUstream_st");
   const Status status = fn(a, workspace, bytes, stream);
   char shape[160];
-  std::snprintf(shape, sizeof(shape), "rows=%" PRId64 " G=%d H=%d R=%d splits=%d dtype=%d", a.num_rows, a.num_groups,
-                a.num_heads, a.num_regions, a.splits, static_cast<int>(a.cache_dtype));
+  std::snprintf(shape, sizeof(shape), "rows=%" PRId64 " G=%d H=%d R=%d block=%d splits=%d dtype=%d", a.num_rows,
+                a.num_groups, a.num_heads, a.num_regions, a.block_size, a.splits, static_cast<int>(a.cache_dtype));
   if (!settle("dsa_decode", status, a.memory == MemorySpace::kDevice, stream, shape)) return status;
   const uint64_t out = digest_rows(a.out, a.num_rows, a.out_row_stride * 2, a.num_heads, a.out_head_stride * 2,
                                    kDsaHeadDim * 2);

@@ -26,6 +26,11 @@ bool uses_cluster_fold(const DsaDecodeArgs& a) {
          splits <= kDsaMaxClusterSplits && splits <= largest_cluster_fold();
 }
 
+bool uses_shared_tiles(const DsaDecodeArgs& a) {
+  const int32_t splits = std::max(1, launched_splits(a));
+  return region_key_shift(a.block_size) != kRegionAlone && (a.num_regions + splits - 1) / splits >= 2;
+}
+
 DsaParams make_params(const DsaDecodeArgs& a, void* workspace) {
   const int64_t element = a.cache_dtype == DType::kFloat8E4M3 ? 1 : 2;
   DsaParams p = {};
@@ -41,6 +46,7 @@ DsaParams make_params(const DsaDecodeArgs& a, void* workspace) {
   p.slot_stride = a.cache_slot_stride * element;
   p.num_pages = a.num_pages;
   p.block_size = a.block_size;
+  p.region_shift = uses_shared_tiles(a) ? region_key_shift(a.block_size) : kRegionAlone;
   p.k_scale = a.k_scale;
   p.v_scale = a.v_scale;
   p.block_table = a.block_table;

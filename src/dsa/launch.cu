@@ -5,6 +5,8 @@
 // row's splits as one cluster that folds them (kDirectCluster).
 #include <cuda_runtime.h>
 
+#include <utility>
+
 #include "common/device_support.h"
 #include "common/launch.h"
 #include "common/per_device.h"
@@ -17,20 +19,22 @@ namespace sparse_decode::dsa {
 namespace {
 
 int set_kernel_attributes() {
-  cudaError_t error = cudaFuncSetAttribute(split_kernel_bf16(), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(sizeof(SplitSmem<false>)));
-  if (error != cudaSuccess) return error;
-  error = cudaFuncSetAttribute(split_kernel_fp8(), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(sizeof(SplitSmem<true>)));
-  if (error != cudaSuccess) return error;
-  error = cudaFuncSetAttribute(direct_kernel_fp8(), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(sizeof(DirectSmem)));
-  if (error != cudaSuccess) return error;
-  error = cudaFuncSetAttribute(direct_cluster_kernel_fp8(), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(sizeof(DirectSmem)));
-  if (error != cudaSuccess) return error;
-  // Clusters of up to kDsaMaxClusterSplits (16) CTAs: past the portable 8.
-  return cudaFuncSetAttribute(direct_cluster_kernel_fp8(), cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  for (const bool share : {false, true}) {
+    const std::pair<const void*, size_t> kernels[] = {{split_kernel_bf16(share), sizeof(SplitSmem<false>)},
+                                                      {split_kernel_fp8(share), sizeof(SplitSmem<true>)},
+                                                      {direct_kernel_fp8(share), sizeof(DirectSmem)},
+                                                      {direct_cluster_kernel_fp8(share), sizeof(DirectSmem)}};
+    for (const auto& [kernel, smem] : kernels) {
+      const cudaError_t error =
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+      if (error != cudaSuccess) return error;
+    }
+    // Clusters of up to kDsaMaxClusterSplits (16) CTAs: past the portable 8.
+    const cudaError_t error =
+        cudaFuncSetAttribute(direct_cluster_kernel_fp8(share), cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    if (error != cudaSuccess) return error;
+  }
+  return cudaSuccess;
 }
 
 Status configure_kernels() {
@@ -59,7 +63,9 @@ int32_t largest_cluster_fold() {
       const LaunchConfig launch(static_cast<unsigned>(ctas), SplitTraits::kThreads, sizeof(DirectSmem), false, nullptr,
                                 static_cast<unsigned>(ctas));
       int clusters = 0;
-      if (cudaOccupancyMaxActiveClusters(&clusters, direct_cluster_kernel_fp8(), &launch.config) != cudaSuccess) {
+      // Both instances take the same registers and shared memory: the one-region instance answers.
+      if (cudaOccupancyMaxActiveClusters(&clusters, direct_cluster_kernel_fp8(false), &launch.config) !=
+          cudaSuccess) {
         cudaGetLastError();
         return 0;
       }
@@ -76,10 +82,11 @@ Status launch(const DsaDecodeArgs& args, void* workspace, CUstream_st* stream) {
   const bool fp8 = args.cache_dtype == DType::kFloat8E4M3;
   const bool direct = uses_direct_kernel(args);
   const bool cluster = uses_cluster_fold(args);
-  const void* split = cluster  ? direct_cluster_kernel_fp8()
-                      : direct ? direct_kernel_fp8()
-                      : fp8    ? split_kernel_fp8()
-                               : split_kernel_bf16();
+  const bool share = p.region_shift != kRegionAlone;
+  const void* split = cluster  ? direct_cluster_kernel_fp8(share)
+                      : direct ? direct_kernel_fp8(share)
+                      : fp8    ? split_kernel_fp8(share)
+                               : split_kernel_bf16(share);
   const size_t smem = direct ? sizeof(DirectSmem) : fp8 ? sizeof(SplitSmem<true>) : sizeof(SplitSmem<false>);
   if (Status status =
           launch_kernel(split,

@@ -50,6 +50,7 @@ struct DsaParams {
   float* partial;  // splits > 1: [rows, splits, heads, 192] normalized outputs
   float* lse;      // splits > 1: [rows, splits, heads] natural-log sums of exp (-inf: no key)
   int64_t rows;
+  int32_t region_shift;  // 64 >> shift regions a tile: region_key_shift(block_size) or kRegionAlone (uses_shared_tiles)
 };
 
 }  // namespace sparse_decode::dsa

@@ -95,7 +95,7 @@ Outcome run_dsa_case(uint64_t seed, Device& device, std::string* description) {
   l.num_requests = static_cast<int32_t>(l.rows / (int64_t{l.groups} * l.query_len) + rng.uniform(0, 2));
   l.num_requests = std::max(l.num_requests, 1);
   l.cache_dtype = rng.chance(0.5) ? DType::kBFloat16 : DType::kFloat8E4M3;
-  l.block = rng.pick(std::vector<int32_t>{1, 3, 16, 64});
+  l.block = rng.pick(std::vector<int32_t>{1, 3, 4, 8, 16, 32, 64});  // 64 >> log2(block) regions a tile below 64
   l.num_pages = rng.uniform(1, 8);
   l.max_blocks = static_cast<int32_t>(rng.uniform(1, 8));
   l.num_regions = static_cast<int32_t>(rng.uniform(1, 8));

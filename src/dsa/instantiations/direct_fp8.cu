@@ -4,6 +4,12 @@
 #include "dsa/kernels/direct_kernel.cuh"
 
 namespace sparse_decode::dsa {
-const void* direct_kernel_fp8() { return reinterpret_cast<const void*>(&direct_kernel<false>); }
-const void* direct_cluster_kernel_fp8() { return reinterpret_cast<const void*>(&direct_kernel<true>); }
+const void* direct_kernel_fp8(bool regions_share_tiles) {
+  return regions_share_tiles ? reinterpret_cast<const void*>(&direct_kernel<false, true>)
+                             : reinterpret_cast<const void*>(&direct_kernel<false, false>);
+}
+const void* direct_cluster_kernel_fp8(bool regions_share_tiles) {
+  return regions_share_tiles ? reinterpret_cast<const void*>(&direct_kernel<true, true>)
+                             : reinterpret_cast<const void*>(&direct_kernel<true, false>);
+}
 }  // namespace sparse_decode::dsa

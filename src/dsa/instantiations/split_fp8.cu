@@ -3,5 +3,8 @@
 #include "dsa/kernels/split_kernel.cuh"
 
 namespace sparse_decode::dsa {
-const void* split_kernel_fp8() { return reinterpret_cast<const void*>(&split_kernel<true>); }
+const void* split_kernel_fp8(bool regions_share_tiles) {
+  return regions_share_tiles ? reinterpret_cast<const void*>(&split_kernel<true, true>)
+                             : reinterpret_cast<const void*>(&split_kernel<true, false>);
+}
 }  // namespace sparse_decode::dsa

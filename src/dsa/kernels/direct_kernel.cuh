@@ -26,7 +26,7 @@
 
 namespace sparse_decode::dsa {
 
-template <bool kClusterFold>
+template <bool kClusterFold, bool kRegionsShareTiles>
 __global__ void __launch_bounds__(SplitTraits::kThreads, DirectTraits::kMinBlocks)
     direct_kernel(const __grid_constant__ DsaParams p) {
   using T = SplitTraits;
@@ -50,6 +50,7 @@ __global__ void __launch_bounds__(SplitTraits::kThreads, DirectTraits::kMinBlock
   const int64_t request = row / (int64_t{p.groups} * p.query_len);
   const uint8_t* group_base = p.cache + (row % p.groups) * p.group_stride;
   const float scale_log2 = p.scale * in.k_scale * kLog2e;
+  const int shift = kRegionsShareTiles ? p.region_shift : kRegionAlone;  // the keys a region takes in a tile
 
   const int key0 = warp * T::kKeysPerWarp;
   const TileAddresses tile_base = direct_addresses(s, key0, lane);
@@ -64,7 +65,7 @@ __global__ void __launch_bounds__(SplitTraits::kThreads, DirectTraits::kMinBlock
     resolve_columns(s, p, in, request, batch0, columns);
     __syncthreads();
     TileCursor tile = seek_tile(s, columns, {0, 0});
-    if (tile.column < columns) issue_slots_at(s, p, group_base, tile, 0);
+    if (tile.column < columns) issue_slots_at(s, p, shift, group_base, columns, tile, 0);
     if (batch0 == 0) {  // q's copies are the oldest group: convert it while tile 0 lands
       ptx::cp_async_wait_group<1>();
       if (tile.column >= columns) ptx::cp_async_wait_all();  // no tile group above q's
@@ -74,16 +75,16 @@ __global__ void __launch_bounds__(SplitTraits::kThreads, DirectTraits::kMinBlock
       head_scale = make_float2(scale_log2 * s.head_scale[g], scale_log2 * s.head_scale[g + 8]);
     }
     for (int i = 0; tile.column < columns; ++i) {
-      const int n = min(s.column_count[tile.column] - tile.first, T::kKeys);
-      const TileCursor next = seek_tile(s, columns, {tile.column, tile.first + T::kKeys});
+      const auto visible = visible_keys(s, shift, columns, tile);
+      const TileCursor next = next_tile(s, shift, columns, tile);
       ptx::cp_async_wait_all();  // tile i's copies (the only ones in flight)
       __syncthreads();           // ... visible to every warp; tile i - 1's readers are done
-      if (next.column < columns) issue_slots_at(s, p, group_base, next, (i + 1) % 2);
+      if (next.column < columns) issue_slots_at(s, p, shift, group_base, columns, next, (i + 1) % 2);
       const uint32_t k_base = tile_base.k + (i % 2) * sizeof(s.tiles.slots[0]);
       const uint32_t v_base = tile_base.v + (i % 2) * sizeof(s.tiles.slots[0]);
       float score[2][4] = {};
       score_direct(score, tile_base.q, k_base);
-      publish_warp_max(s, mask_scores_by_head(score, key0, t, n, head_scale), warp, g, t);
+      publish_warp_max(s, mask_scores_by_head(score, key0, t, visible, head_scale), warp, g, t);
       __syncthreads();
       const TileScale scale = update_max(s, state, g);
       uint32_t p16[4], unused[4];

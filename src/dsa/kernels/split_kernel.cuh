@@ -1,6 +1,7 @@
 // The split kernel of dsa_decode (docs/kernels/dsa.md): one CTA a (row,
 // split), 4 warps. It walks the split's region columns (c = split, split +
-// splits, ...) in KV tiles of up to 64 visible keys of one region, scores
+// splits, ...) in KV tiles of 64 keys (one region's, or several small
+// regions' with kRegionsShareTiles: steps/load.cuh, TileCursor), scores
 // them with mma.sync m16n8k16 BF16 (the row's heads are M = 16, padded),
 // keeps an online softmax in the log2 domain, and multiplies P (BF16 hi +
 // lo; FP16 with FP8 caches) by V. Warp w owns keys 16w..16w+15 of a tile:
@@ -25,7 +26,7 @@
 
 namespace sparse_decode::dsa {
 
-template <bool kFp8>
+template <bool kFp8, bool kRegionsShareTiles>
 __global__ void __launch_bounds__(SplitTraits::kThreads) split_kernel(const __grid_constant__ DsaParams p) {
   using T = SplitTraits;
   extern __shared__ __align__(16) uint8_t smem_bytes[];
@@ -48,6 +49,7 @@ __global__ void __launch_bounds__(SplitTraits::kThreads) split_kernel(const __gr
   const int64_t request = row / (int64_t{p.groups} * p.query_len);
   const uint8_t* group_base = p.cache + (row % p.groups) * p.group_stride;
   const float scale_log2 = p.scale * in.k_scale * kLog2e;
+  const int shift = kRegionsShareTiles ? p.region_shift : kRegionAlone;  // the keys a region takes in a tile
 
   const int key0 = warp * T::kKeysPerWarp;
   const TileAddresses tile_base = tile_addresses(s, key0, lane);
@@ -65,13 +67,13 @@ __global__ void __launch_bounds__(SplitTraits::kThreads) split_kernel(const __gr
     resolve_columns(s, p, in, request, batch0, columns);
     __syncthreads();
     TileCursor tile = seek_tile(s, columns, {0, 0});
-    if (tile.column < columns) issue_tile_at(s, p, group_base, tile, 0);
+    if (tile.column < columns) issue_tile_at(s, p, shift, group_base, columns, tile, 0);
     for (int i = 0; tile.column < columns; ++i) {
-      const int n = min(s.column_count[tile.column] - tile.first, T::kKeys);
-      const TileCursor next = seek_tile(s, columns, {tile.column, tile.first + T::kKeys});
+      const auto visible = visible_keys(s, shift, columns, tile);
+      const TileCursor next = next_tile(s, shift, columns, tile);
       ptx::cp_async_wait_all();  // tile i's copies (the only ones in flight)
       __syncthreads();           // ... visible to every warp; tile i - 1's readers are done
-      if (next.column < columns) issue_tile_at(s, p, group_base, next, (i + 1) % 2);
+      if (next.column < columns) issue_tile_at(s, p, shift, group_base, columns, next, (i + 1) % 2);
       int buffer = i % 2;
       if constexpr (kFp8) {  // every FP8 tile is converted into the one BF16 K/V tile
         convert_tile(s, buffer);
@@ -83,7 +85,7 @@ __global__ void __launch_bounds__(SplitTraits::kThreads) split_kernel(const __gr
       const uint32_t v_base = tile_base.v + buffer * sizeof(typename SplitSmem<kFp8>::KvTile);
       float score[2][4] = {};
       score_tile(score, tile_base.q, k_base);
-      publish_warp_max(s, mask_scores(score, key0, t, n, scale_log2), warp, g, t);
+      publish_warp_max(s, mask_scores(score, key0, t, visible, scale_log2), warp, g, t);
       __syncthreads();
       const TileScale scale = update_max(s, state, g);
       uint32_t hi[4], lo[4];

@@ -71,22 +71,13 @@ __device__ __forceinline__ void convert_q(DirectSmem& s) {
   }
 }
 
-// Issues the copies of slots [0, n) at `slots` into tile `buffer` as they
-// are (K then V, 384 bytes a key; keys n..63 zero-filled).
-__device__ __forceinline__ void issue_slots(DirectSmem& s, const uint8_t* slots, int64_t slot_stride, int n,
-                                            int buffer) {
-  issue_slot_copies<kDsaSlotDim / 16>(slots, slot_stride, n, [&](int key, int piece) {
+// Issues the copies of the KV tile at `tile` into tile `buffer` as the
+// slots are (K then V, 384 bytes a key).
+__device__ __forceinline__ void issue_slots_at(DirectSmem& s, const DsaParams& p, int shift, const uint8_t* group_base,
+                                               int columns, TileCursor tile, int buffer) {
+  issue_tile_copies<kDsaSlotDim / 16>(s, p, shift, group_base, columns, tile, [&](int key, int piece) {
     return ptx::smem_address(&s.tiles.slots[buffer][key][piece * 16]);
   });
-}
-
-// Issues the copies of the KV tile at `at` (up to 64 slots of its column)
-// into tile `buffer`.
-__device__ __forceinline__ void issue_slots_at(DirectSmem& s, const DsaParams& p, const uint8_t* group_base,
-                                               TileCursor at, int buffer) {
-  const int n = min(s.column_count[at.column] - at.first, SplitTraits::kKeys);
-  issue_slots(s, group_base + s.column_page[at.column] * p.page_stride + at.first * p.slot_stride, p.slot_stride, n,
-              buffer);
 }
 
 }  // namespace sparse_decode::dsa

@@ -51,16 +51,18 @@ __device__ __forceinline__ void score_direct(float (&score)[2][4], uint32_t q_ba
 }
 
 // Scales the scores to the log2 domain (head g by scale.x, g + 8 by
-// scale.y: each head's own power of two folded in); keys at or past the n
-// visible slots score -inf. Returns this thread's maximum of head g (x) and
-// head g + 8 (y).
-__device__ __forceinline__ float2 mask_scores_by_head(float (&score)[2][4], int key0, int t, int n, float2 scale) {
+// scale.y: each head's own power of two folded in); keys without a visible
+// slot (`visible(key)`, visible_keys) score -inf. Returns this thread's
+// maximum of head g (x) and head g + 8 (y).
+template <class Visible>
+__device__ __forceinline__ float2 mask_scores_by_head(float (&score)[2][4], int key0, int t, const Visible& visible,
+                                                      float2 scale) {
   float top = -INFINITY, bottom = -INFINITY;
 #pragma unroll
   for (int j = 0; j < 2; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const bool valid = key0 + 8 * j + 2 * t + (e % 2) < n;
+      const bool valid = visible(key0 + 8 * j + 2 * t + (e % 2));
       score[j][e] = valid ? score[j][e] * (e < 2 ? scale.x : scale.y) : -INFINITY;
       if (e < 2) top = fmaxf(top, score[j][e]);
       else bottom = fmaxf(bottom, score[j][e]);

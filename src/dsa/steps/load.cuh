@@ -97,57 +97,14 @@ __device__ __forceinline__ void resolve_columns(Smem& s, const DsaParams& p, con
   }
 }
 
-// Issues the copies of a tile's slots [0, n) at `slots` (kPieces 16-byte
-// pieces a slot) as one commit group; `destination(key, piece)` is the
-// piece's shared-memory address. Keys n..63 are zero-filled, so the NaN the
-// caller may keep in unread slots never reaches an MMA. Thread x copies
-// pieces x % 8 + 8m of keys x / 8 + 16j: a warp's copy covers four whole
-// 128-byte lines, and every address is the thread's first one plus a
-// constant, so that a copy costs its instruction and an add or two.
-template <int kPieces, class Destination>
-__device__ __forceinline__ void issue_slot_copies(const uint8_t* slots, int64_t slot_stride, int n,
-                                                  Destination destination) {
-  using T = SplitTraits;
-  constexpr int kLinePieces = 8;                          // 128 bytes of a slot
-  constexpr int kKeyStep = T::kThreads / kLinePieces;     // 16 keys a pass of the CTA
-  static_assert(kPieces % kLinePieces == 0, "a slot is whole 128-byte lines");
-  static_assert(T::kKeys % kKeyStep == 0, "the CTA's passes cover the tile's keys");
-  const int key0 = threadIdx.x / kLinePieces, piece0 = threadIdx.x % kLinePieces;
-  const int64_t key_step_bytes = kKeyStep * slot_stride;
-  const uint8_t* first = slots + key0 * slot_stride + piece0 * 16;
-#pragma unroll
-  for (int j = 0; j < T::kKeys / kKeyStep; ++j) {
-    const int key = key0 + kKeyStep * j;
-    const bool present = key < n;
-    // A zero fill reads nothing; its address stays inside slot 0 (n >= 1).
-    const uint8_t* src = present ? first + j * key_step_bytes : slots + piece0 * 16;
-#pragma unroll
-    for (int m = 0; m < kPieces / kLinePieces; ++m) {
-      ptx::cp_async_16(destination(key, piece0 + kLinePieces * m), src + 128 * m, present ? 16u : 0u);
-    }
-  }
-  ptx::cp_async_commit();
-}
-
-// Issues the copies of slots [0, n) at `slots` into tile buffer `buffer`
-// (FP8: the staging buffer; BF16: K into the K tile, V into the V tile).
-template <bool kFp8>
-__device__ __forceinline__ void issue_tile(SplitSmem<kFp8>& s, const uint8_t* slots, int64_t slot_stride, int n,
-                                           int buffer) {
-  constexpr int kSlotPieces = kDsaSlotDim * (kFp8 ? 1 : 2) / 16;  // 16-byte pieces of a slot: 24 FP8, 48 BF16
-  constexpr int kHalfPieces = kSlotPieces / 2;                    // K, then V
-  issue_slot_copies<kSlotPieces>(slots, slot_stride, n, [&](int key, int piece) {
-    if constexpr (kFp8) {
-      return ptx::smem_address(&s.staging[buffer][key][piece * 16]);
-    } else {
-      return piece < kHalfPieces ? ptx::smem_address(&s.tiles.kv[buffer].k[key][piece * 8])
-                                 : ptx::smem_address(&s.tiles.kv[buffer].v[key][(piece - kHalfPieces) * 8]);
-    }
-  });
-}
-
-// A position in the split's walk: region column `column` of the batch, its
-// slots from `first` (first >= count: past the batch's last tile).
+// A position in the split's walk: region column `column` of the batch and
+// its slots from `first` (first >= count: past the batch's last tile). The
+// tile there holds, with `shift` region_key_shift(block_size) (the
+// kernels' instances with regions sharing tiles read it from
+// p.region_shift, the others take the constant kRegionAlone), up to 64
+// slots of that column from `first` (kRegionAlone), or the slots of columns
+// column .. column + (64 >> shift) - 1, key k being slot k & (2^shift - 1)
+// of column column + (k >> shift) (first = 0).
 struct TileCursor {
   int column;
   int first;
@@ -160,14 +117,133 @@ __device__ __forceinline__ TileCursor seek_tile(const Smem& s, int columns, Tile
   return at;
 }
 
-// Issues the copies of the KV tile at `at` (up to 64 slots of its column)
-// into tile buffer `buffer`.
+// The tile after `tile`.
+template <class Smem>
+__device__ __forceinline__ TileCursor next_tile(const Smem& s, int shift, int columns, TileCursor tile) {
+  return seek_tile(s, columns,
+                   shift == kRegionAlone ? TileCursor{tile.column, tile.first + SplitTraits::kKeys}
+                                         : TileCursor{tile.column + (SplitTraits::kKeys >> shift), 0});
+}
+
+// Whether key `key` of the tile holds a visible slot.
+template <class Smem>
+__device__ __forceinline__ bool key_visible(const Smem& s, int shift, int columns, TileCursor tile, int key) {
+  const int column = tile.column + (key >> shift);
+  const int slot = tile.first + (key & ((1 << shift) - 1));
+  return column < columns && slot < s.column_count[column];
+}
+
+// Whether key `key` of the tile holds a visible slot, as the masks take
+// it: in a tile of one region, the keys below its count from `first`.
+template <class Smem>
+struct VisibleKeys {
+  const Smem& s;
+  int shift;
+  int columns;
+  TileCursor tile;
+  int n;  // kRegionAlone: the tile's visible keys
+  __device__ __forceinline__ bool operator()(int key) const {
+    return shift == kRegionAlone ? key < n : key_visible(s, shift, columns, tile, key);
+  }
+};
+
+template <class Smem>
+__device__ __forceinline__ VisibleKeys<Smem> visible_keys(const Smem& s, int shift, int columns, TileCursor tile) {
+  const int n = shift == kRegionAlone ? min(s.column_count[tile.column] - tile.first, SplitTraits::kKeys) : 0;
+  return {s, shift, columns, tile, n};
+}
+
+// Thread x copies the 16-byte pieces x % 8 + 8m of a tile's keys x / 8 +
+// 16j: a warp's copy covers four whole 128-byte lines.
+inline constexpr int kLinePieces = 8;                                   // 128 bytes of a slot
+inline constexpr int kCopyKeyStep = SplitTraits::kThreads / kLinePieces;  // 16 keys a pass of the CTA
+static_assert(SplitTraits::kKeys % kCopyKeyStep == 0, "the CTA's passes cover the tile's keys");
+
+// Issues the copies of a tile of one region, its slots [0, n) at `slots`
+// (kPieces 16-byte pieces a slot), as one commit group; `destination(key,
+// piece)` is the piece's shared-memory address. Keys n..63 are zero-filled,
+// so the NaN the caller may keep in unread slots never reaches an MMA.
+// Every address is the thread's first one plus a constant, so that a copy
+// costs its instruction and an add or two.
+template <int kPieces, class Destination>
+__device__ __forceinline__ void issue_slot_copies(const uint8_t* slots, int64_t slot_stride, int n,
+                                                  Destination destination) {
+  using T = SplitTraits;
+  static_assert(kPieces % kLinePieces == 0, "a slot is whole 128-byte lines");
+  const int key0 = threadIdx.x / kLinePieces, piece0 = threadIdx.x % kLinePieces;
+  const int64_t key_step_bytes = kCopyKeyStep * slot_stride;
+  const uint8_t* first = slots + key0 * slot_stride + piece0 * 16;
+#pragma unroll
+  for (int j = 0; j < T::kKeys / kCopyKeyStep; ++j) {
+    const int key = key0 + kCopyKeyStep * j;
+    const bool present = key < n;
+    // A zero fill reads nothing; its address stays inside slot 0 (n >= 1).
+    const uint8_t* src = present ? first + j * key_step_bytes : slots + piece0 * 16;
+#pragma unroll
+    for (int m = 0; m < kPieces / kLinePieces; ++m) {
+      ptx::cp_async_16(destination(key, piece0 + kLinePieces * m), src + 128 * m, present ? 16u : 0u);
+    }
+  }
+  ptx::cp_async_commit();
+}
+
+// The same for a tile that regions share (shift < kRegionAlone): each
+// key's page and count from the column table.
+template <int kPieces, class Smem, class Destination>
+__device__ __forceinline__ void issue_region_copies(const Smem& s, const DsaParams& p, int shift,
+                                                    const uint8_t* group_base, int columns, TileCursor tile,
+                                                    Destination destination) {
+  using T = SplitTraits;
+  static_assert(kPieces % kLinePieces == 0, "a slot is whole 128-byte lines");
+  const int key0 = threadIdx.x / kLinePieces, piece0 = threadIdx.x % kLinePieces;
+  // The tile's first slot is visible (seek_tile): the zero fills' address.
+  const uint8_t* dummy = group_base + s.column_page[tile.column] * p.page_stride + piece0 * 16;
+#pragma unroll
+  for (int j = 0; j < T::kKeys / kCopyKeyStep; ++j) {
+    const int key = key0 + kCopyKeyStep * j;
+    const int column = tile.column + (key >> shift);
+    const int slot = key & ((1 << shift) - 1);
+    const bool present = column < columns && slot < s.column_count[column];
+    const uint8_t* src =
+        present ? group_base + s.column_page[column] * p.page_stride + slot * p.slot_stride + piece0 * 16 : dummy;
+#pragma unroll
+    for (int m = 0; m < kPieces / kLinePieces; ++m) {
+      ptx::cp_async_16(destination(key, piece0 + kLinePieces * m), src + 128 * m, present ? 16u : 0u);
+    }
+  }
+  ptx::cp_async_commit();
+}
+
+// Issues the copies of the tile at `tile`: one region's up to 64 slots, or
+// the regions that share it.
+template <int kPieces, class Smem, class Destination>
+__device__ __forceinline__ void issue_tile_copies(const Smem& s, const DsaParams& p, int shift,
+                                                  const uint8_t* group_base, int columns, TileCursor tile,
+                                                  Destination destination) {
+  if (shift == kRegionAlone) {
+    const int n = min(s.column_count[tile.column] - tile.first, SplitTraits::kKeys);
+    issue_slot_copies<kPieces>(group_base + s.column_page[tile.column] * p.page_stride + tile.first * p.slot_stride,
+                               p.slot_stride, n, destination);
+  } else {
+    issue_region_copies<kPieces>(s, p, shift, group_base, columns, tile, destination);
+  }
+}
+
+// Issues the copies of the KV tile at `tile` into tile buffer `buffer`
+// (FP8: the staging buffer; BF16: K into the K tile, V into the V tile).
 template <bool kFp8>
-__device__ __forceinline__ void issue_tile_at(SplitSmem<kFp8>& s, const DsaParams& p, const uint8_t* group_base,
-                                              TileCursor at, int buffer) {
-  const int n = min(s.column_count[at.column] - at.first, SplitTraits::kKeys);
-  issue_tile<kFp8>(s, group_base + s.column_page[at.column] * p.page_stride + at.first * p.slot_stride,
-                   p.slot_stride, n, buffer);
+__device__ __forceinline__ void issue_tile_at(SplitSmem<kFp8>& s, const DsaParams& p, int shift,
+                                              const uint8_t* group_base, int columns, TileCursor tile, int buffer) {
+  constexpr int kSlotPieces = kDsaSlotDim * (kFp8 ? 1 : 2) / 16;  // 16-byte pieces of a slot: 24 FP8, 48 BF16
+  constexpr int kHalfPieces = kSlotPieces / 2;                    // K, then V
+  issue_tile_copies<kSlotPieces>(s, p, shift, group_base, columns, tile, [&](int key, int piece) {
+    if constexpr (kFp8) {
+      return ptx::smem_address(&s.staging[buffer][key][piece * 16]);
+    } else {
+      return piece < kHalfPieces ? ptx::smem_address(&s.tiles.kv[buffer].k[key][piece * 8])
+                                 : ptx::smem_address(&s.tiles.kv[buffer].v[key][(piece - kHalfPieces) * 8]);
+    }
+  });
 }
 
 }  // namespace sparse_decode::dsa

@@ -1,6 +1,6 @@
 // The split kernel's scores: S = Q K^T of a warp's 16 keys by mma.sync
 // m16n8k16 BF16 (the row's heads are M = 16), scaled to the log2 domain
-// and masked past the region's visible slots.
+// and masked where a key holds no visible slot.
 #pragma once
 
 #include <cmath>
@@ -43,16 +43,18 @@ __device__ __forceinline__ void score_tile(float (&score)[2][4], uint32_t q_base
   }
 }
 
-// Scales the scores to the log2 domain; keys at or past the n visible
-// slots score -inf. Returns this thread's maximum of head g (x) and head
-// g + 8 (y).
-__device__ __forceinline__ float2 mask_scores(float (&score)[2][4], int key0, int t, int n, float scale_log2) {
+// Scales the scores to the log2 domain; keys without a visible slot
+// (`visible(key)`, visible_keys) score -inf. Returns this thread's maximum
+// of head g (x) and head g + 8 (y).
+template <class Visible>
+__device__ __forceinline__ float2 mask_scores(float (&score)[2][4], int key0, int t, const Visible& visible,
+                                              float scale_log2) {
   float top = -INFINITY, bottom = -INFINITY;
 #pragma unroll
   for (int j = 0; j < 2; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const bool valid = key0 + 8 * j + 2 * t + (e % 2) < n;
+      const bool valid = visible(key0 + 8 * j + 2 * t + (e % 2));
       score[j][e] = valid ? score[j][e] * scale_log2 : -INFINITY;
       if (e < 2) top = fmaxf(top, score[j][e]);
       else bottom = fmaxf(bottom, score[j][e]);

@@ -308,6 +308,9 @@ inline const Case kCases[] = {
     {"fp8_h1_g4_b1_q3_R33_gate_f32", kFp8, 1, 4, 1, 3, 33, 40, 2, Gate::kFloat32, false, true},
     {"bf16_h2_g1_b128_q3_R8_cut_blocks_strided", kBf16, 2, 1, 128, 3, 8, 6, 4, Gate::kBf16, true, true},
     {"fp8_h8_g4_b16_q3_R8_gate_f32_strided_keep", kFp8, 8, 4, 16, 3, 8, 16, 2, Gate::kFloat32, true, false},
+    // Two and sixteen regions a tile (region_key_shift), with cut and masked regions among them.
+    {"fp8_h16_g2_b32_q3_R12_gate_bf16", kFp8, 16, 2, 32, 3, 12, 16, 3, Gate::kBf16, false, true},
+    {"bf16_h4_g1_b4_q1_R40_strided", kBf16, 4, 1, 4, 1, 40, 48, 3, Gate::kNone, true, true},
     // Large-ish: 64 requests x 4 groups x query_len 2 = 512 rows of 16 heads.
     {"large_fp8_h16_g4_b64_q2_R16_gate_bf16", kFp8, 16, 4, 64, 2, 16, 16, 64, Gate::kBf16, false, true},
 };
