@@ -311,6 +311,8 @@ inline const Case kCases[] = {
     // Two and sixteen regions a tile (region_key_shift), with cut and masked regions among them.
     {"fp8_h16_g2_b32_q3_R12_gate_bf16", kFp8, 16, 2, 32, 3, 12, 16, 3, Gate::kBf16, false, true},
     {"bf16_h4_g1_b4_q1_R40_strided", kBf16, 4, 1, 4, 1, 40, 48, 3, Gate::kNone, true, true},
+    // One split walks 300 columns: two batches of the column table, a shared KV tile at the first one's end.
+    {"fp8_h4_g1_b16_q1_R300", kFp8, 4, 1, 16, 1, 300, 320, 2, Gate::kNone, false, true},
     // Large-ish: 64 requests x 4 groups x query_len 2 = 512 rows of 16 heads.
     {"large_fp8_h16_g4_b64_q2_R16_gate_bf16", kFp8, 16, 4, 64, 2, 16, 16, 64, Gate::kBf16, false, true},
 };
