@@ -6,6 +6,7 @@
 // of one region; a granule is 4 dims of one head's output.
 #pragma once
 
+#include "dsa/tile_rules.h"
 #include "sparse_decode/dsa_decode.h"
 
 namespace sparse_decode::dsa {
@@ -30,21 +31,7 @@ struct SplitTraits {
   static_assert((kRowHalves * 2 / 16) % 2 == 1, "an odd number of 16-byte units a row: conflict-free ldmatrix");
 };
 
-// How a region's slots map to a KV tile's keys, as a shift: regions of a
-// power of two of at most 32 slots share a tile, 64 >> shift regions of
-// 2^shift keys each (block 16: four regions a tile instead of a quarter-full
-// tile each); larger regions, or other block sizes, fill tiles alone
-// (kRegionAlone: up to 64 slots of one region a tile).
-inline constexpr int kRegionAlone = 6;
-constexpr int region_key_shift(int block_size) {
-  int shift = 0;
-  while (shift < 5 && (1 << shift) < block_size) ++shift;
-  return (1 << shift) == block_size ? shift : kRegionAlone;
-}
-static_assert(SplitTraits::kKeys == 1 << kRegionAlone, "kRegionAlone: one region's 64 keys");
-static_assert(region_key_shift(16) == 4 && region_key_shift(1) == 0 && region_key_shift(32) == 5 &&
-                  region_key_shift(64) == kRegionAlone && region_key_shift(24) == kRegionAlone,
-              "powers of two up to 32 share a tile");
+static_assert(SplitTraits::kKeys == kTileKeys, "a KV tile's keys: tile_rules.h");
 
 // The direct kernel (FP8 caches): the split kernel's geometry; its plan of
 // shared memory leaves room for three CTAs an SM, so it asks for registers

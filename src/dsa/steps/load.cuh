@@ -9,6 +9,7 @@
 #include "common/ptx/load.cuh"
 #include "dsa/params.h"
 #include "dsa/smem.cuh"
+#include "dsa/tile_rules.h"
 
 namespace sparse_decode::dsa {
 
@@ -95,62 +96,6 @@ __device__ __forceinline__ void resolve_columns(Smem& s, const DsaParams& p, con
     s.column_page[j] = region.page;
     s.column_count[j] = region.count;
   }
-}
-
-// A position in the split's walk: region column `column` of the batch and
-// its slots from `first` (first >= count: past the batch's last tile). The
-// tile there holds, with `shift` region_key_shift(block_size) (the
-// kernels' instances with regions sharing tiles read it from
-// p.region_shift, the others take the constant kRegionAlone), up to 64
-// slots of that column from `first` (kRegionAlone), or the slots of columns
-// column .. column + (64 >> shift) - 1, key k being slot k & (2^shift - 1)
-// of column column + (k >> shift) (first = 0).
-struct TileCursor {
-  int column;
-  int first;
-};
-
-// The first tile at or after (column, first) of the batch's `columns`.
-template <class Smem>
-__device__ __forceinline__ TileCursor seek_tile(const Smem& s, int columns, TileCursor at) {
-  while (at.column < columns && at.first >= s.column_count[at.column]) at = {at.column + 1, 0};
-  return at;
-}
-
-// The tile after `tile`.
-template <class Smem>
-__device__ __forceinline__ TileCursor next_tile(const Smem& s, int shift, int columns, TileCursor tile) {
-  return seek_tile(s, columns,
-                   shift == kRegionAlone ? TileCursor{tile.column, tile.first + SplitTraits::kKeys}
-                                         : TileCursor{tile.column + (SplitTraits::kKeys >> shift), 0});
-}
-
-// Whether key `key` of the tile holds a visible slot.
-template <class Smem>
-__device__ __forceinline__ bool key_visible(const Smem& s, int shift, int columns, TileCursor tile, int key) {
-  const int column = tile.column + (key >> shift);
-  const int slot = tile.first + (key & ((1 << shift) - 1));
-  return column < columns && slot < s.column_count[column];
-}
-
-// Whether key `key` of the tile holds a visible slot, as the masks take
-// it: in a tile of one region, the keys below its count from `first`.
-template <class Smem>
-struct VisibleKeys {
-  const Smem& s;
-  int shift;
-  int columns;
-  TileCursor tile;
-  int n;  // kRegionAlone: the tile's visible keys
-  __device__ __forceinline__ bool operator()(int key) const {
-    return shift == kRegionAlone ? key < n : key_visible(s, shift, columns, tile, key);
-  }
-};
-
-template <class Smem>
-__device__ __forceinline__ VisibleKeys<Smem> visible_keys(const Smem& s, int shift, int columns, TileCursor tile) {
-  const int n = shift == kRegionAlone ? min(s.column_count[tile.column] - tile.first, SplitTraits::kKeys) : 0;
-  return {s, shift, columns, tile, n};
 }
 
 // Thread x copies the 16-byte pieces x % 8 + 8m of a tile's keys x / 8 +
