@@ -25,7 +25,7 @@ struct SplitSmem {
   } tiles;
   uint16_t q[T::kHeads][T::kRowHalves];
   alignas(16) uint8_t staging[kFp8 ? 2 : 1][kFp8 ? T::kKeys : 1][kFp8 ? kDsaSlotDim : 16];  // FP8 slots
-  int64_t column_page[T::kColumnBatch];   // the page of each region column of the batch
+  int32_t column_page[T::kColumnBatch];   // the page of each region column of the batch
   int32_t column_count[T::kColumnBatch];  // its visible slots (0: nothing to read)
   float warp_max[T::kWarps][T::kHeads];
   float warp_sum[T::kWarps][T::kHeads];
@@ -35,18 +35,27 @@ struct SplitSmem {
 };
 
 // The direct kernel (FP8 caches): two tiles of raw slots that the MMAs read
-// as they landed (K and V converted in registers), the query as FP16 in the
-// order the converted K fragments take, and the BF16 query it comes from.
+// as they landed (K and V converted in registers), the tile's FP16
+// probabilities that every warp's P V reads, and the statistics. The query
+// passes through tile buffer 1 once (BF16 as copied, then FP16 in the order
+// the converted K fragments take) on its way into each lane's registers:
+// tile 1's copies start after those loads. 56 KB: four CTAs an SM.
 struct DirectSmem {
   using T = SplitTraits;
   static constexpr int kSlotBytes = kDsaSlotDim + 16;  // 400: 25 x 16 B, ldmatrix rows on distinct banks
+  static constexpr int kProbabilityHalves = T::kKeys + 8;  // 144-byte rows: 9 x 16 B
+  struct QStaging {
+    uint8_t tile0[T::kKeys][kSlotBytes];               // tile buffer 0, in use
+    alignas(16) uint16_t raw[T::kHeads][T::kDims];     // BF16 q as copied (rows past `heads`: zeros)
+    uint16_t f16[T::kHeads][T::kRowHalves];            // FP16 q * 2^shift of its head, dims permuted (convert_q)
+  };
   union Tiles {
-    uint8_t slots[2][T::kKeys][kSlotBytes];          // FP8 K (bytes 0..191) then V (192..383) of each key
-    float reduce[T::kWarps][T::kHeads][T::kDims];  // the warps' P V, added at the end
+    uint8_t slots[2][T::kKeys][kSlotBytes];  // FP8 K (bytes 0..191) then V (192..383) of each key
+    QStaging q;                              // before the first tile's math
+    float reduce[1][T::kHeads][T::kDims];    // the CTA's P V (each warp its dims), at the end
   } tiles;
-  uint16_t q[T::kHeads][T::kRowHalves];  // FP16 q * 2^shift of its head, dims permuted (convert_q)
-  alignas(16) uint16_t q_raw[T::kHeads][T::kDims];  // BF16 q as copied (rows past `heads`: zeros)
-  int64_t column_page[T::kColumnBatch];
+  uint16_t probabilities[T::kHeads][kProbabilityHalves];  // the tile's P, FP16 (heads x keys)
+  int32_t column_page[T::kColumnBatch];
   int32_t column_count[T::kColumnBatch];
   float warp_max[T::kWarps][T::kHeads];
   float warp_sum[T::kWarps][T::kHeads];
@@ -56,9 +65,10 @@ struct DirectSmem {
   float head_gate[T::kHeads];    // the gate's factor of each head (one split)
   float split_lse[T::kHeads];   // kDirectCluster: this split's lse of each head, read by the peers
   static_assert((kSlotBytes / 16) % 2 == 1, "an odd number of 16-byte units a slot: conflict-free ldmatrix");
+  static_assert((kProbabilityHalves * 2 / 16) % 2 == 1, "an odd number of 16-byte units a P row: conflict-free ldmatrix");
 };
 
-static_assert(3 * (sizeof(DirectSmem) + 1024) <= 228 * 1024, "three CTAs an SM");
+static_assert(4 * (sizeof(DirectSmem) + 1024) <= 228 * 1024, "four CTAs an SM");
 
 static_assert(2 * (sizeof(SplitSmem<false>) + 1024) <= 228 * 1024 &&
                   2 * (sizeof(SplitSmem<true>) + 1024) <= 228 * 1024,

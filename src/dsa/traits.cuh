@@ -34,10 +34,10 @@ struct SplitTraits {
 static_assert(SplitTraits::kKeys == kTileKeys, "a KV tile's keys: tile_rules.h");
 
 // The direct kernel (FP8 caches): the split kernel's geometry; its plan of
-// shared memory leaves room for three CTAs an SM, so it asks for registers
-// that fit them (65536 / (3 x 128) rounds down to 168 a thread).
+// shared memory leaves room for four CTAs an SM, so it asks for registers
+// that fit them (65536 / (4 x 128) = 128 a thread).
 struct DirectTraits {
-  static constexpr int kMinBlocks = 3;
+  static constexpr int kMinBlocks = 4;
 };
 
 // The combine kernel: kSlices CTAs a row, one (head, granule) pair a thread.

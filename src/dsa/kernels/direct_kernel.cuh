@@ -2,9 +2,10 @@
 // the split kernel's walk, schedule and end, with the MMAs fed from the raw
 // FP8 tile. No conversion pass and no BF16 tile: each warp converts the K
 // and V fragments it loads (E4M3 -> FP16, exact), q is FP16 scaled by a
-// power of two a head, and both products are mma.sync m16n8k16 FP16. Two
-// barriers a tile (the copies landed; the tile's maximum), and a plan of
-// 67 KB of shared memory: three CTAs an SM. kClusterFold: the row's splits
+// power of two a head and held in registers, and both products are
+// mma.sync m16n8k16 FP16; a warp scores 16 keys and multiplies all 64 by
+// 48 dims of V. Three barriers a tile (the copies landed; the tile's
+// maximum; its P), and a plan of 56 KB of shared memory: four CTAs an SM. kClusterFold: the row's splits
 // run as one cluster and fold each other's results (steps/cluster_fold.cuh)
 // in place of the workspace and the combine kernel.
 #pragma once
@@ -53,11 +54,12 @@ __global__ void __launch_bounds__(SplitTraits::kThreads, DirectTraits::kMinBlock
   const int shift = kRegionsShareTiles ? p.region_shift : kRegionAlone;  // the keys a region takes in a tile
 
   const int key0 = warp * T::kKeysPerWarp;
-  const TileAddresses tile_base = direct_addresses(s, key0, lane);
+  const DirectAddresses tile_base = direct_addresses(s, warp, lane);
   float2 head_scale = make_float2(0.0f, 0.0f);  // set with q's conversion, before the first tile's math
+  QFragments q;                                 // the same
 
   HeadPair state;
-  float o[T::kDimTiles][4] = {};  // this warp's P V: heads g (0, 1) and g + 8 (2, 3), pv_direct's dims
+  float o[kWarpDimTiles][4] = {};  // this warp's P V: heads g (0, 1) and g + 8 (2, 3), pv_by_dims's dims
 
   for (int batch0 = 0; batch0 < split_columns; batch0 += T::kColumnBatch) {
     const int columns = split_columns - batch0 < T::kColumnBatch ? split_columns - batch0 : T::kColumnBatch;
@@ -72,6 +74,7 @@ __global__ void __launch_bounds__(SplitTraits::kThreads, DirectTraits::kMinBlock
       __syncthreads();
       convert_q(s);
       __syncthreads();
+      q = load_q_fragments(s, lane);  // before the first tile's barrier: tile 1's copies overwrite the staging
       head_scale = make_float2(scale_log2 * s.head_scale[g], scale_log2 * s.head_scale[g + 8]);
     }
     for (int i = 0; tile.column < columns; ++i) {
@@ -83,18 +86,20 @@ __global__ void __launch_bounds__(SplitTraits::kThreads, DirectTraits::kMinBlock
       const uint32_t k_base = tile_base.k + (i % 2) * sizeof(s.tiles.slots[0]);
       const uint32_t v_base = tile_base.v + (i % 2) * sizeof(s.tiles.slots[0]);
       float score[2][4] = {};
-      score_direct(score, tile_base.q, k_base);
+      score_direct(score, q, k_base);
       publish_warp_max(s, mask_scores_by_head(score, key0, t, visible, head_scale), warp, g, t);
       __syncthreads();
       const TileScale scale = update_max(s, state, g);
       uint32_t p16[4], unused[4];
       probabilities<true>(score, scale, state, p16, unused);
-      pv_direct(o, scale.rescale, p16, v_base);
+      publish_probabilities(s, p16, key0, g, t);
+      __syncthreads();  // the tile's P; the previous tile's P V readers passed this tile's first barrier
+      pv_by_dims(o, scale.rescale, tile_base, v_base);
       tile = next;
     }
   }
   ptx::launch_dependents();
-  reduce_warps_direct(s, state, o, warp, g, t);
+  reduce_by_dims(s, state, o, warp, g, t);
   if constexpr (kClusterFold) {
     keep_split_result(p, s, in.v_scale);
     ptx::fence_release_shared_cta();  // this split's result, published to the peers (cluster scope)

@@ -16,15 +16,15 @@
 
 namespace sparse_decode::dsa {
 
-// Issues the copies of the row's BF16 query into q_raw (rows past `heads`
-// zero-filled) as one commit group.
+// Issues the copies of the row's BF16 query into the staging of tile buffer
+// 1 (rows past `heads` zero-filled) as one commit group.
 __device__ __forceinline__ void load_q_raw(DirectSmem& s, const DsaParams& p, int64_t row) {
   using T = SplitTraits;
   for (int x = threadIdx.x; x < T::kHeads * (T::kDims / 8); x += T::kThreads) {
     const int head = x / (T::kDims / 8), piece = x % (T::kDims / 8);
     const bool exists = head < p.heads;
     const uint16_t* src = p.q + row * p.q_row_stride + (exists ? head * p.q_head_stride + piece * 8 : 0);
-    ptx::cp_async_16(ptx::smem_address(&s.q_raw[head][piece * 8]), src, exists ? 16u : 0u);
+    ptx::cp_async_16(ptx::smem_address(&s.tiles.q.raw[head][piece * 8]), src, exists ? 16u : 0u);
   }
   ptx::cp_async_commit();
 }
@@ -34,7 +34,7 @@ __device__ __forceinline__ void load_q_raw(DirectSmem& s, const DsaParams& p, in
 // indices 2t, 2t + 1 (b0) and 2t + 8, 2t + 9 (b1); q takes the same order.
 __device__ __forceinline__ int permuted_column(int r) { return (r & 2) * 4 + (r >> 2) * 2 + (r & 1); }
 
-// q_raw (landed and visible) -> q as FP16 * 2^shift, shift chosen a head so
+// q's BF16 staging (landed and visible) -> its FP16 staging, q * 2^shift, shift chosen a head so
 // that its largest |q| lies in [2^14, 2^15): exact for every element within
 // 2^28 of the largest (BF16 has 8 significant bits, FP16 11), the rest
 // changes a score by less than 2^-38 of |q|max |k|max a dim. head_scale
@@ -52,7 +52,7 @@ __device__ __forceinline__ void convert_q(DirectSmem& s) {
   float top = 0.0f;
 #pragma unroll
   for (int i = 0; i < kDimsPerThread; ++i) {
-    value[i] = bf16_bits_to_float(s.q_raw[head][dim0 + i]);
+    value[i] = bf16_bits_to_float(s.tiles.q.raw[head][dim0 + i]);
     if (fabsf(value[i]) <= FLT_MAX) top = fmaxf(top, fabsf(value[i]));
   }
 #pragma unroll
@@ -67,7 +67,7 @@ __device__ __forceinline__ void convert_q(DirectSmem& s) {
   for (int i = 0; i < kDimsPerThread; i += 2) {
     const int dim = dim0 + i;
     const __half2 pair = __floats2half2_rn(ldexpf(value[i], shift), ldexpf(value[i + 1], shift));
-    *reinterpret_cast<__half2*>(&s.q[head][(dim & ~15) + permuted_column(dim & 15)]) = pair;
+    *reinterpret_cast<__half2*>(&s.tiles.q.f16[head][(dim & ~15) + permuted_column(dim & 15)]) = pair;
   }
 }
 

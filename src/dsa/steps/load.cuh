@@ -65,7 +65,7 @@ __device__ __forceinline__ void load_q(SplitSmem<kFp8>& s, const DsaParams& p, i
 // its page and how many of its first slots are visible (0: the column
 // contributes nothing and, past the position, its table entry is not read).
 struct RegionKeys {
-  int64_t page;
+  int32_t page;
   int32_t count;
 };
 

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "common/math.cuh"
 #include "dsa/params.h"
@@ -62,14 +63,16 @@ __device__ __forceinline__ float split_sum(const Smem& s, int head) {
   return sum;
 }
 
-// A split's normalized output of 4 dims of `head`: the warps' P V added in
-// warp order, times the head's factor (v_scale / sum, 0 without a visible
-// key).
+// A split's normalized output of 4 dims of `head`: the parts of P V in the
+// reduce buffer (the split kernel's warps, each over its keys; the direct
+// kernel's one) added in order, times the head's factor (v_scale / sum, 0
+// without a visible key).
 template <class Smem>
 __device__ __forceinline__ float4 split_mean(const Smem& s, int head, int dim, float factor) {
+  constexpr int kParts = std::extent_v<decltype(s.tiles.reduce)>;
   float4 acc = *reinterpret_cast<const float4*>(&s.tiles.reduce[0][head][dim]);
 #pragma unroll
-  for (int w = 1; w < SplitTraits::kWarps; ++w) {
+  for (int w = 1; w < kParts; ++w) {
     const float4 part = *reinterpret_cast<const float4*>(&s.tiles.reduce[w][head][dim]);
     acc.x += part.x, acc.y += part.y, acc.z += part.z, acc.w += part.w;
   }
