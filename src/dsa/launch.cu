@@ -88,9 +88,10 @@ Status launch(const DsaDecodeArgs& args, void* workspace, CUstream_st* stream) {
                       : fp8    ? split_kernel_fp8(share)
                                : split_kernel_bf16(share);
   const size_t smem = direct ? sizeof(DirectSmem) : fp8 ? sizeof(SplitSmem<true>) : sizeof(SplitSmem<false>);
+  const unsigned threads = direct ? SplitTraits::kThreads : StagedTraits::kThreads;
   if (Status status =
           launch_kernel(split,
-                        LaunchConfig(args.num_rows * p.splits, SplitTraits::kThreads, smem, args.enable_pdl, stream,
+                        LaunchConfig(args.num_rows * p.splits, threads, smem, args.enable_pdl, stream,
                                      cluster ? static_cast<unsigned>(p.splits) : 0u),
                         &p, "launching the dsa_decode split kernel");
       !status.ok()) {

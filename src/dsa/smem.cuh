@@ -10,28 +10,34 @@ namespace sparse_decode::dsa {
 
 // BF16 caches: two K/V tiles, the next tile's copies land during this one's
 // math. FP8: two staging buffers of raw slots and one BF16 K/V tile that
-// each tile is converted into before its math.
+// each tile is converted into before its math. The query passes through
+// the K tile of the last buffer once (q_staging) on its way into each
+// lane's registers: that buffer takes no copy (BF16) or conversion (FP8)
+// before the first tile's barrier.
 template <bool kFp8>
 struct SplitSmem {
   using T = SplitTraits;
   static constexpr int kTileBuffers = kFp8 ? 1 : 2;
+  static constexpr int kProbabilityHalves = T::kKeys + 8;  // 144-byte rows: 9 x 16 B
   struct KvTile {
     uint16_t k[T::kKeys][T::kRowHalves];  // BF16 keys of the tile
     uint16_t v[T::kKeys][T::kRowHalves];  // values: BF16, or FP16 from FP8 caches
   };
   union Tiles {
     KvTile kv[kTileBuffers];
-    float reduce[T::kWarps][T::kHeads][T::kDims];  // the warps' P V, added at the end
+    float reduce[1][T::kHeads][T::kDims];  // the CTA's P V (each warp its dims), at the end
   } tiles;
-  uint16_t q[T::kHeads][T::kRowHalves];
+  // The tile's P (heads x keys): BF16 hi and lo, or FP16 with FP8 caches (hi only).
+  uint16_t probabilities[kFp8 ? 1 : 2][T::kHeads][kProbabilityHalves];
   alignas(16) uint8_t staging[kFp8 ? 2 : 1][kFp8 ? T::kKeys : 1][kFp8 ? kDsaSlotDim : 16];  // FP8 slots
   int32_t column_page[T::kColumnBatch];   // the page of each region column of the batch
   int32_t column_count[T::kColumnBatch];  // its visible slots (0: nothing to read)
-  float warp_max[T::kWarps][T::kHeads];
-  float warp_sum[T::kWarps][T::kHeads];
+  float warp_max[StagedTraits::kWarps][T::kHeads];
+  float warp_sum[StagedTraits::kWarps][T::kHeads];
   float head_max[T::kHeads];  // the final maximum of each head (log2 domain)
   float head_factor[T::kHeads];  // v_scale / sum of each head (0 without a visible key)
   float head_gate[T::kHeads];    // the gate's factor of each head (one split)
+  static_assert((kProbabilityHalves * 2 / 16) % 2 == 1, "an odd number of 16-byte units a P row: conflict-free ldmatrix");
 };
 
 // The direct kernel (FP8 caches): two tiles of raw slots that the MMAs read
@@ -70,8 +76,8 @@ struct DirectSmem {
 
 static_assert(4 * (sizeof(DirectSmem) + 1024) <= 228 * 1024, "four CTAs an SM");
 
-static_assert(2 * (sizeof(SplitSmem<false>) + 1024) <= 228 * 1024 &&
-                  2 * (sizeof(SplitSmem<true>) + 1024) <= 228 * 1024,
+static_assert(StagedTraits::kMinBlocks * (sizeof(SplitSmem<false>) + 1024) <= 228 * 1024 &&
+                  StagedTraits::kMinBlocks * (sizeof(SplitSmem<true>) + 1024) <= 228 * 1024,
               "two CTAs an SM: the next tile's copies of one overlap the other's math");
 
 }  // namespace sparse_decode::dsa

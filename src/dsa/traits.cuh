@@ -11,8 +11,9 @@
 
 namespace sparse_decode::dsa {
 
-// The split kernel: one CTA a (row, split), 4 warps; warp w owns keys
-// 16w..16w+15 of a KV tile.
+// The geometry of a row's KV tiles and of the 128-thread steps (the
+// direct kernel's CTA; the row's inputs, the column table and the copies
+// in every kernel): 4 warps, warp w scores keys 16w..16w+15 of a KV tile.
 struct SplitTraits {
   static constexpr int kThreads = 128;
   static constexpr int kWarps = kThreads / 32;
@@ -33,7 +34,24 @@ struct SplitTraits {
 
 static_assert(SplitTraits::kKeys == kTileKeys, "a KV tile's keys: tile_rules.h");
 
-// The direct kernel (FP8 caches): the split kernel's geometry; its plan of
+// The split kernel (BF16 caches, and FP8 staged through a BF16 tile): one
+// CTA a (row, split), 8 warps; warp w scores keys 8w..8w+7 of a KV tile
+// (one n8 tile) and multiplies the tile's P, all 64 keys, by V's dims
+// 24w..24w+23. Warps 0-3 issue the copies and resolve the column table
+// (SplitTraits' 128-thread steps). Two CTAs an SM: 128 registers a thread.
+struct StagedTraits {
+  static constexpr int kThreads = 256;
+  static constexpr int kWarps = kThreads / 32;
+  static constexpr int kMinBlocks = 2;
+  static constexpr int kKeysPerWarp = SplitTraits::kKeys / kWarps;  // 8: one n8 score tile
+  static constexpr int kWarpDims = SplitTraits::kDims / kWarps;     // 24: three n8 tiles of P V
+  static constexpr int kWarpDimTiles = kWarpDims / 8;
+  static_assert(kKeysPerWarp == 8, "a warp's scores are one n8 tile");
+  static_assert(kWarpDims == 24, "a warp's V is one ldmatrix.x4.trans and one .x2 a k16 step");
+  static_assert(kThreads >= SplitTraits::kThreads, "warps 0-3 run the 128-thread steps");
+};
+
+// The direct kernel (FP8 caches): SplitTraits' geometry; its plan of
 // shared memory leaves room for four CTAs an SM, so it asks for registers
 // that fit them (65536 / (4 x 128) = 128 a thread).
 struct DirectTraits {

@@ -41,7 +41,7 @@ __global__ void __launch_bounds__(SplitTraits::kThreads, DirectTraits::kMinBlock
   ptx::grid_dependency_wait();  // every input is per-step data the previous kernel may write
   const RowInputs in = load_row<true>(p, row, split);
   if (!in.active) {  // every CTA of a row (of its cluster) returns here
-    if ((p.splits == 1 || (kClusterFold && split == 0)) && p.clear_inactive) clear_row(p, row);
+    if ((p.splits == 1 || (kClusterFold && split == 0)) && p.clear_inactive) clear_row<T::kThreads>(p, row);
     ptx::launch_dependents();
     return;
   }
@@ -111,7 +111,7 @@ __global__ void __launch_bounds__(SplitTraits::kThreads, DirectTraits::kMinBlock
     ptx::cluster_arrive_release();
     ptx::cluster_wait();
   } else {
-    write_output(p, s, row, split, in.v_scale);
+    write_output<T::kThreads>(p, s, row, split, in.v_scale);
   }
 }
 

@@ -23,13 +23,14 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return uint32_t{float_to_bf16_bits(lo)} | (uint32_t{float_to_bf16_bits(hi)} << 16);
 }
 
-// FP8: converts staging buffer `buffer` into the K/V tile, exactly: K to
+// FP8: converts staging buffer `buffer` into the K/V tile (every thread of
+// the split kernel's CTA), exactly: K to
 // BF16 (q is BF16), V to FP16, so that P V takes P in FP16 (one MMA, where
 // BF16 P needs hi + lo).
 __device__ __forceinline__ void convert_tile(SplitSmem<true>& s, int buffer) {
   using T = SplitTraits;
   constexpr int kSlotPieces = kDsaSlotDim / 16, kHalfPieces = kSlotPieces / 2;
-  for (int x = threadIdx.x; x < T::kKeys * kSlotPieces; x += T::kThreads) {
+  for (int x = threadIdx.x; x < T::kKeys * kSlotPieces; x += StagedTraits::kThreads) {
     const int key = x / kSlotPieces, piece = x % kSlotPieces;
     const uint4 bytes = *reinterpret_cast<const uint4*>(&s.staging[buffer][key][piece * 16]);
     const uint32_t words[4] = {bytes.x, bytes.y, bytes.z, bytes.w};

@@ -44,16 +44,9 @@ __device__ __forceinline__ DirectAddresses direct_addresses(DirectSmem& s, int w
 
 // q (its FP16 staging, landed and visible) as the A fragments of the 12
 // k16 steps of Q K^T, held in registers through the walk.
-struct QFragments {
-  uint32_t a[SplitTraits::kScoreSteps][4];
-};
-
 __device__ __forceinline__ QFragments load_q_fragments(DirectSmem& s, int lane) {
-  QFragments q;
-  const uint32_t base = ptx::smem_address(&s.tiles.q.f16[(lane & 7) + ((lane >> 3) & 1) * 8][(lane >> 4) * 8]);
-#pragma unroll
-  for (int kk = 0; kk < SplitTraits::kScoreSteps; ++kk) ptx::ldmatrix_x4(q.a[kk], base + kk * 32);
-  return q;
+  return load_q_fragments_at(
+      ptx::smem_address(&s.tiles.q.f16[(lane & 7) + ((lane >> 3) & 1) * 8][(lane >> 4) * 8]));
 }
 
 // Adds Q K^T of this warp's 16 keys to `score` (C fragments: heads g and

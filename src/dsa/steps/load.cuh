@@ -48,15 +48,25 @@ __device__ __forceinline__ RowInputs load_row(const DsaParams& p, int64_t row, i
   return in;
 }
 
-// Issues the copies of Q: `heads` rows of 192 dims, rows past `heads` zero.
+// The split kernel's query staging: the first 16 rows of the last buffer's
+// K tile, which takes no copy (BF16) or conversion (FP8) before the first
+// tile's barrier.
+template <bool kFp8>
+__device__ __forceinline__ uint16_t (*q_staging(SplitSmem<kFp8>& s))[SplitTraits::kRowHalves] {
+  return s.tiles.kv[SplitSmem<kFp8>::kTileBuffers - 1].k;
+}
+
+// Issues the copies of Q into its staging (threads 0..127): `heads` rows of
+// 192 dims, rows past `heads` zero.
 template <bool kFp8>
 __device__ __forceinline__ void load_q(SplitSmem<kFp8>& s, const DsaParams& p, int64_t row) {
   using T = SplitTraits;
+  uint16_t(*q)[T::kRowHalves] = q_staging(s);
   for (int x = threadIdx.x; x < T::kHeads * (T::kDims / 8); x += T::kThreads) {
     const int head = x / (T::kDims / 8), piece = x % (T::kDims / 8);
     const bool exists = head < p.heads;
     const uint16_t* src = p.q + row * p.q_row_stride + (exists ? head * p.q_head_stride + piece * 8 : 0);
-    ptx::cp_async_16(ptx::smem_address(&s.q[head][piece * 8]), src, exists ? 16u : 0u);
+    ptx::cp_async_16(ptx::smem_address(&q[head][piece * 8]), src, exists ? 16u : 0u);
   }
   ptx::cp_async_commit();
 }

@@ -22,22 +22,24 @@ __device__ __forceinline__ void store_out4(uint16_t* dst, float4 v) {
 }
 
 // Zeroes the row's output: an inactive row with one split (with more, the
-// combine zeroes it).
+// combine zeroes it). kThreads: the CTA's.
+template <int kThreads>
 __device__ __forceinline__ void clear_row(const DsaParams& p, int64_t row) {
   using T = SplitTraits;
-  for (int x = threadIdx.x; x < p.heads * T::kGranules; x += T::kThreads) {
+  for (int x = threadIdx.x; x < p.heads * T::kGranules; x += kThreads) {
     store_out4(p.out + row * p.out_row_stride + (x / T::kGranules) * p.out_head_stride + (x % T::kGranules) * 4,
                make_float4(0.0f, 0.0f, 0.0f, 0.0f));
   }
 }
 
-// Adds the 4 threads' shares of each sum, then publishes each warp's sums
-// and P V (and warp 0 the heads' maxima) in the reduce buffer, which
-// replaces the KV tiles.
+// The split kernel's end of the walk: the sums of each thread's 4 shares,
+// then each warp's sums, warp 0's maxima and each warp's dims of P V
+// (24w + 8n + 2t and + 1 of heads g and g + 8 a lane) into the reduce
+// buffer, which replaces the KV tiles.
 template <bool kFp8>
 __device__ __forceinline__ void reduce_warps(SplitSmem<kFp8>& s, HeadPair& state,
-                                             const float (&o)[SplitTraits::kDimTiles][4], int warp, int g, int t) {
-  using T = SplitTraits;
+                                             const float (&o)[StagedTraits::kWarpDimTiles][4], int warp, int g,
+                                             int t) {
 #pragma unroll
   for (int b = 0; b < 2; ++b) {
 #pragma unroll
@@ -47,9 +49,10 @@ __device__ __forceinline__ void reduce_warps(SplitSmem<kFp8>& s, HeadPair& state
   if (t == 0) s.warp_sum[warp][g] = state.sum[0], s.warp_sum[warp][g + 8] = state.sum[1];
   if (warp == 0 && t == 0) s.head_max[g] = state.max[0], s.head_max[g + 8] = state.max[1];
 #pragma unroll
-  for (int d = 0; d < T::kDimTiles; ++d) {
-    *reinterpret_cast<float2*>(&s.tiles.reduce[warp][g][8 * d + 2 * t]) = make_float2(o[d][0], o[d][1]);
-    *reinterpret_cast<float2*>(&s.tiles.reduce[warp][g + 8][8 * d + 2 * t]) = make_float2(o[d][2], o[d][3]);
+  for (int n = 0; n < StagedTraits::kWarpDimTiles; ++n) {
+    const int dim = warp * StagedTraits::kWarpDims + 8 * n + 2 * t;
+    *reinterpret_cast<float2*>(&s.tiles.reduce[0][g][dim]) = make_float2(o[n][0], o[n][1]);
+    *reinterpret_cast<float2*>(&s.tiles.reduce[0][g + 8][dim]) = make_float2(o[n][2], o[n][3]);
   }
   __syncthreads();
 }
@@ -59,7 +62,7 @@ template <class Smem>
 __device__ __forceinline__ float split_sum(const Smem& s, int head) {
   float sum = s.warp_sum[0][head];
 #pragma unroll
-  for (int w = 1; w < SplitTraits::kWarps; ++w) sum += s.warp_sum[w][head];
+  for (int w = 1; w < std::extent_v<decltype(s.warp_sum)>; ++w) sum += s.warp_sum[w][head];
   return sum;
 }
 
@@ -87,11 +90,11 @@ __device__ __forceinline__ float split_lse(const Smem& s, int head, float sum) {
   return sum > 0.0f ? (s.head_max[head] + log2f(sum)) * kLn2 : -INFINITY;
 }
 
-// The end of a split: thread h < heads computes head h's factor, and with
+// The end of a split (a CTA of kThreads): thread h < heads computes head h's factor, and with
 // one split its gate (one L2 load a head, all at once), with more its lse;
 // then one granule a thread: with one split the gated BF16 output, with
 // more the normalized output in `partial`.
-template <class Smem>
+template <int kThreads, class Smem>
 __device__ __forceinline__ void write_output(const DsaParams& p, Smem& s, int64_t row, int split, float v_scale) {
   using T = SplitTraits;
   if (threadIdx.x < p.heads) {
@@ -106,7 +109,7 @@ __device__ __forceinline__ void write_output(const DsaParams& p, Smem& s, int64_
     }
   }
   __syncthreads();
-  for (int x = threadIdx.x; x < p.heads * T::kGranules; x += T::kThreads) {
+  for (int x = threadIdx.x; x < p.heads * T::kGranules; x += kThreads) {
     const int head = x / T::kGranules, dim = (x % T::kGranules) * 4;
     const float4 mean = split_mean(s, head, dim, s.head_factor[head]);
     if (p.splits == 1) {

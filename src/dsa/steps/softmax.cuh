@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "dsa/smem.cuh"
 #include "dsa/steps/convert.cuh"
@@ -47,7 +48,7 @@ __device__ __forceinline__ TileScale update_max(const Smem& s, HeadPair& state, 
   for (int b = 0; b < 2; ++b) {
     float tile_max = s.warp_max[0][g + 8 * b];
 #pragma unroll
-    for (int w = 1; w < SplitTraits::kWarps; ++w) tile_max = fmaxf(tile_max, s.warp_max[w][g + 8 * b]);
+    for (int w = 1; w < std::extent_v<decltype(s.warp_max)>; ++w) tile_max = fmaxf(tile_max, s.warp_max[w][g + 8 * b]);
     const float new_max = fmaxf(state.max[b], tile_max);
     r.base[b] = new_max == -INFINITY ? 0.0f : new_max;  // no key yet: every p is 0
     r.rescale[b] = exp2f(state.max[b] - r.base[b]);     // 0 while the max was -inf
@@ -59,12 +60,12 @@ __device__ __forceinline__ TileScale update_max(const Smem& s, HeadPair& state, 
 // P = 2^(S - base) as the A fragment of P V: FP16 with FP8 caches (V is
 // FP16) in `hi`, BF16 hi + lo with BF16 caches (16 significant bits; BF16
 // alone loses the accuracy bound); the sum is over what P V multiplies.
-template <bool kFp8>
-__device__ __forceinline__ void probabilities(const float (&score)[2][4], const TileScale& r, HeadPair& state,
-                                              uint32_t (&hi)[4], uint32_t (&lo)[4]) {
+template <bool kFp8, int kTiles>
+__device__ __forceinline__ void probabilities(const float (&score)[kTiles][4], const TileScale& r, HeadPair& state,
+                                              uint32_t (&hi)[2 * kTiles], uint32_t (&lo)[2 * kTiles]) {
   state.sum[0] *= r.rescale[0], state.sum[1] *= r.rescale[1];
 #pragma unroll
-  for (int j = 0; j < 2; ++j)
+  for (int j = 0; j < kTiles; ++j)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {  // half 0: head g, 1: head g + 8
       const float p0 = exp2f(score[j][2 * half] - r.base[half]);
