@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-check-out}
 BUILD_DIR=${BUILD_DIR:-build}
 SANITIZER_FILTER=${SANITIZER_FILTER:-"-*BitwiseIdentical*:*ManyTokens*:*BatchInvariance*:*BatchInvariantFlagKeepsTokenBits*"}
-RACECHECK_FILTER=${RACECHECK_FILTER:-"Dsv4Gpu.NoSinksNoLens:Dsv4Gpu.HeadCounts:Dsv4Gpu.SplitCombineAtEveryGroupCount:Dsv4Gpu.Bf16MaskedColumnsSinksAndPages:EveryKernel/Dsv4PackedGpuKernels.WithPdlAndWithoutLseOrCounter/*:Dsv4HcaGpu.SinkTerm:DsaGpu.BroadcastQuery:DsaGpu.AutoRunsTheDirectKernel:Dsv4PackedGpu.StreamH64WithPdlAndWithoutLseOrCounter:Dsv4PackedGpu.SplitH64StridedPdlAndNoLse:MergeGpu.LargeAndTinyLse:Dsv4HcaConvertGpu.DeviceRefusesAsTheHostDoes:Batches/Dsv4HcaGpuPageWalk.EqualsSection1OnTheExpansion/case4"}
+RACECHECK_FILTER=${RACECHECK_FILTER:-"Dsv4Gpu.NoSinksNoLens:Dsv4Gpu.HeadCounts:Dsv4Gpu.SplitCombineAtEveryGroupCount:Dsv4Gpu.Bf16MaskedColumnsSinksAndPages:EveryKernel/Dsv4PackedGpuKernels.WithPdlAndWithoutLseOrCounter/*:Dsv4HcaGpu.SinkTerm:DsaGpu.BroadcastQuery:DsaGpu.AutoRunsTheDirectKernel:Shapes/DsaGpuCases.MatchesReferenceForEverySplit/case13_*:Shapes/DsaGpuStaged.MatchesReferenceForEverySplitAndRepeats/case3_*:Dsv4PackedGpu.StreamH64WithPdlAndWithoutLseOrCounter:Dsv4PackedGpu.SplitH64StridedPdlAndNoLse:MergeGpu.LargeAndTinyLse:Dsv4HcaConvertGpu.DeviceRefusesAsTheHostDoes:Batches/Dsv4HcaGpuPageWalk.EqualsSection1OnTheExpansion/case4"}
 sanitizer_shards=${SANITIZER_SHARDS:-4}
 BENCH_ARGS=${BENCH_ARGS:-}
 mkdir -p "$OUT"
