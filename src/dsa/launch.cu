@@ -60,7 +60,7 @@ int32_t largest_cluster_fold() {
       return 0;
     }
     for (int32_t ctas = kDsaMaxClusterSplits; ctas >= kMinCombinedSplits; --ctas) {
-      const LaunchConfig launch(static_cast<unsigned>(ctas), SplitTraits::kThreads, sizeof(DirectSmem), false, nullptr,
+      const LaunchConfig launch(static_cast<unsigned>(ctas), TileTraits::kThreads, sizeof(DirectSmem), false, nullptr,
                                 static_cast<unsigned>(ctas));
       int clusters = 0;
       // Both instances take the same registers and shared memory: the one-region instance answers.
@@ -88,7 +88,7 @@ Status launch(const DsaDecodeArgs& args, void* workspace, CUstream_st* stream) {
                       : fp8    ? split_kernel_fp8(share)
                                : split_kernel_bf16(share);
   const size_t smem = direct ? sizeof(DirectSmem) : fp8 ? sizeof(SplitSmem<true>) : sizeof(SplitSmem<false>);
-  const unsigned threads = direct ? SplitTraits::kThreads : StagedTraits::kThreads;
+  const unsigned threads = direct ? TileTraits::kThreads : SplitKernelTraits::kThreads;
   if (Status status =
           launch_kernel(split,
                         LaunchConfig(args.num_rows * p.splits, threads, smem, args.enable_pdl, stream,

@@ -16,7 +16,7 @@ namespace sparse_decode::dsa {
 // before the first tile's barrier.
 template <bool kFp8>
 struct SplitSmem {
-  using T = SplitTraits;
+  using T = TileTraits;
   static constexpr int kTileBuffers = kFp8 ? 1 : 2;
   static constexpr int kProbabilityHalves = T::kKeys + 8;  // 144-byte rows: 9 x 16 B
   struct KvTile {
@@ -32,12 +32,13 @@ struct SplitSmem {
   alignas(16) uint8_t staging[kFp8 ? 2 : 1][kFp8 ? T::kKeys : 1][kFp8 ? kDsaSlotDim : 16];  // FP8 slots
   int32_t column_page[T::kColumnBatch];   // the page of each region column of the batch
   int32_t column_count[T::kColumnBatch];  // its visible slots (0: nothing to read)
-  float warp_max[StagedTraits::kWarps][T::kHeads];
-  float warp_sum[StagedTraits::kWarps][T::kHeads];
+  float warp_max[SplitKernelTraits::kWarps][T::kHeads];
+  float warp_sum[SplitKernelTraits::kWarps][T::kHeads];
   float head_max[T::kHeads];  // the final maximum of each head (log2 domain)
   float head_factor[T::kHeads];  // v_scale / sum of each head (0 without a visible key)
   float head_gate[T::kHeads];    // the gate's factor of each head (one split)
-  static_assert((kProbabilityHalves * 2 / 16) % 2 == 1, "an odd number of 16-byte units a P row: conflict-free ldmatrix");
+  static_assert((kProbabilityHalves * 2 / 16) % 2 == 1,
+                "an odd number of 16-byte units a P row: conflict-free ldmatrix");
 };
 
 // The direct kernel (FP8 caches): two tiles of raw slots that the MMAs read
@@ -47,7 +48,7 @@ struct SplitSmem {
 // the converted K fragments take) on its way into each lane's registers:
 // tile 1's copies start after those loads. 56 KB: four CTAs an SM.
 struct DirectSmem {
-  using T = SplitTraits;
+  using T = TileTraits;
   static constexpr int kSlotBytes = kDsaSlotDim + 16;  // 400: 25 x 16 B, ldmatrix rows on distinct banks
   static constexpr int kProbabilityHalves = T::kKeys + 8;  // 144-byte rows: 9 x 16 B
   struct QStaging {
@@ -71,13 +72,14 @@ struct DirectSmem {
   float head_gate[T::kHeads];    // the gate's factor of each head (one split)
   float split_lse[T::kHeads];   // kDirectCluster: this split's lse of each head, read by the peers
   static_assert((kSlotBytes / 16) % 2 == 1, "an odd number of 16-byte units a slot: conflict-free ldmatrix");
-  static_assert((kProbabilityHalves * 2 / 16) % 2 == 1, "an odd number of 16-byte units a P row: conflict-free ldmatrix");
+  static_assert((kProbabilityHalves * 2 / 16) % 2 == 1,
+                "an odd number of 16-byte units a P row: conflict-free ldmatrix");
 };
 
 static_assert(4 * (sizeof(DirectSmem) + 1024) <= 228 * 1024, "four CTAs an SM");
 
-static_assert(StagedTraits::kMinBlocks * (sizeof(SplitSmem<false>) + 1024) <= 228 * 1024 &&
-                  StagedTraits::kMinBlocks * (sizeof(SplitSmem<true>) + 1024) <= 228 * 1024,
+static_assert(SplitKernelTraits::kMinBlocks * (sizeof(SplitSmem<false>) + 1024) <= 228 * 1024 &&
+                  SplitKernelTraits::kMinBlocks * (sizeof(SplitSmem<true>) + 1024) <= 228 * 1024,
               "two CTAs an SM: the next tile's copies of one overlap the other's math");
 
 }  // namespace sparse_decode::dsa

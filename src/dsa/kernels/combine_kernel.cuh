@@ -20,7 +20,7 @@ namespace sparse_decode::dsa {
 // round trip; the weights then go through shared memory.
 template <int kMaxSplits>
 __global__ void __launch_bounds__(CombineTraits::kThreads) combine_kernel(const __grid_constant__ DsaParams p) {
-  using T = SplitTraits;
+  using T = TileTraits;
   using C = CombineTraits;
   static_assert(kMaxSplits <= kDsaMaxSplits && C::bound(kMaxSplits) == kMaxSplits,
                 "an instance of CombineTraits::bound");

@@ -28,9 +28,9 @@
 namespace sparse_decode::dsa {
 
 template <bool kClusterFold, bool kRegionsShareTiles>
-__global__ void __launch_bounds__(SplitTraits::kThreads, DirectTraits::kMinBlocks)
+__global__ void __launch_bounds__(TileTraits::kThreads, DirectTraits::kMinBlocks)
     direct_kernel(const __grid_constant__ DsaParams p) {
-  using T = SplitTraits;
+  using T = TileTraits;
   extern __shared__ __align__(16) uint8_t smem_bytes[];
   DirectSmem& s = *reinterpret_cast<DirectSmem*>(smem_bytes);
   const int64_t row = blockIdx.x / p.splits;

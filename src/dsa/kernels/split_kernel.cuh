@@ -28,10 +28,10 @@
 namespace sparse_decode::dsa {
 
 template <bool kFp8, bool kRegionsShareTiles>
-__global__ void __launch_bounds__(StagedTraits::kThreads, StagedTraits::kMinBlocks)
+__global__ void __launch_bounds__(SplitKernelTraits::kThreads, SplitKernelTraits::kMinBlocks)
     split_kernel(const __grid_constant__ DsaParams p) {
-  using T = SplitTraits;
-  using W = StagedTraits;
+  using T = TileTraits;
+  using W = SplitKernelTraits;
   extern __shared__ __align__(16) uint8_t smem_bytes[];
   SplitSmem<kFp8>& s = *reinterpret_cast<SplitSmem<kFp8>*>(smem_bytes);
   const int64_t row = blockIdx.x / p.splits;

@@ -21,7 +21,7 @@ namespace sparse_decode::dsa {
 // This split's result in place of warp 0's P V (a thread owns its granules
 // there) and each head's lse, for the peers to read after a cluster barrier.
 __device__ __forceinline__ void keep_split_result(const DsaParams& p, DirectSmem& s, float v_scale) {
-  using T = SplitTraits;
+  using T = TileTraits;
   if (threadIdx.x < p.heads) {
     const int head = threadIdx.x;
     const float sum = split_sum(s, head);
@@ -38,7 +38,7 @@ __device__ __forceinline__ void keep_split_result(const DsaParams& p, DirectSmem
 // One granule of the row from every split: loaded at once, then folded as
 // the combine kernel folds (combine_kernel.cuh), gated and stored.
 __device__ __forceinline__ void fold_granule(const DsaParams& p, const DirectSmem& s, int64_t row, int x) {
-  using T = SplitTraits;
+  using T = TileTraits;
   const int head = x / T::kGranules, dim = (x % T::kGranules) * 4;
   const uint32_t part_address = ptx::smem_address(&s.tiles.reduce[0][head][dim]);
   const uint32_t lse_address = ptx::smem_address(&s.split_lse[head]);
@@ -83,7 +83,7 @@ __device__ __forceinline__ void fold_granule(const DsaParams& p, const DirectSme
 // CTA `rank` of the row's cluster folds granules rank * slice .. + slice - 1
 // (slice = ceil(heads * 48 / splits): more than one a thread below 6 splits).
 __device__ __forceinline__ void fold_cluster(const DsaParams& p, const DirectSmem& s, int64_t row) {
-  using T = SplitTraits;
+  using T = TileTraits;
   const int granules = p.heads * T::kGranules;
   const int slice = (granules + p.splits - 1) / p.splits;
   const int first = static_cast<int>(ptx::cluster_ctarank()) * slice;

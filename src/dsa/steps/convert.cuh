@@ -28,9 +28,9 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 // BF16 (q is BF16), V to FP16, so that P V takes P in FP16 (one MMA, where
 // BF16 P needs hi + lo).
 __device__ __forceinline__ void convert_tile(SplitSmem<true>& s, int buffer) {
-  using T = SplitTraits;
+  using T = TileTraits;
   constexpr int kSlotPieces = kDsaSlotDim / 16, kHalfPieces = kSlotPieces / 2;
-  for (int x = threadIdx.x; x < T::kKeys * kSlotPieces; x += StagedTraits::kThreads) {
+  for (int x = threadIdx.x; x < T::kKeys * kSlotPieces; x += SplitKernelTraits::kThreads) {
     const int key = x / kSlotPieces, piece = x % kSlotPieces;
     const uint4 bytes = *reinterpret_cast<const uint4*>(&s.staging[buffer][key][piece * 16]);
     const uint32_t words[4] = {bytes.x, bytes.y, bytes.z, bytes.w};

@@ -19,7 +19,7 @@ namespace sparse_decode::dsa {
 // Issues the copies of the row's BF16 query into the staging of tile buffer
 // 1 (rows past `heads` zero-filled) as one commit group.
 __device__ __forceinline__ void load_q_raw(DirectSmem& s, const DsaParams& p, int64_t row) {
-  using T = SplitTraits;
+  using T = TileTraits;
   for (int x = threadIdx.x; x < T::kHeads * (T::kDims / 8); x += T::kThreads) {
     const int head = x / (T::kDims / 8), piece = x % (T::kDims / 8);
     const bool exists = head < p.heads;
@@ -43,7 +43,7 @@ __device__ __forceinline__ int permuted_column(int r) { return (r & 2) * 4 + (r 
 // to overflow FP16 (NaN and inf stay what they are); a head without a
 // finite non-zero element keeps shift 0.
 __device__ __forceinline__ void convert_q(DirectSmem& s) {
-  using T = SplitTraits;
+  using T = TileTraits;
   constexpr int kThreadsPerHead = T::kThreads / T::kHeads;  // 8
   constexpr int kDimsPerThread = T::kDims / kThreadsPerHead;  // 24
   static_assert(kDimsPerThread % 4 == 0, "a thread converts whole groups of 4 dims");

@@ -19,7 +19,7 @@
 namespace sparse_decode::dsa {
 
 // The dims of V a warp multiplies: three 16-byte units of the slot.
-inline constexpr int kWarpDims = SplitTraits::kDims / SplitTraits::kWarps;  // 48
+inline constexpr int kWarpDims = TileTraits::kDims / TileTraits::kWarps;  // 48
 inline constexpr int kWarpDimTiles = kWarpDims / 8;                         // 6 n8 tiles of P V
 static_assert(kWarpDims == 48, "a warp's V is one ldmatrix.x4 and one .x2 (16 bytes each matrix row) a k16 step");
 
@@ -36,7 +36,7 @@ struct DirectAddresses {
 __device__ __forceinline__ DirectAddresses direct_addresses(DirectSmem& s, int warp, int lane) {
   const int row = (lane & 7) + ((lane >> 3) & 1) * 8;  // key (K, V) or head (P) of the lane's address
   DirectAddresses a;
-  a.k = ptx::smem_address(&s.tiles.slots[0][warp * SplitTraits::kKeysPerWarp + row][(lane >> 4) * 16]);
+  a.k = ptx::smem_address(&s.tiles.slots[0][warp * TileTraits::kKeysPerWarp + row][(lane >> 4) * 16]);
   a.v = ptx::smem_address(&s.tiles.slots[0][row][kDsaHeadDim + warp * kWarpDims + (lane >> 4) * 16]);
   a.p = ptx::smem_address(&s.probabilities[row][(lane >> 4) * 8]);
   return a;
@@ -56,7 +56,7 @@ __device__ __forceinline__ QFragments load_q_fragments(DirectSmem& s, int lane) 
 // 4t + 2 + i; q's FP16 tile holds its dims in that order (convert_q).
 __device__ __forceinline__ void score_direct(float (&score)[2][4], const QFragments& q, uint32_t k_base) {
 #pragma unroll
-  for (int x = 0; x < SplitTraits::kScoreSteps / 2; ++x) {  // 32 dims an ldmatrix.x4
+  for (int x = 0; x < TileTraits::kScoreSteps / 2; ++x) {  // 32 dims an ldmatrix.x4
     uint32_t b[4];
     ptx::ldmatrix_x4(b, k_base + x * 32);
 #pragma unroll
@@ -109,7 +109,7 @@ __device__ __forceinline__ void publish_probabilities(DirectSmem& s, const uint3
 // 48w + 16c + 4t .. + 3 of its heads.
 __device__ __forceinline__ void pv_by_dims(float (&o)[kWarpDimTiles][4], const float (&rescale)[2],
                                            const DirectAddresses& at, uint32_t v_base) {
-  using T = SplitTraits;
+  using T = TileTraits;
 #pragma unroll
   for (int d = 0; d < kWarpDimTiles; ++d) {
     o[d][0] *= rescale[0], o[d][1] *= rescale[0];

@@ -20,7 +20,7 @@ struct RowInputs {
   int split_columns;           // region columns c = split, split + splits, ... below R
   const int32_t* row_regions;  // the split's first region column; the next is `splits` further
   // This thread's region ids of the first batch (-1: no column).
-  int32_t first_blocks[SplitTraits::kColumnBatch / SplitTraits::kThreads];
+  int32_t first_blocks[TileTraits::kColumnBatch / TileTraits::kThreads];
   bool active;
   int32_t position;
   float k_scale;
@@ -32,7 +32,7 @@ struct RowInputs {
 // instead of three in a row.
 template <bool kFp8>
 __device__ __forceinline__ RowInputs load_row(const DsaParams& p, int64_t row, int split) {
-  using T = SplitTraits;
+  using T = TileTraits;
   RowInputs in;
   in.split_columns = (p.num_regions - split + p.splits - 1) / p.splits;
   in.row_regions = p.regions + row * p.regions_stride + split;
@@ -52,7 +52,7 @@ __device__ __forceinline__ RowInputs load_row(const DsaParams& p, int64_t row, i
 // K tile, which takes no copy (BF16) or conversion (FP8) before the first
 // tile's barrier.
 template <bool kFp8>
-__device__ __forceinline__ uint16_t (*q_staging(SplitSmem<kFp8>& s))[SplitTraits::kRowHalves] {
+__device__ __forceinline__ uint16_t (*q_staging(SplitSmem<kFp8>& s))[TileTraits::kRowHalves] {
   return s.tiles.kv[SplitSmem<kFp8>::kTileBuffers - 1].k;
 }
 
@@ -60,7 +60,7 @@ __device__ __forceinline__ uint16_t (*q_staging(SplitSmem<kFp8>& s))[SplitTraits
 // 192 dims, rows past `heads` zero.
 template <bool kFp8>
 __device__ __forceinline__ void load_q(SplitSmem<kFp8>& s, const DsaParams& p, int64_t row) {
-  using T = SplitTraits;
+  using T = TileTraits;
   uint16_t(*q)[T::kRowHalves] = q_staging(s);
   for (int x = threadIdx.x; x < T::kHeads * (T::kDims / 8); x += T::kThreads) {
     const int head = x / (T::kDims / 8), piece = x % (T::kDims / 8);
@@ -96,7 +96,7 @@ __device__ __forceinline__ RegionKeys region_keys(const DsaParams& p, int64_t re
 template <class Smem>
 __device__ __forceinline__ void resolve_columns(Smem& s, const DsaParams& p, const RowInputs& in,
                                                 int64_t request, int batch0, int columns) {
-  using T = SplitTraits;
+  using T = TileTraits;
 #pragma unroll
   for (int u = 0; u < T::kColumnBatch / T::kThreads; ++u) {
     const int j = threadIdx.x + u * T::kThreads;
@@ -111,8 +111,8 @@ __device__ __forceinline__ void resolve_columns(Smem& s, const DsaParams& p, con
 // Thread x copies the 16-byte pieces x % 8 + 8m of a tile's keys x / 8 +
 // 16j: a warp's copy covers four whole 128-byte lines.
 inline constexpr int kLinePieces = 8;                                   // 128 bytes of a slot
-inline constexpr int kCopyKeyStep = SplitTraits::kThreads / kLinePieces;  // 16 keys a pass of the CTA
-static_assert(SplitTraits::kKeys % kCopyKeyStep == 0, "the CTA's passes cover the tile's keys");
+inline constexpr int kCopyKeyStep = TileTraits::kThreads / kLinePieces;  // 16 keys a pass of the CTA
+static_assert(TileTraits::kKeys % kCopyKeyStep == 0, "the CTA's passes cover the tile's keys");
 
 // Issues the copies of a tile of one region, its slots [0, n) at `slots`
 // (kPieces 16-byte pieces a slot), as one commit group; `destination(key,
@@ -123,7 +123,7 @@ static_assert(SplitTraits::kKeys % kCopyKeyStep == 0, "the CTA's passes cover th
 template <int kPieces, class Destination>
 __device__ __forceinline__ void issue_slot_copies(const uint8_t* slots, int64_t slot_stride, int n,
                                                   Destination destination) {
-  using T = SplitTraits;
+  using T = TileTraits;
   static_assert(kPieces % kLinePieces == 0, "a slot is whole 128-byte lines");
   const int key0 = threadIdx.x / kLinePieces, piece0 = threadIdx.x % kLinePieces;
   const int64_t key_step_bytes = kCopyKeyStep * slot_stride;
@@ -148,7 +148,7 @@ template <int kPieces, class Smem, class Destination>
 __device__ __forceinline__ void issue_region_copies(const Smem& s, const DsaParams& p, int shift,
                                                     const uint8_t* group_base, int columns, TileCursor tile,
                                                     Destination destination) {
-  using T = SplitTraits;
+  using T = TileTraits;
   static_assert(kPieces % kLinePieces == 0, "a slot is whole 128-byte lines");
   const int key0 = threadIdx.x / kLinePieces, piece0 = threadIdx.x % kLinePieces;
   // The tile's first slot is visible (seek_tile): the zero fills' address.
@@ -176,7 +176,7 @@ __device__ __forceinline__ void issue_tile_copies(const Smem& s, const DsaParams
                                                   const uint8_t* group_base, int columns, TileCursor tile,
                                                   Destination destination) {
   if (shift == kRegionAlone) {
-    const int n = min(s.column_count[tile.column] - tile.first, SplitTraits::kKeys);
+    const int n = min(s.column_count[tile.column] - tile.first, TileTraits::kKeys);
     issue_slot_copies<kPieces>(group_base + s.column_page[tile.column] * p.page_stride + tile.first * p.slot_stride,
                                p.slot_stride, n, destination);
   } else {

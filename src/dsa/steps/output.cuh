@@ -25,7 +25,7 @@ __device__ __forceinline__ void store_out4(uint16_t* dst, float4 v) {
 // combine zeroes it). kThreads: the CTA's.
 template <int kThreads>
 __device__ __forceinline__ void clear_row(const DsaParams& p, int64_t row) {
-  using T = SplitTraits;
+  using T = TileTraits;
   for (int x = threadIdx.x; x < p.heads * T::kGranules; x += kThreads) {
     store_out4(p.out + row * p.out_row_stride + (x / T::kGranules) * p.out_head_stride + (x % T::kGranules) * 4,
                make_float4(0.0f, 0.0f, 0.0f, 0.0f));
@@ -38,7 +38,7 @@ __device__ __forceinline__ void clear_row(const DsaParams& p, int64_t row) {
 // buffer, which replaces the KV tiles.
 template <bool kFp8>
 __device__ __forceinline__ void reduce_warps(SplitSmem<kFp8>& s, HeadPair& state,
-                                             const float (&o)[StagedTraits::kWarpDimTiles][4], int warp, int g,
+                                             const float (&o)[SplitKernelTraits::kWarpDimTiles][4], int warp, int g,
                                              int t) {
 #pragma unroll
   for (int b = 0; b < 2; ++b) {
@@ -49,8 +49,8 @@ __device__ __forceinline__ void reduce_warps(SplitSmem<kFp8>& s, HeadPair& state
   if (t == 0) s.warp_sum[warp][g] = state.sum[0], s.warp_sum[warp][g + 8] = state.sum[1];
   if (warp == 0 && t == 0) s.head_max[g] = state.max[0], s.head_max[g + 8] = state.max[1];
 #pragma unroll
-  for (int n = 0; n < StagedTraits::kWarpDimTiles; ++n) {
-    const int dim = warp * StagedTraits::kWarpDims + 8 * n + 2 * t;
+  for (int n = 0; n < SplitKernelTraits::kWarpDimTiles; ++n) {
+    const int dim = warp * SplitKernelTraits::kWarpDims + 8 * n + 2 * t;
     *reinterpret_cast<float2*>(&s.tiles.reduce[0][g][dim]) = make_float2(o[n][0], o[n][1]);
     *reinterpret_cast<float2*>(&s.tiles.reduce[0][g + 8][dim]) = make_float2(o[n][2], o[n][3]);
   }
@@ -90,13 +90,13 @@ __device__ __forceinline__ float split_lse(const Smem& s, int head, float sum) {
   return sum > 0.0f ? (s.head_max[head] + log2f(sum)) * kLn2 : -INFINITY;
 }
 
-// The end of a split (a CTA of kThreads): thread h < heads computes head h's factor, and with
-// one split its gate (one L2 load a head, all at once), with more its lse;
-// then one granule a thread: with one split the gated BF16 output, with
-// more the normalized output in `partial`.
+// The end of a split (a CTA of kThreads): thread h < heads computes head
+// h's factor, and with one split its gate (one L2 load a head, all at
+// once), with more its lse; then one granule a thread: with one split the
+// gated BF16 output, with more the normalized output in `partial`.
 template <int kThreads, class Smem>
 __device__ __forceinline__ void write_output(const DsaParams& p, Smem& s, int64_t row, int split, float v_scale) {
-  using T = SplitTraits;
+  using T = TileTraits;
   if (threadIdx.x < p.heads) {
     const int head = threadIdx.x;
     const float sum = split_sum(s, head);

@@ -29,12 +29,12 @@ __device__ __forceinline__ void publish_probabilities(SplitSmem<kFp8>& s, const 
 // four k16 steps of 3 n8 tiles, FP16 P by FP16 V with FP8 caches (12
 // MMAs), BF16 lo then hi by BF16 V with BF16 caches (24).
 template <bool kFp8>
-__device__ __forceinline__ void pv_tile(float (&o)[StagedTraits::kWarpDimTiles][4], const float (&rescale)[2],
+__device__ __forceinline__ void pv_tile(float (&o)[SplitKernelTraits::kWarpDimTiles][4], const float (&rescale)[2],
                                         uint32_t p_base, uint32_t v_base) {
-  using T = SplitTraits;
+  using T = TileTraits;
   constexpr uint32_t kPlaneBytes = sizeof(SplitSmem<kFp8>::probabilities[0]);
 #pragma unroll
-  for (int n = 0; n < StagedTraits::kWarpDimTiles; ++n) {
+  for (int n = 0; n < SplitKernelTraits::kWarpDimTiles; ++n) {
     o[n][0] *= rescale[0], o[n][1] *= rescale[0];
     o[n][2] *= rescale[1], o[n][3] *= rescale[1];
   }

@@ -17,7 +17,7 @@ namespace sparse_decode::dsa {
 // q as the A fragments of the 12 k16 steps of Q K^T (rows = heads), held in
 // registers through the walk.
 struct QFragments {
-  uint32_t a[SplitTraits::kScoreSteps][4];
+  uint32_t a[TileTraits::kScoreSteps][4];
 };
 
 // Loads the A fragments from a q tile of kRowHalves-half rows at `base`
@@ -26,7 +26,7 @@ struct QFragments {
 __device__ __forceinline__ QFragments load_q_fragments_at(uint32_t base) {
   QFragments q;
 #pragma unroll
-  for (int kk = 0; kk < SplitTraits::kScoreSteps; ++kk) ptx::ldmatrix_x4(q.a[kk], base + kk * 32);
+  for (int kk = 0; kk < TileTraits::kScoreSteps; ++kk) ptx::ldmatrix_x4(q.a[kk], base + kk * 32);
   return q;
 }
 
@@ -47,7 +47,7 @@ struct TileAddresses {
 
 template <bool kFp8>
 __device__ __forceinline__ TileAddresses tile_addresses(SplitSmem<kFp8>& s, int warp, int lane) {
-  using W = StagedTraits;
+  using W = SplitKernelTraits;
   const int row = (lane & 7) + ((lane >> 3) & 1) * 8;  // key (V) or head (P) of the lane's address
   TileAddresses a;
   a.k = ptx::smem_address(&s.tiles.kv[0].k[warp * W::kKeysPerWarp + (lane & 7)][(lane >> 3) * 8]);
@@ -60,7 +60,7 @@ __device__ __forceinline__ TileAddresses tile_addresses(SplitSmem<kFp8>& s, int 
 // g + 8, keys 2t and 2t + 1).
 __device__ __forceinline__ void score_tile(float (&score)[1][4], const QFragments& q, uint32_t k_base) {
 #pragma unroll
-  for (int x = 0; x < SplitTraits::kScoreSteps / 2; ++x) {  // 32 dims an ldmatrix.x4: two k16 steps
+  for (int x = 0; x < TileTraits::kScoreSteps / 2; ++x) {  // 32 dims an ldmatrix.x4: two k16 steps
     uint32_t b[4];
     ptx::ldmatrix_x4(b, k_base + x * 64);
     ptx::mma_bf16_16x8x16(score[0], q.a[2 * x], b[0], b[1]);

@@ -21,7 +21,7 @@ namespace sparse_decode::dsa {
 namespace {
 
 struct Table {
-  int32_t column_count[SplitTraits::kColumnBatch];
+  int32_t column_count[TileTraits::kColumnBatch];
 };
 
 TEST(DsaTileRules, PowersOfTwoUpTo32ShareATile) {
@@ -65,10 +65,10 @@ TEST(DsaTileRules, EveryVisibleSlotOnceAcrossBatches) {
     const double empty = (rng() % 4) / 4.0;  // masked ids, invisible blocks
     SCOPED_TRACE("trial " + std::to_string(trial) + ", block " + std::to_string(block) + ", columns " +
                  std::to_string(split_columns));
-    for (int batch0 = 0; batch0 < split_columns; batch0 += SplitTraits::kColumnBatch) {
-      const int columns = std::min(split_columns - batch0, SplitTraits::kColumnBatch);
+    for (int batch0 = 0; batch0 < split_columns; batch0 += TileTraits::kColumnBatch) {
+      const int columns = std::min(split_columns - batch0, TileTraits::kColumnBatch);
       Table t;
-      for (int c = 0; c < SplitTraits::kColumnBatch; ++c) {
+      for (int c = 0; c < TileTraits::kColumnBatch; ++c) {
         // Past `columns` the table holds what an earlier batch left: never read as visible.
         const bool live = std::uniform_real_distribution<double>(0, 1)(rng) >= empty;
         t.column_count[c] = live ? 1 + static_cast<int>(rng() % block) : 0;
