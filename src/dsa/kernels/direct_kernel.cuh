@@ -98,6 +98,7 @@ __global__ void __launch_bounds__(TileTraits::kThreads, DirectTraits::kMinBlocks
       tile = next;
     }
   }
+  ptx::cp_async_wait_all();  // a split without columns: q's copies, before the CTA's end
   ptx::launch_dependents();
   reduce_by_dims(s, state, o, warp, g, t);
   if constexpr (kClusterFold) {
