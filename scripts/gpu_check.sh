@@ -105,7 +105,7 @@ SYNCCHECK_CLUSTER_TESTS=${SYNCCHECK_CLUSTER_TESTS-"Dsv4Gpu.WidthsAndTokenCounts 
 # the shards: the DSA cluster fold's 16-CTA clusters past the first wave get
 # the tool's cluster-divergent report, which stops the kernel (a gtest
 # filter: the fold's own tests and the large case that kAuto folds).
-SYNCCHECK_ALONE_FILTER=${SYNCCHECK_ALONE_FILTER-"Shapes/DsaGpuClusterFold.*:Shapes/DsaGpuCases.*large*"}
+SYNCCHECK_ALONE_FILTER=${SYNCCHECK_ALONE_FILTER-"Shapes/DsaGpuClusterFold.*:Shapes/DsaGpuBf16ClusterFold.*:Shapes/DsaGpuCases.*large*"}
 # Every tool at once, SANITIZER_SHARDS processes each (gtest sharding); each
 # must finish. racecheck runs the tests 100x slower or more: a small set that
 # launches every kernel (RACECHECK_FILTER), the other tools the whole filter.

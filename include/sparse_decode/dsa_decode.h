@@ -41,7 +41,9 @@ enum class DsaGateDType : int32_t {
 
 // Which GPU kernel serves a device-memory call (docs/kernels/dsa.md).
 // kAuto runs kDirect with an FP8 cache (as kDirectCluster from 8 to 16
-// launched splits), kStaged with BF16. kStaged copies FP8 slots to a staging buffer and
+// launched splits), kStaged with BF16 (from 8 to 16 launched splits with
+// the row's splits folded in one cluster as kDirectCluster folds them:
+// kStaged's bits in one launch). kStaged copies FP8 slots to a staging buffer and
 // converts each tile in shared memory (K to BF16, V to FP16) before its
 // MMAs. kDirect (FP8 caches only) feeds FP16 MMAs from the FP8 tile, K and
 // V converted exactly in registers and q scaled by a power of two a head
@@ -51,8 +53,8 @@ enum class DsaGateDType : int32_t {
 // other's results through distributed shared memory instead of the
 // workspace and the combine kernel: kDirect's bits in one launch (one
 // split: the direct kernel alone). On a device that cannot schedule such a
-// cluster (a MIG or MPS partition), kAuto keeps kDirect's combine kernel
-// and kDirectCluster is refused (kNotSupported, naming `kernel`).
+// cluster (a MIG or MPS partition), kAuto keeps the combine kernel and
+// kDirectCluster is refused (kNotSupported, naming `kernel`).
 enum class DsaKernel : int32_t {
   kAuto = 0,
   kStaged = 1,

@@ -22,8 +22,8 @@ bool uses_direct_kernel(const DsaDecodeArgs& a) {
 bool uses_cluster_fold(const DsaDecodeArgs& a) {
   const int32_t splits = launched_splits(a);
   if (a.kernel == DsaKernel::kDirectCluster) return splits > 1;
-  return a.kernel == DsaKernel::kAuto && a.cache_dtype == DType::kFloat8E4M3 && splits >= kClusterFoldMinSplits &&
-         splits <= kDsaMaxClusterSplits && splits <= largest_cluster_fold();
+  return a.kernel == DsaKernel::kAuto && splits >= kClusterFoldMinSplits && splits <= kDsaMaxClusterSplits &&
+         splits <= largest_cluster_fold(a.cache_dtype);
 }
 
 bool uses_shared_tiles(const DsaDecodeArgs& a) {
@@ -87,7 +87,7 @@ Status kernels_support(const DsaDecodeArgs& args) {
   }
   const int32_t splits = launched_splits(args);
   if (args.kernel == DsaKernel::kDirectCluster && splits > 1) {
-    if (const int32_t largest = largest_cluster_fold(); splits > largest) {
+    if (const int32_t largest = largest_cluster_fold(DType::kFloat8E4M3); splits > largest) {
       return Status::NotSupported("kernel: kDirectCluster runs a row's " + std::to_string(splits) +
                                   " splits as one cluster; this device schedules clusters of at most " +
                                   std::to_string(largest) + " of its CTAs (kDirect and kAuto run everywhere)");

@@ -23,12 +23,13 @@ int32_t launched_splits(const DsaDecodeArgs& args);
 // cache with kAuto, kDirect or kDirectCluster.
 bool uses_direct_kernel(const DsaDecodeArgs& args);
 
-// Whether the direct kernel runs a row's launched splits as one cluster
-// that folds them: kDirectCluster with more than one launched split, and
-// kAuto with an FP8 cache from kClusterFoldMinSplits to
-// kDsaMaxClusterSplits launched splits. No combine kernel, the workspace
-// unused, kDirect's bits. Measured at 16 heads, distinct pages (H200, µs a
-// layer, cluster against kDirect): 16 splits T = 1 9.10 / 10.31, T = 6
+// Whether a row's launched splits run as one cluster that folds them (the
+// direct kernel with FP8 caches, the split kernel with BF16 ones):
+// kDirectCluster with more than one launched split, and kAuto from
+// kClusterFoldMinSplits to kDsaMaxClusterSplits launched splits. No
+// combine kernel, the workspace unused, the combine's bits (kDirect's,
+// kStaged's). The direct kernel, measured at 16 heads, distinct pages
+// (H200, µs a layer, cluster against kDirect): 16 splits T = 1 9.10 / 10.31, T = 6
 // 9.62 / 11.15, T = 12 11.90 / 13.08; 8 splits T = 1 9.75 / 10.52, T = 24
 // 12.93 / 13.92; 4 splits T = 1 13.17 / 12.59, T = 24 14.40 / 14.16, 2
 // splits T = 128 26.21 / 25.73 (a CTA folds two or more granules a thread:
@@ -36,7 +37,7 @@ bool uses_direct_kernel(const DsaDecodeArgs& args);
 // arrive; with the release arrive (one GPU-scope fence a CTA) 16 splits
 // T = 1 / 6 / 12 take 9.22 / 9.95 / 12.15.
 // kAuto folds in a cluster only where the device schedules a cluster of
-// the launched splits (largest_cluster_fold()); kDirectCluster elsewhere is
+// the launched splits (largest_cluster_fold); kDirectCluster elsewhere is
 // refused by kernels_support().
 inline constexpr int32_t kClusterFoldMinSplits = 8;
 bool uses_cluster_fold(const DsaDecodeArgs& args);
@@ -49,10 +50,11 @@ bool uses_cluster_fold(const DsaDecodeArgs& args);
 // 9.1 us).
 bool uses_shared_tiles(const DsaDecodeArgs& args);
 
-// The largest cluster of the direct kernel that the current device can
+// The largest cluster of the folding kernel for `cache_dtype` (the direct
+// kernel, FP8; the split kernel, BF16) that the current device can
 // schedule, from kDsaMaxClusterSplits down (0: none, or no device): a MIG
 // or MPS partition may hold fewer SMs a GPC than a 16-CTA cluster needs.
-int32_t largest_cluster_fold();
+int32_t largest_cluster_fold(DType cache_dtype);
 
 // The kernels' parameters for a validated call, with `workspace` split into
 // the partial outputs and the log-sum-exps of launched_splits(args) splits.

@@ -21,6 +21,7 @@ namespace {
 int set_kernel_attributes() {
   for (const bool share : {false, true}) {
     const std::pair<const void*, size_t> kernels[] = {{split_kernel_bf16(share), sizeof(SplitSmem<false>)},
+                                                      {split_cluster_kernel_bf16(share), sizeof(SplitSmem<false>)},
                                                       {split_kernel_fp8(share), sizeof(SplitSmem<true>)},
                                                       {direct_kernel_fp8(share), sizeof(DirectSmem)},
                                                       {direct_cluster_kernel_fp8(share), sizeof(DirectSmem)}};
@@ -30,9 +31,10 @@ int set_kernel_attributes() {
       if (error != cudaSuccess) return error;
     }
     // Clusters of up to kDsaMaxClusterSplits (16) CTAs: past the portable 8.
-    const cudaError_t error =
-        cudaFuncSetAttribute(direct_cluster_kernel_fp8(share), cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    if (error != cudaSuccess) return error;
+    for (const void* kernel : {direct_cluster_kernel_fp8(share), split_cluster_kernel_bf16(share)}) {
+      const cudaError_t error = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+      if (error != cudaSuccess) return error;
+    }
   }
   return cudaSuccess;
 }
@@ -44,28 +46,32 @@ Status configure_kernels() {
 
 }  // namespace
 
-int32_t largest_cluster_fold() {
-  // Cached per device (the occupancy queries are not free), stored + 1 so
-  // that a device where no cluster fits is not asked again (0: not known).
-  // A device whose kernels cannot be configured stays unknown (asked again).
-  static PerDeviceCache<int32_t> cache;
+int32_t largest_cluster_fold(DType cache_dtype) {
+  // Cached per device and kernel (the occupancy queries are not free),
+  // stored + 1 so that a device where no cluster fits is not asked again
+  // (0: not known). A device whose kernels cannot be configured stays
+  // unknown (asked again).
+  static PerDeviceCache<int32_t> direct_cache, split_cache;
+  const bool fp8 = cache_dtype == DType::kFloat8E4M3;
   const int device = current_device();
   if (device < 0) {
     cudaGetLastError();
     return 0;
   }
-  const int32_t stored = cache.get(device, 0, []() -> int32_t {
+  const int32_t stored = (fp8 ? direct_cache : split_cache).get(device, 0, [fp8]() -> int32_t {
     if (!configure_kernels().ok()) {
       cudaGetLastError();
       return 0;
     }
+    // Both instances take the same registers and shared memory: the one-region instance answers.
+    const void* kernel = fp8 ? direct_cluster_kernel_fp8(false) : split_cluster_kernel_bf16(false);
+    const unsigned threads = fp8 ? TileTraits::kThreads : SplitKernelTraits::kThreads;
+    const size_t smem = fp8 ? sizeof(DirectSmem) : sizeof(SplitSmem<false>);
     for (int32_t ctas = kDsaMaxClusterSplits; ctas >= kMinCombinedSplits; --ctas) {
-      const LaunchConfig launch(static_cast<unsigned>(ctas), TileTraits::kThreads, sizeof(DirectSmem), false, nullptr,
+      const LaunchConfig launch(static_cast<unsigned>(ctas), threads, smem, false, nullptr,
                                 static_cast<unsigned>(ctas));
       int clusters = 0;
-      // Both instances take the same registers and shared memory: the one-region instance answers.
-      if (cudaOccupancyMaxActiveClusters(&clusters, direct_cluster_kernel_fp8(false), &launch.config) !=
-          cudaSuccess) {
+      if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &launch.config) != cudaSuccess) {
         cudaGetLastError();
         return 0;
       }
@@ -83,10 +89,11 @@ Status launch(const DsaDecodeArgs& args, void* workspace, CUstream_st* stream) {
   const bool direct = uses_direct_kernel(args);
   const bool cluster = uses_cluster_fold(args);
   const bool share = p.region_shift != kRegionAlone;
-  const void* split = cluster  ? direct_cluster_kernel_fp8(share)
-                      : direct ? direct_kernel_fp8(share)
-                      : fp8    ? split_kernel_fp8(share)
-                               : split_kernel_bf16(share);
+  const void* split = cluster && direct ? direct_cluster_kernel_fp8(share)
+                      : cluster          ? split_cluster_kernel_bf16(share)
+                      : direct           ? direct_kernel_fp8(share)
+                      : fp8              ? split_kernel_fp8(share)
+                                         : split_kernel_bf16(share);
   const size_t smem = direct ? sizeof(DirectSmem) : fp8 ? sizeof(SplitSmem<true>) : sizeof(SplitSmem<false>);
   const unsigned threads = direct ? TileTraits::kThreads : SplitKernelTraits::kThreads;
   if (Status status =

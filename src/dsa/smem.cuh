@@ -37,6 +37,7 @@ struct SplitSmem {
   float head_max[T::kHeads];  // the final maximum of each head (log2 domain)
   float head_factor[T::kHeads];  // v_scale / sum of each head (0 without a visible key)
   float head_gate[T::kHeads];    // the gate's factor of each head (one split)
+  float split_lse[T::kHeads];    // the cluster fold: this split's lse of each head, read by the peers
   static_assert((kProbabilityHalves * 2 / 16) % 2 == 1,
                 "an odd number of 16-byte units a P row: conflict-free ldmatrix");
 };

@@ -9,6 +9,7 @@ namespace sparse_decode::dsa {
 // (region_key_shift(block_size) < kRegionAlone); the other one's walk is
 // compiled for one region a tile.
 const void* split_kernel_bf16(bool regions_share_tiles);  // split_bf16.cu
+const void* split_cluster_kernel_bf16(bool regions_share_tiles);  // split_bf16.cu: the cluster fold
 const void* split_kernel_fp8(bool regions_share_tiles);   // split_fp8.cu
 const void* direct_kernel_fp8(bool regions_share_tiles);          // direct_fp8.cu
 const void* direct_cluster_kernel_fp8(bool regions_share_tiles);  // direct_fp8.cu: kDirectCluster

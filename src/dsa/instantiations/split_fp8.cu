@@ -4,7 +4,7 @@
 
 namespace sparse_decode::dsa {
 const void* split_kernel_fp8(bool regions_share_tiles) {
-  return regions_share_tiles ? reinterpret_cast<const void*>(&split_kernel<true, true>)
-                             : reinterpret_cast<const void*>(&split_kernel<true, false>);
+  return regions_share_tiles ? reinterpret_cast<const void*>(&split_kernel<true, true, false>)
+                             : reinterpret_cast<const void*>(&split_kernel<true, false, false>);
 }
 }  // namespace sparse_decode::dsa

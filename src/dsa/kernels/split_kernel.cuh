@@ -8,6 +8,9 @@
 // 8w..8w+7 of a tile and multiplies the tile's P, through shared memory,
 // by V's dims 24w..24w+23: the tile's maximum and P are its two exchanges,
 // the sums stay per warp until the end. Warps 0-3 issue the copies.
+// kClusterFold (BF16 caches): the row's splits run as one cluster and fold
+// each other's results (steps/cluster_fold.cuh) in place of the workspace
+// and the combine kernel, with the combine kernel's bits.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +19,9 @@
 #include "common/ptx/copy.cuh"
 #include "common/ptx/sync.cuh"
 #include "dsa/params.h"
+#include "common/ptx/cluster.cuh"
 #include "dsa/smem.cuh"
+#include "dsa/steps/cluster_fold.cuh"
 #include "dsa/steps/convert.cuh"
 #include "dsa/steps/load.cuh"
 #include "dsa/steps/output.cuh"
@@ -27,7 +32,7 @@
 
 namespace sparse_decode::dsa {
 
-template <bool kFp8, bool kRegionsShareTiles>
+template <bool kFp8, bool kRegionsShareTiles, bool kClusterFold>
 __global__ void __launch_bounds__(SplitKernelTraits::kThreads, SplitKernelTraits::kMinBlocks)
     split_kernel(const __grid_constant__ DsaParams p) {
   using T = TileTraits;
@@ -42,8 +47,8 @@ __global__ void __launch_bounds__(SplitKernelTraits::kThreads, SplitKernelTraits
 
   ptx::grid_dependency_wait();  // every input is per-step data the previous kernel may write
   const RowInputs in = load_row<kFp8>(p, row, split);
-  if (!in.active) {
-    if (p.splits == 1 && p.clear_inactive) clear_row<W::kThreads>(p, row);
+  if (!in.active) {  // every CTA of a row (of its cluster) returns here
+    if ((p.splits == 1 || (kClusterFold && split == 0)) && p.clear_inactive) clear_row<W::kThreads>(p, row);
     ptx::launch_dependents();
     return;
   }
@@ -110,7 +115,19 @@ __global__ void __launch_bounds__(SplitKernelTraits::kThreads, SplitKernelTraits
   ptx::cp_async_wait_all();  // a split without columns: q's copies, before the reduce buffer takes the tiles
   ptx::launch_dependents();
   reduce_warps(s, state, o, warp, g, t);
-  write_output<W::kThreads>(p, s, row, split, in.v_scale);
+  if constexpr (kClusterFold) {
+    keep_split_result<W::kThreads>(p, s, in.v_scale);
+    ptx::fence_release_shared_cta();  // this split's result, published to the peers (cluster scope)
+    ptx::cluster_arrive_relaxed();
+    ptx::cluster_wait();
+    fold_cluster<W::kThreads>(p, s, row);
+    // Release: this CTA's loads of its peers' results are performed before
+    // any peer, past the wait, exits (memory_model.md, section 7).
+    ptx::cluster_arrive_release();
+    ptx::cluster_wait();
+  } else {
+    write_output<W::kThreads>(p, s, row, split, in.v_scale);
+  }
 }
 
 }  // namespace sparse_decode::dsa

@@ -1,5 +1,5 @@
-// The direct kernel's end when a row's splits run as one cluster
-// (DsaKernel::kDirectCluster): each CTA keeps its split's normalized output
+// A split's end when a row's splits run as one cluster (the direct kernel's
+// DsaKernel::kDirectCluster, the split kernel's fold with BF16 caches): each CTA keeps its split's normalized output
 // and lse in its own shared memory; after a cluster barrier each folds a
 // slice of the row's granules from every split in split order, with the
 // combine kernel's arithmetic (so kDirect's bits), applies the gate and
@@ -18,9 +18,11 @@
 
 namespace sparse_decode::dsa {
 
-// This split's result in place of warp 0's P V (a thread owns its granules
-// there) and each head's lse, for the peers to read after a cluster barrier.
-__device__ __forceinline__ void keep_split_result(const DsaParams& p, DirectSmem& s, float v_scale) {
+// This split's result in place of the first part of P V (a thread owns its
+// granules there) and each head's lse, for the peers to read after a
+// cluster barrier. kThreads: the CTA's.
+template <int kThreads, class Smem>
+__device__ __forceinline__ void keep_split_result(const DsaParams& p, Smem& s, float v_scale) {
   using T = TileTraits;
   if (threadIdx.x < p.heads) {
     const int head = threadIdx.x;
@@ -29,7 +31,7 @@ __device__ __forceinline__ void keep_split_result(const DsaParams& p, DirectSmem
     s.split_lse[head] = split_lse(s, head, sum);
   }
   __syncthreads();
-  for (int x = threadIdx.x; x < p.heads * T::kGranules; x += T::kThreads) {
+  for (int x = threadIdx.x; x < p.heads * T::kGranules; x += kThreads) {
     const int head = x / T::kGranules, dim = (x % T::kGranules) * 4;
     *reinterpret_cast<float4*>(&s.tiles.reduce[0][head][dim]) = split_mean(s, head, dim, s.head_factor[head]);
   }
@@ -37,7 +39,8 @@ __device__ __forceinline__ void keep_split_result(const DsaParams& p, DirectSmem
 
 // One granule of the row from every split: loaded at once, then folded as
 // the combine kernel folds (combine_kernel.cuh), gated and stored.
-__device__ __forceinline__ void fold_granule(const DsaParams& p, const DirectSmem& s, int64_t row, int x) {
+template <class Smem>
+__device__ __forceinline__ void fold_granule(const DsaParams& p, const Smem& s, int64_t row, int x) {
   using T = TileTraits;
   const int head = x / T::kGranules, dim = (x % T::kGranules) * 4;
   const uint32_t part_address = ptx::smem_address(&s.tiles.reduce[0][head][dim]);
@@ -82,13 +85,14 @@ __device__ __forceinline__ void fold_granule(const DsaParams& p, const DirectSme
 
 // CTA `rank` of the row's cluster folds granules rank * slice .. + slice - 1
 // (slice = ceil(heads * 48 / splits): more than one a thread below 6 splits).
-__device__ __forceinline__ void fold_cluster(const DsaParams& p, const DirectSmem& s, int64_t row) {
+template <int kThreads, class Smem>
+__device__ __forceinline__ void fold_cluster(const DsaParams& p, const Smem& s, int64_t row) {
   using T = TileTraits;
   const int granules = p.heads * T::kGranules;
   const int slice = (granules + p.splits - 1) / p.splits;
   const int first = static_cast<int>(ptx::cluster_ctarank()) * slice;
   const int end = min(first + slice, granules);
-  for (int x = first + static_cast<int>(threadIdx.x); x < end; x += T::kThreads) fold_granule(p, s, row, x);
+  for (int x = first + static_cast<int>(threadIdx.x); x < end; x += kThreads) fold_granule(p, s, row, x);
 }
 
 }  // namespace sparse_decode::dsa

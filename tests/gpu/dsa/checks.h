@@ -326,4 +326,13 @@ inline std::vector<Case> fp8_cases() {
   return cases;
 }
 
+// The BF16 cases: those the split kernel serves under kAuto.
+inline std::vector<Case> bf16_cases() {
+  std::vector<Case> cases;
+  for (const Case& c : kCases) {
+    if (c.dtype == kBf16) cases.push_back(c);
+  }
+  return cases;
+}
+
 }  // namespace sparse_decode::gpu_test::dsa
