@@ -16,10 +16,10 @@
 #include <cstdint>
 
 #include "common/math.cuh"
+#include "common/ptx/cluster.cuh"
 #include "common/ptx/copy.cuh"
 #include "common/ptx/sync.cuh"
 #include "dsa/params.h"
-#include "common/ptx/cluster.cuh"
 #include "dsa/smem.cuh"
 #include "dsa/steps/cluster_fold.cuh"
 #include "dsa/steps/convert.cuh"
