@@ -102,15 +102,7 @@ __global__ void __launch_bounds__(TileTraits::kThreads, DirectTraits::kMinBlocks
   ptx::launch_dependents();
   reduce_by_dims(s, state, o, warp, g, t);
   if constexpr (kClusterFold) {
-    keep_split_result<T::kThreads>(p, s, in.v_scale);
-    ptx::fence_release_shared_cta();  // this split's result, published to the peers (cluster scope)
-    ptx::cluster_arrive_relaxed();
-    ptx::cluster_wait();
-    fold_cluster<T::kThreads>(p, s, row);
-    // Release: this CTA's loads of its peers' results (some unused when a
-    // row has no key) are performed before any peer, past the wait, exits.
-    ptx::cluster_arrive_release();
-    ptx::cluster_wait();
+    end_in_cluster<T::kThreads>(p, s, row, in.v_scale);
   } else {
     write_output<T::kThreads>(p, s, row, split, in.v_scale);
   }

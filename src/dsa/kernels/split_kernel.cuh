@@ -16,7 +16,6 @@
 #include <cstdint>
 
 #include "common/math.cuh"
-#include "common/ptx/cluster.cuh"
 #include "common/ptx/copy.cuh"
 #include "common/ptx/sync.cuh"
 #include "dsa/params.h"
@@ -116,15 +115,7 @@ __global__ void __launch_bounds__(SplitKernelTraits::kThreads, SplitKernelTraits
   ptx::launch_dependents();
   reduce_warps(s, state, o, warp, g, t);
   if constexpr (kClusterFold) {
-    keep_split_result<W::kThreads>(p, s, in.v_scale);
-    ptx::fence_release_shared_cta();  // this split's result, published to the peers (cluster scope)
-    ptx::cluster_arrive_relaxed();
-    ptx::cluster_wait();
-    fold_cluster<W::kThreads>(p, s, row);
-    // Release: this CTA's loads of its peers' results are performed before
-    // any peer, past the wait, exits (memory_model.md, section 7).
-    ptx::cluster_arrive_release();
-    ptx::cluster_wait();
+    end_in_cluster<W::kThreads>(p, s, row, in.v_scale);
   } else {
     write_output<W::kThreads>(p, s, row, split, in.v_scale);
   }

@@ -95,4 +95,20 @@ __device__ __forceinline__ void fold_cluster(const DsaParams& p, const Smem& s, 
   for (int x = first + static_cast<int>(threadIdx.x); x < end; x += kThreads) fold_granule(p, s, row, x);
 }
 
+// A split's end in a cluster (after the reduce): its result kept, published
+// by a release fence and a relaxed cluster arrive, the row's slices folded
+// from every peer, and a release arrive so that this CTA's loads of its
+// peers' results (some unused when a row has no key) are performed before
+// any peer, past the wait, exits. kThreads: the CTA's.
+template <int kThreads, class Smem>
+__device__ __forceinline__ void end_in_cluster(const DsaParams& p, Smem& s, int64_t row, float v_scale) {
+  keep_split_result<kThreads>(p, s, v_scale);
+  ptx::fence_release_shared_cta();
+  ptx::cluster_arrive_relaxed();
+  ptx::cluster_wait();
+  fold_cluster<kThreads>(p, s, row);
+  ptx::cluster_arrive_release();
+  ptx::cluster_wait();
+}
+
 }  // namespace sparse_decode::dsa
