@@ -34,14 +34,14 @@ __device__ __forceinline__ void load_q_raw(DirectSmem& s, const DsaParams& p, in
 // indices 2t, 2t + 1 (b0) and 2t + 8, 2t + 9 (b1); q takes the same order.
 __device__ __forceinline__ int permuted_column(int r) { return (r & 2) * 4 + (r >> 2) * 2 + (r & 1); }
 
-// q's BF16 staging (landed and visible) -> its FP16 staging, q * 2^shift, shift chosen a head so
-// that its largest |q| lies in [2^14, 2^15): exact for every element within
-// 2^28 of the largest (BF16 has 8 significant bits, FP16 11), the rest
-// changes a score by less than 2^-38 of |q|max |k|max a dim. head_scale
-// gets 2^-shift. 8 threads a head, 24 dims each. The maximum is over the
-// finite elements, so an inf does not leave the head's large finite values
-// to overflow FP16 (NaN and inf stay what they are); a head without a
-// finite non-zero element keeps shift 0.
+// q's BF16 staging (landed and visible) -> its FP16 staging, q * 2^shift,
+// shift chosen a head so that its largest |q| lies in [2^14, 2^15): exact
+// for every element within 2^28 of the largest (BF16 has 8 significant
+// bits, FP16 11), the rest changes a score by less than 2^-38 of |q|max
+// |k|max a dim. head_scale gets 2^-shift. 8 threads a head, 24 dims each.
+// The maximum is over the finite elements, so an inf does not leave the
+// head's large finite values to overflow FP16 (NaN and inf stay what they
+// are); a head without a finite non-zero element keeps shift 0.
 __device__ __forceinline__ void convert_q(DirectSmem& s) {
   using T = TileTraits;
   constexpr int kThreadsPerHead = T::kThreads / T::kHeads;  // 8

@@ -1,13 +1,16 @@
-// The direct kernel (DsaKernel::kDirect, FP8 caches) against the fp64
-// reference over the FP8 cases of checks.h: every split count with and
-// without PDL, the same bits run after run; queries far outside FP16's range
-// and heads of different magnitudes (its per-head power-of-two scale); and
-// what kAuto keeps running.
+// The FP8 kernels against the fp64 reference over the FP8 cases of
+// checks.h: the direct kernel (DsaKernel::kDirect) at every split count and
+// the split kernel (kStaged: each tile converted into a BF16 K tile and an
+// FP16 V tile; kAuto runs the direct kernel on these cases) at several, with
+// and without PDL, the same bits run after run; queries far outside FP16's
+// range and heads of different magnitudes (the direct kernel's per-head
+// power-of-two scale); and what kAuto keeps running.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -25,10 +28,11 @@ DsaDecodeArgs direct_args(const DeviceProblem& d, int32_t splits, bool pdl) {
   return args;
 }
 
-class DsaGpuDirect : public DsaGpu, public ::testing::WithParamInterface<Case> {};
-
-TEST_P(DsaGpuDirect, MatchesReferenceForEverySplitAndRepeats) {
-  const Case& c = GetParam();
+// `kernel` over the FP8 case `c` at each of `splits` and the default
+// split count, each without, with and again without PDL: the fp64
+// reference's bound and the same bits run after run.
+void check_every_split_and_repeats(const Case& c, DsaKernel kernel, std::initializer_list<int32_t> splits,
+                                   const std::string& label) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE(test::seed_message(seed));
   const DsaProblem p = testing::make_dsa_problem(config_of(c, seed));
@@ -36,13 +40,15 @@ TEST_P(DsaGpuDirect, MatchesReferenceForEverySplitAndRepeats) {
   ASSERT_NE(p.v_scale, 1.0f);
   const reference::DsaResult ref = reference::dsa_decode(p.host_args(nullptr));
   DeviceProblem d(p, c.strided);
-  const int32_t rows = static_cast<int32_t>(p.rows());
-  for (int32_t splits : {1, 2, 3, 5, 32, dsa_splits_for(rows)}) {
+  std::vector<int32_t> counts(splits);
+  counts.push_back(dsa_splits_for(static_cast<int32_t>(p.rows())));
+  for (int32_t count : counts) {
     std::vector<uint16_t> first;
     for (bool pdl : {false, true, false}) {
-      const DsaDecodeArgs args = direct_args(d, splits, pdl);
+      DsaDecodeArgs args = direct_args(d, count, pdl);
+      args.kernel = kernel;
       const std::vector<uint16_t> out = run(d, args);
-      const std::string name = "direct, " + run_name(splits, pdl);
+      const std::string name = label + ", " + run_name(count, pdl);
       check_output(out, args, p, ref, name);
       if (first.empty()) {
         first = out;
@@ -53,7 +59,22 @@ TEST_P(DsaGpuDirect, MatchesReferenceForEverySplitAndRepeats) {
   }
 }
 
+class DsaGpuDirect : public DsaGpu, public ::testing::WithParamInterface<Case> {};
+
+TEST_P(DsaGpuDirect, MatchesReferenceForEverySplitAndRepeats) {
+  check_every_split_and_repeats(GetParam(), DsaKernel::kDirect, {1, 2, 3, 5, 32}, "direct");
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, DsaGpuDirect, ::testing::ValuesIn(fp8_cases()),
+                         [](const auto& info) { return "case" + std::to_string(info.index) + "_" + info.param.label; });
+
+class DsaGpuStaged : public DsaGpu, public ::testing::WithParamInterface<Case> {};
+
+TEST_P(DsaGpuStaged, MatchesReferenceForEverySplitAndRepeats) {
+  check_every_split_and_repeats(GetParam(), DsaKernel::kStaged, {1, 3, 32}, "staged");
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, DsaGpuStaged, ::testing::ValuesIn(fp8_cases()),
                          [](const auto& info) { return "case" + std::to_string(info.index) + "_" + info.param.label; });
 
 // q's BF16 bits times 2^shift (finite non-zero values; the NaN of rows no
