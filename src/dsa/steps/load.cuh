@@ -127,13 +127,15 @@ __device__ __forceinline__ void issue_slot_copies(const uint8_t* slots, int64_t 
   static_assert(kPieces % kLinePieces == 0, "a slot is whole 128-byte lines");
   const int key0 = threadIdx.x / kLinePieces, piece0 = threadIdx.x % kLinePieces;
   const int64_t key_step_bytes = kCopyKeyStep * slot_stride;
-  const uint8_t* first = slots + key0 * slot_stride + piece0 * 16;
+  // A zero fill reads nothing; its address stays at the thread's last
+  // present key, or inside slot 0 (n >= 1): keys grow with j, so a pass's
+  // address is the previous one's, advanced where its key is present.
+  const uint8_t* src = slots + piece0 * 16 + (key0 < n ? key0 * slot_stride : 0);
 #pragma unroll
   for (int j = 0; j < T::kKeys / kCopyKeyStep; ++j) {
     const int key = key0 + kCopyKeyStep * j;
     const bool present = key < n;
-    // A zero fill reads nothing; its address stays inside slot 0 (n >= 1).
-    const uint8_t* src = present ? first + j * key_step_bytes : slots + piece0 * 16;
+    if (j > 0 && present) src += key_step_bytes;
 #pragma unroll
     for (int m = 0; m < kPieces / kLinePieces; ++m) {
       ptx::cp_async_16(destination(key, piece0 + kLinePieces * m), src + 128 * m, present ? 16u : 0u);
