@@ -179,8 +179,12 @@ __device__ __forceinline__ void issue_tile_copies(const Smem& s, const DsaParams
                                                   Destination destination) {
   if (shift == kRegionAlone) {
     const int n = min(s.column_count[tile.column] - tile.first, TileTraits::kKeys);
-    issue_slot_copies<kPieces>(group_base + s.column_page[tile.column] * p.page_stride + tile.first * p.slot_stride,
-                               p.slot_stride, n, destination);
+    // A visible column's page and the tile's first slot are not negative:
+    // unsigned products take no sign extension.
+    const uint64_t page = static_cast<uint32_t>(s.column_page[tile.column]);
+    const uint64_t first = static_cast<uint32_t>(tile.first);
+    issue_slot_copies<kPieces>(group_base + page * p.page_stride + first * p.slot_stride, p.slot_stride, n,
+                               destination);
   } else {
     issue_region_copies<kPieces>(s, p, shift, group_base, columns, tile, destination);
   }
