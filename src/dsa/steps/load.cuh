@@ -114,17 +114,29 @@ inline constexpr int kLinePieces = 8;                                   // 128 b
 inline constexpr int kCopyKeyStep = TileTraits::kThreads / kLinePieces;  // 16 keys a pass of the CTA
 static_assert(TileTraits::kKeys % kCopyKeyStep == 0, "the CTA's passes cover the tile's keys");
 
+// Issues thread x's pieces piece0 + 8m of `key` (kPieces 16-byte pieces a
+// slot) from `src`, the address of piece piece0: zero-filled, reading
+// nothing, where the key is not present.
+template <int kPieces, class Destination>
+__device__ __forceinline__ void copy_key_pieces(Destination destination, int key, int piece0, const uint8_t* src,
+                                                bool present) {
+  static_assert(kPieces % kLinePieces == 0, "a slot is whole 128-byte lines");
+#pragma unroll
+  for (int m = 0; m < kPieces / kLinePieces; ++m) {
+    ptx::cp_async_16(destination(key, piece0 + kLinePieces * m), src + 128 * m, present ? 16u : 0u);
+  }
+}
+
 // Issues the copies of a tile of one region, its slots [0, n) at `slots`
 // (kPieces 16-byte pieces a slot), as one commit group; `destination(key,
 // piece)` is the piece's shared-memory address. Keys n..63 are zero-filled,
 // so the NaN the caller may keep in unread slots never reaches an MMA.
-// Every address is the thread's first one plus a constant, so that a copy
-// costs its instruction and an add or two.
+// A pass's pieces are its address plus a constant, so that a copy costs
+// its instruction alone.
 template <int kPieces, class Destination>
 __device__ __forceinline__ void issue_slot_copies(const uint8_t* slots, int64_t slot_stride, int n,
                                                   Destination destination) {
   using T = TileTraits;
-  static_assert(kPieces % kLinePieces == 0, "a slot is whole 128-byte lines");
   const int key0 = threadIdx.x / kLinePieces, piece0 = threadIdx.x % kLinePieces;
   const int64_t key_step_bytes = kCopyKeyStep * slot_stride;
   // A zero fill reads nothing; its address stays at the thread's last
@@ -136,10 +148,7 @@ __device__ __forceinline__ void issue_slot_copies(const uint8_t* slots, int64_t 
     const int key = key0 + kCopyKeyStep * j;
     const bool present = key < n;
     if (j > 0 && present) src += key_step_bytes;
-#pragma unroll
-    for (int m = 0; m < kPieces / kLinePieces; ++m) {
-      ptx::cp_async_16(destination(key, piece0 + kLinePieces * m), src + 128 * m, present ? 16u : 0u);
-    }
+    copy_key_pieces<kPieces>(destination, key, piece0, src, present);
   }
   ptx::cp_async_commit();
 }
@@ -151,7 +160,6 @@ __device__ __forceinline__ void issue_region_copies(const Smem& s, const DsaPara
                                                     const uint8_t* group_base, int columns, TileCursor tile,
                                                     Destination destination) {
   using T = TileTraits;
-  static_assert(kPieces % kLinePieces == 0, "a slot is whole 128-byte lines");
   const int key0 = threadIdx.x / kLinePieces, piece0 = threadIdx.x % kLinePieces;
   // The tile's first slot is visible (seek_tile): the zero fills' address.
   const uint8_t* dummy = group_base + s.column_page[tile.column] * p.page_stride + piece0 * 16;
@@ -163,10 +171,7 @@ __device__ __forceinline__ void issue_region_copies(const Smem& s, const DsaPara
     const bool present = column < columns && slot < s.column_count[column];
     const uint8_t* src =
         present ? group_base + s.column_page[column] * p.page_stride + slot * p.slot_stride + piece0 * 16 : dummy;
-#pragma unroll
-    for (int m = 0; m < kPieces / kLinePieces; ++m) {
-      ptx::cp_async_16(destination(key, piece0 + kLinePieces * m), src + 128 * m, present ? 16u : 0u);
-    }
+    copy_key_pieces<kPieces>(destination, key, piece0, src, present);
   }
   ptx::cp_async_commit();
 }
