@@ -21,6 +21,36 @@
 namespace sparse_decode::gpu_test::dsa {
 namespace {
 
+// For each split count and clear_inactive both ways: `baseline`'s output,
+// then `fold`'s without and with PDL, each within the reference's bound and
+// bitwise `baseline`'s (named `baseline_name` in failures). Returns the runs
+// compared.
+int expect_fold_keeps_bits(DeviceProblem& d, const DsaProblem& p, const reference::DsaResult& ref,
+                           const std::vector<int32_t>& split_counts, DsaKernel baseline,
+                           const char* baseline_name, DsaKernel fold, const std::string& label) {
+  int runs = 0;
+  for (int32_t splits : split_counts) {
+    for (bool clear : {d.args.clear_inactive, !d.args.clear_inactive}) {
+      DsaDecodeArgs base = d.args;
+      base.kernel = baseline;
+      base.splits = splits;
+      base.clear_inactive = clear;
+      const std::vector<uint16_t> want = run(d, base);
+      for (bool pdl : {false, true}) {
+        DsaDecodeArgs folded = base;
+        folded.kernel = fold;
+        folded.enable_pdl = pdl;
+        const std::vector<uint16_t> got = run(d, folded);
+        const std::string name = label + ", clear_inactive " + std::to_string(clear) + ", " + run_name(splits, pdl);
+        check_output(got, folded, p, ref, name);
+        EXPECT_TRUE(got == want) << name << ": the bits differ from " << baseline_name << "'s";
+        ++runs;
+      }
+    }
+  }
+  return runs;
+}
+
 class DsaGpuClusterFold : public DsaGpu, public ::testing::WithParamInterface<Case> {};
 
 TEST_P(DsaGpuClusterFold, KeepsTheDirectKernelsBits) {
@@ -31,28 +61,10 @@ TEST_P(DsaGpuClusterFold, KeepsTheDirectKernelsBits) {
   const reference::DsaResult ref = reference::dsa_decode(p.host_args(nullptr));
   DeviceProblem d(p, c.strided);
   const int32_t rows = static_cast<int32_t>(p.rows());
-  int runs = 0;
   // Launched: min(splits, R), at least 2 (R is 8, 16 or 33 in the cases).
-  for (int32_t splits : {1, 2, 3, 4, 5, 8, 12, 16, std::min(dsa_splits_for(rows), kDsaMaxClusterSplits)}) {
-    for (bool clear : {d.args.clear_inactive, !d.args.clear_inactive}) {
-      DsaDecodeArgs direct = d.args;
-      direct.kernel = DsaKernel::kDirect;
-      direct.splits = splits;
-      direct.clear_inactive = clear;
-      const std::vector<uint16_t> want = run(d, direct);
-      for (bool pdl : {false, true}) {
-        DsaDecodeArgs cluster = direct;
-        cluster.kernel = DsaKernel::kDirectCluster;
-        cluster.enable_pdl = pdl;
-        const std::vector<uint16_t> got = run(d, cluster);
-        const std::string name = "cluster fold, clear_inactive " + std::to_string(clear) + ", " +
-                                 run_name(splits, pdl);
-        check_output(got, cluster, p, ref, name);
-        EXPECT_TRUE(got == want) << name << ": the bits differ from kDirect's";
-        ++runs;
-      }
-    }
-  }
+  const int runs = expect_fold_keeps_bits(
+      d, p, ref, {1, 2, 3, 4, 5, 8, 12, 16, std::min(dsa_splits_for(rows), kDsaMaxClusterSplits)},
+      DsaKernel::kDirect, "kDirect", DsaKernel::kDirectCluster, "cluster fold");
   EXPECT_GT(runs, 0);
 }
 
@@ -69,24 +81,9 @@ TEST_P(DsaGpuBf16ClusterFold, KeepsTheSplitKernelsBits) {
   const reference::DsaResult ref = reference::dsa_decode(p.host_args(nullptr));
   DeviceProblem d(p, c.strided, c.bf16_scales);
   const int32_t rows = static_cast<int32_t>(p.rows());
-  for (int32_t splits : {4, 8, 12, 16, std::min(dsa_splits_for(rows), kDsaMaxClusterSplits)}) {
-    for (bool clear : {d.args.clear_inactive, !d.args.clear_inactive}) {
-      DsaDecodeArgs staged = d.args;
-      staged.kernel = DsaKernel::kStaged;  // the combine kernel at every split count
-      staged.splits = splits;
-      staged.clear_inactive = clear;
-      const std::vector<uint16_t> want = run(d, staged);
-      for (bool pdl : {false, true}) {
-        DsaDecodeArgs automatic = staged;
-        automatic.kernel = DsaKernel::kAuto;  // the fold from 8 launched splits
-        automatic.enable_pdl = pdl;
-        const std::vector<uint16_t> got = run(d, automatic);
-        const std::string name = "BF16 fold, clear_inactive " + std::to_string(clear) + ", " + run_name(splits, pdl);
-        check_output(got, automatic, p, ref, name);
-        EXPECT_TRUE(got == want) << name << ": the bits differ from kStaged's";
-      }
-    }
-  }
+  // kStaged: the combine kernel at every split count; kAuto: the fold from 8 launched splits.
+  expect_fold_keeps_bits(d, p, ref, {4, 8, 12, 16, std::min(dsa_splits_for(rows), kDsaMaxClusterSplits)},
+                         DsaKernel::kStaged, "kStaged", DsaKernel::kAuto, "BF16 fold");
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, DsaGpuBf16ClusterFold, ::testing::ValuesIn(bf16_cases()),
