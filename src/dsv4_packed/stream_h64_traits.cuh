@@ -5,7 +5,7 @@
 // each chunk's rows once into a BF16 tile that is both K (for S) and V
 // (for P V). Warpgroup 0 scores and runs the softmax; both then take half
 // of P V's dims. Its shared-memory plan: stream_h64_smem.cuh. The design:
-// docs/kernels/packed.md.
+// docs/kernels/packed_h64.md.
 #pragma once
 
 #include "dsv4_packed/stream_traits.cuh"

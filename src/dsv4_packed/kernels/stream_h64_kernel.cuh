@@ -9,7 +9,7 @@
 // 0 with P from registers. On the split path (kSplitH64, p.split_ctas > 0)
 // a unit's chunks run in runs of p.chunks_per_cta over p.split_ctas CTAs,
 // each writing its share to the workspace (steps/stream_h64/shares.cuh)
-// for the combine kernel. docs/kernels/packed.md explains it.
+// for the combine kernel. docs/kernels/packed_h64.md explains it.
 #pragma once
 
 #include <cmath>
