@@ -23,7 +23,7 @@ for build in "$@"; do
     timeout "${TIMEOUT:-300}" "$build/tests/sparse_decode_gpu_tests" --gtest_filter="$filter" \
     > "$OUT/tests_$name.log" 2>&1
   echo "== $name tests rc=$? ($(grep -cE '^\[       OK' "$OUT/tests_$name.log") passed," \
-    "$(grep -cE '^\[  FAILED  \] [A-Za-z]' "$OUT/tests_$name.log") failed)"
+    "$(grep -cE '^\[  FAILED  \] .*\([0-9]+ ms\)$' "$OUT/tests_$name.log") failed)"
   sort "$OUT/digest_$name.txt" -o "$OUT/digest_$name.txt" 2>/dev/null
   if [ -z "$base" ]; then
     base=$name
