@@ -6,7 +6,9 @@
 # Environment: SETS (default "fp8 h64"): fp8 = 16 heads at widths 128 and 640,
 # h64 = 64 and 128 heads at width 640 on the stream and split kernels,
 # bf16 = BF16 16 heads, packed = the packed layout (packed64: at 64 and 128
-# heads, where the 64-head form runs), dsa = dsa_decode with FP8
+# heads, where the 64-head form runs; packed64rules: kAuto's 64-head bounds,
+# the 64-head form, its split path and the 16-head stream kernel and split
+# path at 64 heads around them), dsa = dsa_decode with FP8
 # and BF16 caches (16 heads, G 1, block 64, 16 regions); MODE (default shared):
 # the bench's --mode. The logs and CSVs end up in two files (ab.log,
 # ab_csv.tar): a device call returns only a few files.
@@ -34,6 +36,11 @@ for set in ${SETS:-fp8 h64}; do
       bf16) run "$build" bf16 --dtype bf16 --heads 16 --tokens 1,6,48,128,512,2048 --widths 640 ;;
       packed) run "$build" packed --layout packed --heads 16 --tokens 1,6,12,48,128,512,2048 --widths 128,640 ;;
       packed64) run "$build" packed64 --layout packed --heads 64,128 --tokens 1,12,48,128,512,2048 --widths 128,640 ;;
+      packed64rules)
+        for kernel in stream_h64 split_h64 stream split; do
+          run "$build" "packed64rules_$kernel" --layout packed --heads 64 --tokens 24,32,48,64,80,96 \
+            --widths 384,640,1152 --kernel "$kernel"
+        done ;;
       dsa) run "$build" dsa --layout dsa --tokens 1,6,12,48,128,512,2048
            run "$build" dsa_bf16 --layout dsa --dtype bf16 --tokens 1,6,12,48,128,512,2048 ;;
     esac
